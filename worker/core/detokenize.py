@@ -1,0 +1,171 @@
+"""Incremental detokenization with the decoder state kept as data.
+
+The algorithm is vLLM's `detokenize_incrementally` (reference/vllm-derender-contract.md
+§c.2): decode `window + pending + new` against the text of `window` alone, emit the
+difference once it is longer and does not end in U+FFFD (a possibly unfinished UTF-8
+sequence from byte-level or byte-fallback pieces), then the ids just emitted become
+the next window. HF `tokenizers`' `DecodeStream` runs exactly that loop in Rust; its
+Python object cannot be serialised, so we keep its two lists ourselves:
+
+- `window`: ids already turned into text, kept only as decoder context (a SentencePiece
+  decoder strips the leading space of the first piece, so the next piece's space needs a
+  piece before it). Always starts on a character boundary.
+- `pending`: ids whose text is not out yet (an unfinished character, or nothing visible).
+
+Resuming is `DecodeStream(ids=window).step(tokenizer, pending + new)`: one Rust call per
+record, whatever its length.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tokenizers import Tokenizer
+from tokenizers.decoders import DecodeStream
+
+REPLACEMENT_CHAR = "\ufffd"
+
+# The window is trimmed back to at most this many ids after a multi-id emission.
+# vLLM's per-token loop ends every emitting step with a 1-2 id window; 4 covers a
+# whole UTF-8 character spelled as byte-fallback pieces.
+WINDOW_MAX_IDS = 4
+
+# When no short suffix is a clean window (a run of invisible ids), keep this many.
+WINDOW_FALLBACK_IDS = 32
+
+# vLLM seeds from the last INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET (5) prompt ids,
+# so the first output piece keeps its leading space (§c.4).
+PROMPT_SEED_IDS = 5
+
+# A run of ids that produce no text (skipped special tokens) or never complete a
+# character (garbage bytes) must not grow the state without bound. Past this many
+# pending ids they are resolved the way a one-shot decode would.
+PENDING_MAX_IDS = 64
+
+
+class DecodeSlot(Protocol):
+    """The two lists a decoder needs; `core.state.ChoiceState` is one."""
+
+    window: list[int]
+    pending: list[int]
+
+
+class Detokenizer:
+    """Incremental decoding for one tokenizer and one `skip_special_tokens` setting.
+
+    Holds no per-request data: every call reads and writes a `DecodeSlot`.
+    """
+
+    __slots__ = ("_skip", "_tok")
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
+        self._tok = tokenizer
+        self._skip = skip_special_tokens
+
+    def decode(self, ids: list[int]) -> str:
+        """One-shot decode: the text all chunkings must concatenate to."""
+        return str(self._tok.decode(ids, skip_special_tokens=self._skip))
+
+    def seed(self, prompt_token_ids: list[int] | None) -> list[int]:
+        """The first window of a choice: the prompt's last ids, when it is known."""
+        if not prompt_token_ids:
+            return []
+        return self._trim(prompt_token_ids[-PROMPT_SEED_IDS:])
+
+    def step(self, slot: DecodeSlot, ids: list[int]) -> str:
+        """Feed new ids; return the text that is now final (possibly "")."""
+        if not ids:
+            return ""
+        todo = slot.pending + ids if slot.pending else ids
+        stream = DecodeStream(ids=slot.window, skip_special_tokens=self._skip)
+        try:
+            text = stream.step(self._tok, todo)
+        except Exception:
+            # DecodeStream refuses a window whose text is not a prefix of the new text
+            # ("Invalid prefix encountered"); vLLM slices by length instead. Only
+            # invalid byte runs that straddle the window edge get here.
+            return self._slow_step(slot, todo)
+        if text is not None:
+            slot.window = self._trim(todo) if len(todo) > WINDOW_MAX_IDS else todo
+            slot.pending = []
+            return str(text)
+        if len(todo) > 1:
+            # The tail is unfinished, but a prefix of it may not be: go id by id so the
+            # client sees every finished character now, as vLLM's per-token loop does.
+            return self._per_id(slot, todo)
+        slot.pending = todo
+        self._bound(slot)
+        return ""
+
+    def flush(self, slot: DecodeSlot) -> str:
+        """The choice ended: release what is pending exactly as a one-shot decode shows it."""
+        if not slot.pending:
+            return ""
+        prefix = self.decode(slot.window)
+        full = self.decode(slot.window + slot.pending)
+        slot.window = self._trim(slot.window + slot.pending)
+        slot.pending = []
+        return _suffix(full, prefix)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _per_id(self, slot: DecodeSlot, todo: list[int]) -> str:
+        stream = DecodeStream(ids=slot.window, skip_special_tokens=self._skip)
+        parts: list[str] = []
+        start = 0  # index in `todo` of the first id not yet emitted
+        window = slot.window
+        for i, token_id in enumerate(todo):
+            text = stream.step(self._tok, token_id)
+            if text is not None:
+                parts.append(text)
+                window = todo[start : i + 1]
+                start = i + 1
+        slot.window = self._trim(window) if len(window) > WINDOW_MAX_IDS else window
+        slot.pending = todo[start:]
+        self._bound(slot)
+        return "".join(parts)
+
+    def _slow_step(self, slot: DecodeSlot, todo: list[int]) -> str:
+        prefix = self.decode(slot.window)
+        full = self.decode(slot.window + todo)
+        if len(full) <= len(prefix) or full.endswith(REPLACEMENT_CHAR):
+            slot.pending = todo
+            self._bound(slot)
+            return ""
+        slot.window = self._trim(todo)
+        slot.pending = []
+        return _suffix(full, prefix)
+
+    def _bound(self, slot: DecodeSlot) -> None:
+        if len(slot.pending) <= PENDING_MAX_IDS:
+            return
+        prefix = self.decode(slot.window)
+        full = self.decode(slot.window + slot.pending)
+        if full == prefix:
+            # Nothing visible (e.g. skipped special tokens): the ids change no text.
+            slot.pending = []
+        # Otherwise a long unfinished byte run: keep it; flush() resolves it at the end.
+        # It cannot exceed one record's token count, which the bounds already cap.
+
+    def _trim(self, ids: list[int]) -> list[int]:
+        """The shortest suffix (≤ WINDOW_MAX_IDS) that still decodes to visible text
+        starting on a character boundary; the whole list when there is none.
+
+        Starting mid-character would let a byte-fallback decoder merge the window's
+        dangling bytes with the next ones, so a suffix whose text starts with U+FFFD
+        is not a valid window. An empty-text suffix would lose SentencePiece's leading
+        space of the next piece.
+        """
+        for n in range(1, min(len(ids), WINDOW_MAX_IDS) + 1):
+            text = self.decode(ids[-n:])
+            if text and not text.startswith(REPLACEMENT_CHAR):
+                return ids[-n:]
+        # No such suffix (e.g. all skipped special tokens): keep more context, bounded.
+        return ids[-WINDOW_FALLBACK_IDS:]
+
+
+def _suffix(full: str, prefix: str) -> str:
+    if full.startswith(prefix):
+        return full[len(prefix) :]
+    # Not a prefix (an invalid byte run changed meaning); emit by length like vLLM.
+    return full[len(prefix) :] if len(full) > len(prefix) else ""

@@ -1,0 +1,27 @@
+"""The error codes of CONTRACT.md §5 and the exception that carries them through the core."""
+
+from __future__ import annotations
+
+INVALID_REQUEST = "invalid_request_error"
+MODEL_NOT_FOUND = "model_not_found"
+SEQUENCE_GAP = "sequence_gap"
+STATE_MISSING = "state_missing"
+STATE_CORRUPT = "state_corrupt"
+# Records that were not valid ChunkRecords (also dead-lettered by the shell).
+INVALID_RECORD = "invalid_record"
+
+
+class DerenderError(Exception):
+    """A request-level failure: becomes one `error` output and marks the request failed."""
+
+    def __init__(self, message: str, code: str = INVALID_REQUEST, param: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.param = param
+
+    @property
+    def type(self) -> str:
+        # OpenAI's error `type`: everything the worker rejects is a problem with the
+        # request's records, never a server fault (those are retried, not reported).
+        return "invalid_request_error"

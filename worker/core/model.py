@@ -1,0 +1,51 @@
+"""What the core needs to know about one served model: tokenizer, limits, parsers.
+
+Built by the shell (`adapters.tokenizers` loads the files) and passed into `step`, so
+the core never touches the file system.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenizers import Tokenizer
+
+from worker.core.detokenize import Detokenizer
+
+
+@dataclass(eq=False)
+class Model:
+    name: str
+    tokenizer: Tokenizer
+    max_model_len: int = 131072
+    # -1 means no limit, as in vLLM.
+    max_logprobs: int = 20
+    # The first is the tokenizer's primary EOS: dropping it leaves `stop_reason` null,
+    # as the engine does; the others are generation-config EOS ids (stop_reason = id).
+    eos_token_ids: tuple[int, ...] = ()
+    reasoning_parser: str | None = None
+    tool_parser: str | None = None
+    # `reasoning` (current vLLM) or `reasoning_content` (older clients).
+    reasoning_field: str = "reasoning"
+    vocab_size: int = field(init=False)
+    _detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.vocab_size = int(self.tokenizer.get_vocab_size(with_added_tokens=True))
+        self._detokenizers = {
+            skip: Detokenizer(self.tokenizer, skip_special_tokens=skip) for skip in (False, True)
+        }
+
+    def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:
+        return self._detokenizers[skip_special_tokens]
+
+
+@dataclass(eq=False)
+class Registry:
+    """Served models by name, plus the one used when a record names none."""
+
+    models: dict[str, Model]
+    default: str
+
+    def resolve(self, name: str | None) -> Model | None:
+        return self.models.get(self.default if name is None else name)

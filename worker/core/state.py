@@ -1,0 +1,83 @@
+"""Per-request state: plain data that round-trips through msgpack (Redis, or memory).
+
+`array_like` drops field names from the encoding and `omit_defaults` drops trailing
+defaults, so a plain request costs a few dozen bytes. Evolution rule (msgspec): new
+fields go at the end of a Struct and have defaults; `v` is bumped only when a field
+changes meaning.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+STATE_VERSION = 1
+
+# RequestState.status
+ACTIVE = 0
+FAILED = 1  # a bad record failed the request; later records are consumed silently
+DONE = 2  # `end`/`abort` applied; kept briefly as a tombstone so redeliveries dedupe
+
+
+class Options(msgspec.Struct, array_like=True, omit_defaults=True):
+    """The request parameters that shape the output, taken from the seq-0 record."""
+
+    skip_special_tokens: bool = True
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    include_stop_str_in_output: bool = False
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+    # True when the seq-0 record carried no request: engine usage events are forwarded.
+    no_request: bool = False
+    n: int = 1
+    # Logprobs: 0 = off; chat: top_logprobs (0..k); completion: `logprobs` k; -1 = all.
+    logprobs: bool = False
+    top_logprobs: int = 0
+    include_reasoning: bool = True
+
+
+class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True):
+    """Decoding state of one choice index (`n > 1` interleaves several)."""
+
+    index: int
+    window: list[int] = []
+    pending: list[int] = []
+    held: str = ""  # text held back because it could still become a stop string
+    role_sent: bool = False
+    done: bool = False  # finished (engine finish or stop string): later tokens say nothing
+    tokens: int = 0  # completion tokens seen for this choice
+    text_offset: int = 0  # completion logprobs `text_offset` continues across records
+    lp_context: list[int] = []  # last ≤4 sampled ids: byte-fallback repair context
+
+
+class RequestState(msgspec.Struct, array_like=True, omit_defaults=True):
+    seq: int  # the last applied record's seq
+    status: int = ACTIVE
+    api: str = "chat"
+    model: str = ""
+    created: int = 0
+    prompt_tokens: int | None = None
+    seed: list[int] = []  # first decode window of every new choice (prompt tail)
+    opts: Options = msgspec.field(default_factory=Options)
+    choices: list[ChoiceState] = []
+    usage_sent: bool = False
+    v: int = STATE_VERSION
+
+    def choice(self, index: int) -> ChoiceState | None:
+        for c in self.choices:
+            if c.index == index:
+                return c
+        return None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(RequestState)
+
+
+def encode_state(state: RequestState) -> bytes:
+    return _encoder.encode(state)
+
+
+def decode_state(blob: bytes) -> RequestState:
+    """Raises msgspec.DecodeError / ValidationError for a corrupt blob."""
+    return _decoder.decode(blob)
