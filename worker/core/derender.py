@@ -148,9 +148,7 @@ def step(
     return Step(state, outputs, OK)
 
 
-def step_invalid(
-    state: RequestState | None, request_id: str, seq: int | None, reason: str
-) -> Step:
+def step_invalid(state: RequestState | None, request_id: str, seq: int | None, reason: str) -> Step:
     """A record that failed schema validation but whose request_id could be read.
 
     With a readable seq that is new, the request is failed as with any bad record;
@@ -340,18 +338,23 @@ def _on_chunk(
         piece = _advance(state, chunk.choices[0], model)
         if piece is not None:
             outputs.append(_render(state, request_id, [piece]))
-    elif chunk.usage is not None and (state.opts.include_usage or state.opts.no_request):
+    elif chunk.usage is not None and _wants_usage(state):
         # A usage-only event: the engine's final count, with the request's prompt size.
-        if not state.usage_sent:
-            prompt = state.prompt_tokens
-            if prompt is None:
-                prompt = chunk.usage.prompt_tokens or 0
-            completion = chunk.usage.completion_tokens
-            if completion is None:
-                completion = _completion_tokens(state)
-            outputs.append(_usage_chunk(state, request_id, usage(prompt, completion)))
-            state.usage_sent = True
+        prompt = state.prompt_tokens
+        if prompt is None:
+            prompt = chunk.usage.prompt_tokens or 0
+        completion = chunk.usage.completion_tokens
+        if completion is None:
+            completion = _completion_tokens(state)
+        outputs.append(_usage_chunk(state, request_id, usage(prompt, completion)))
+        state.usage_sent = True
     return outputs
+
+
+def _wants_usage(state: RequestState) -> bool:
+    """One final usage chunk when the request asked for it; with no request at all,
+    the engine's usage events are forwarded as vLLM's derender does."""
+    return (state.opts.include_usage or state.opts.no_request) and not state.usage_sent
 
 
 def _new_choice(state: RequestState, index: int) -> ChoiceState:
@@ -493,7 +496,9 @@ def _on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> 
     outputs = [_render(state, request_id, [p]) for p in pieces]
     if opts.include_usage and not state.usage_sent:
         outputs.append(
-            _usage_chunk(state, request_id, usage(state.prompt_tokens or 0, _completion_tokens(state)))
+            _usage_chunk(
+                state, request_id, usage(state.prompt_tokens or 0, _completion_tokens(state))
+            )
         )
         state.usage_sent = True
     outputs.append(_DONE)
@@ -524,9 +529,7 @@ def _on_response(
         state.prompt_tokens = len(resp.prompt_token_ids)
     if not state.seed and resp.prompt_token_ids:
         _check_ids(resp.prompt_token_ids, model, "prompt_token_ids")
-        state.seed = model.detokenizer(state.opts.skip_special_tokens).seed(
-            resp.prompt_token_ids
-        )
+        state.seed = model.detokenizer(state.opts.skip_special_tokens).seed(resp.prompt_token_ids)
     texts: list[tuple[int, str, str | None, int | str | None]] = []
     completion = 0
     for i, choice in enumerate(resp.choices):

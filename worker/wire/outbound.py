@@ -104,8 +104,8 @@ class ToolCall(msgspec.Struct):
 class ChatMessage(msgspec.Struct, omit_defaults=True):
     role: str
     content: str | None
-    reasoning: str | None | UnsetType = UNSET
-    reasoning_content: str | None | UnsetType = UNSET
+    reasoning: str | UnsetType | None = UNSET
+    reasoning_content: str | UnsetType | None = UNSET
     tool_calls: list[ToolCall] | UnsetType = UNSET
 
 
@@ -124,8 +124,8 @@ class ChatCompletion(msgspec.Struct):
     model: str
     choices: list[ChatChoice]
     usage: UsageInfo
-    prompt_logprobs: list[dict[str, Any] | None] | None | UnsetType = UNSET
-    kv_transfer_params: dict[str, Any] | None | UnsetType = UNSET
+    prompt_logprobs: list[dict[str, Any] | None] | UnsetType | None = UNSET
+    kv_transfer_params: dict[str, Any] | UnsetType | None = UNSET
 
 
 # --- completion ------------------------------------------------------------------------
@@ -155,7 +155,7 @@ class Completion(msgspec.Struct):
     model: str
     choices: list[CompletionChunkChoice]
     usage: UsageInfo
-    kv_transfer_params: dict[str, Any] | None | UnsetType = UNSET
+    kv_transfer_params: dict[str, Any] | UnsetType | None = UNSET
 
 
 # --- errors ----------------------------------------------------------------------------
