@@ -66,6 +66,7 @@ class StateWrite:
     blob: bytes
     done: bool  # a tombstone: short TTL
     expected_seq: int | None  # the seq it was loaded at (None: there was none)
+    epoch: int = 0  # the writer's owner epoch for the record's partition (set by the shell)
 
 
 @dataclass(slots=True)

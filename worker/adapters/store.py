@@ -26,8 +26,9 @@ class StateStore(Protocol):
         """All states of a batch in one round trip; None where there is none."""
         ...
 
-    async def save_many(self, writes: list[StateWrite], epoch: int) -> list[str]:
-        """All writes of a batch in one round trip, each a compare-and-set.
+    async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        """All writes of a batch in one round trip, each a compare-and-set on
+        `write.expected_seq` and `write.epoch`.
 
         Returns the request ids whose write was refused (seq or epoch moved on).
         Tombstones (`write.done`) get the short TTL.
