@@ -40,6 +40,8 @@ format: $(STAMP)
 ## Regenerate schemas/ from the wire types (a test fails when they disagree).
 schemas: $(STAMP)
 	$(BIN)/python -m worker.wire.schema schemas
+	cat schemas/examples/records.jsonl tests/golden/bad_input.in.jsonl \
+	  | $(BIN)/derender-worker replay --quiet | grep -v '"dlq"' > schemas/examples/outputs.jsonl
 
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py
@@ -49,3 +51,8 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+## Regenerate the golden replay files (review the diff before committing).
+golden: $(STAMP)
+	$(BIN)/python tests/golden/make_inputs.py
+	for f in tests/golden/*.in.jsonl; do $(BIN)/derender-worker replay "$$f" -o "$${f%.in.jsonl}.out.jsonl" --quiet; done

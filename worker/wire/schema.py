@@ -1,0 +1,47 @@
+"""JSON Schema of every wire type, generated from the msgspec Structs.
+
+`python -m worker.wire.schema schemas` (or `make schemas`) rewrites `schemas/*.json`;
+a test fails when the committed files and the types disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from worker.wire import inbound, outbound
+
+# file name → the type it describes
+SCHEMAS: dict[str, Any] = {
+    "chunk_record.json": inbound.ChunkRecord,
+    "chat_completion_chunk.json": outbound.ChatCompletionChunk,
+    "text_completion_chunk.json": outbound.CompletionChunk,
+    "chat_completion.json": outbound.ChatCompletion,
+    "text_completion.json": outbound.Completion,
+    "error.json": outbound.ErrorResponse,
+}
+
+
+def render(tp: Any) -> str:
+    schema = msgspec.json.schema(tp)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_all(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, tp in SCHEMAS.items():
+        path = folder / name
+        path.write_text(render(tp), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_all(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")):
+        print(f"wrote {p}")
