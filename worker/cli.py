@@ -72,22 +72,110 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from worker.settings import add_flags
+
+    p = sub.add_parser(
+        "run",
+        help="the worker: Kafka in, Kafka out, state in Redis",
+        description="Consume ChunkRecords, publish OpenAI payloads. Every flag can also "
+        "be set as DERENDER_<FLAG> (dashes as underscores).",
+    )
+    add_flags(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from worker.adapters.redis_store import RedisStore
+    from worker.logs import configure
+    from worker.metrics import Metrics, serve
+    from worker.runner import Runner
+    from worker.settings import from_args
+
+    settings = from_args(args)
+    configure(settings.log_format, settings.log_level)
+    log = logging.getLogger("derender.worker")
+    registry = load_registry(settings.models)
+    log.info("models: %s (default %s)", ", ".join(registry.models), registry.default)
+    log.info("settings: %s", settings.redacted())
+
+    async def main() -> int:
+        store = RedisStore(
+            settings.redis_url,
+            ttl_s=settings.state_ttl_s,
+            done_ttl_s=settings.done_ttl_s,
+            key_prefix=settings.state_prefix,
+        )
+        metrics = Metrics()
+        server = None
+        if settings.metrics_port:
+            server = await serve(metrics, settings.metrics_host, settings.metrics_port)
+        try:
+            return await Runner(settings, registry, store, metrics).run()
+        finally:
+            if server is not None:
+                server.close()
+                await server.wait_closed()
+
+    return asyncio.run(main())
+
+
+def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "check",
+        help="health probe: exit 0 when the worker's loop is alive (or ready, with --ready)",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--metrics-port", type=int, default=int(_env_default("metrics-port", "9400") or 9400)
+    )
+    p.add_argument("--ready", action="store_true", help="probe /readyz instead of /healthz")
+    p.add_argument("--timeout-s", type=float, default=3.0)
+
+
+def _check(args: argparse.Namespace) -> int:
+    import urllib.error
+    import urllib.request
+
+    path = "/readyz" if args.ready else "/healthz"
+    url = f"http://{args.host}:{args.metrics_port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout_s) as resp:
+            ok = resp.status == 200
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"derender-worker check: {url}: {exc}", file=sys.stderr)
+        return 1
+    if not ok:
+        print(f"derender-worker check: {url}: not healthy", file=sys.stderr)
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-worker",
         description="Turn LLM engine token streams into OpenAI-shaped responses.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
     _add_replay(sub)
+    _add_check(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from worker.settings import SettingsError
+
     try:
         if args.command == "replay":
             return _replay(args)
-    except ConfigError as exc:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "check":
+            return _check(args)
+    except (ConfigError, SettingsError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -7,6 +7,7 @@ saves and commits after. Both shells therefore publish byte-identical records.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,9 +15,16 @@ import msgspec
 
 from worker.core import derender
 from worker.core.derender import Output, Step
+from worker.core.errors import DerenderError
 from worker.core.model import Registry
-from worker.core.state import DONE, RequestState, decode_state, encode_state
+from worker.core.state import DONE, FAILED, RequestState, decode_state, encode_state
 from worker.wire.inbound import BadRecord, ChunkRecord, decode_record, read_head
+from worker.wire.outbound import DONE as DONE_BYTES
+
+log = logging.getLogger("derender.pipeline")
+
+# The error code of a record the core itself failed on (a bug, not bad input).
+INTERNAL_ERROR = "internal_error"
 
 # Output record headers (CONTRACT.md §3).
 H_REQUEST_ID = "derender-request-id"
@@ -184,7 +192,10 @@ def process_batch(
         rec = d.chunk
         assert rec is not None
         state, loaded, corrupt = current(rec.request_id)
-        st = derender.step(state, rec, registry, d.record.timestamp_ms, corrupt)
+        try:
+            st = derender.step(state, rec, registry, d.record.timestamp_ms, corrupt)
+        except Exception as exc:  # a bug or a tokenizer failure: fail this request only
+            st = _internal_error(state, rec, exc)
         if rec.generate_chunk is not None:
             for c in rec.generate_chunk.choices:
                 result.tokens += len(c.token_ids or ())
@@ -197,6 +208,18 @@ def process_batch(
             rid, state.seq, encode_state(state), state.status == DONE, loaded
         )
     return result
+
+
+def _internal_error(state: RequestState | None, rec: ChunkRecord, exc: Exception) -> Step:
+    """One poison record must not stop its partition: report it and fail the request."""
+    log.exception("record %s/%s failed inside the core", rec.request_id, rec.seq)
+    err = DerenderError(f"internal error: {type(exc).__name__}: {exc}", INTERNAL_ERROR)
+    failed = RequestState(seq=rec.seq if state is None else max(rec.seq, state.seq), status=FAILED)
+    outputs = [derender.error_output(err)]
+    if rec.type in ("end", "abort"):
+        outputs.append(Output(derender.DONE_KIND, DONE_BYTES))
+        failed.status = DONE
+    return Step(failed, outputs, derender.FAILED_RESULT)
 
 
 def _record(

@@ -1,0 +1,76 @@
+"""aiokafka clients configured from Settings: TLS/SASL, manual commits, acks=all."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.helpers import create_ssl_context
+
+from worker.settings import Settings
+
+
+def security_kwargs(s: Settings) -> dict[str, Any]:
+    kw: dict[str, Any] = {"security_protocol": s.security_protocol}
+    if s.security_protocol in ("SSL", "SASL_SSL"):
+        kw["ssl_context"] = create_ssl_context(
+            cafile=s.ssl_cafile, certfile=s.ssl_certfile, keyfile=s.ssl_keyfile
+        )
+    if s.security_protocol.startswith("SASL"):
+        kw["sasl_mechanism"] = s.sasl_mechanism
+        kw["sasl_plain_username"] = s.sasl_username
+        kw["sasl_plain_password"] = s.sasl_password
+    return kw
+
+
+def make_consumer(s: Settings) -> AIOKafkaConsumer:
+    reset = s.reset if s.reset in ("earliest", "latest") else "earliest"
+    return AIOKafkaConsumer(
+        bootstrap_servers=s.bootstrap_servers,
+        group_id=s.group_id,
+        group_instance_id=s.group_instance_id,
+        client_id=f"derender-worker-{s.group_id}",
+        # Offsets are committed by hand after outputs are acked and states saved.
+        enable_auto_commit=False,
+        auto_offset_reset=reset,
+        max_poll_records=s.max_batch,
+        session_timeout_ms=s.session_timeout_ms,
+        heartbeat_interval_ms=s.heartbeat_interval_ms,
+        **security_kwargs(s),
+    )
+
+
+def make_producer(s: Settings) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=s.bootstrap_servers,
+        client_id=f"derender-worker-{s.group_id}",
+        # acks=all: an output counts as delivered only once every in-sync replica has
+        # it; the input offset is committed after that. (aiokafka's default is acks=1.)
+        # Producer idempotence is left off: a retried send can duplicate a record,
+        # which consumers drop by its (request_id, seq, part) headers anyway, and some
+        # Kafka-compatible brokers do not implement it.
+        acks="all",
+        linger_ms=s.linger_ms,
+        **security_kwargs(s),
+    )
+
+
+async def ensure_topics(bootstrap_servers: str, topics: dict[str, int], **security: Any) -> None:
+    """Create topics (name → partitions) that do not exist yet (demo and tests)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, **security)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [
+            NewTopic(name, num_partitions=n, replication_factor=1)
+            for name, n in topics.items()
+            if name not in existing
+        ]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(new)
+    finally:
+        await admin.close()

@@ -1,0 +1,161 @@
+"""Prometheus metrics and the health endpoints, recorded only by the shell.
+
+Each worker has its own `CollectorRegistry`, so tests can run several in one process.
+The HTTP server is a few lines of asyncio (no thread): GET /metrics, /healthz (the loop
+turned recently) and /readyz (partitions assigned, dependencies answering).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# Stages of one batch, in order (DESIGN.md §3 "The loop").
+STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
+
+# Buckets from 0.1 ms to ~10 s: a batch stage takes a fraction of a millisecond when
+# idle and seconds during an outage.
+_SECONDS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+_BATCH = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+_BYTES = (32, 64, 128, 256, 512, 1024, 4096, 16384)
+
+# A /healthz probe fails when the loop has not turned for this long (a poll returns at
+# least every poll-timeout, so only a stuck loop gets here).
+HEALTH_STALE_S = 30.0
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.records = Counter(
+            "derender_records", "input records by result", ["result"], registry=r
+        )
+        self.outputs = Counter("derender_outputs", "output records by kind", ["kind"], registry=r)
+        self.tokens = Counter("derender_tokens", "generated token ids consumed", registry=r)
+        self.batch_size = Histogram(
+            "derender_batch_records", "records per batch", buckets=_BATCH, registry=r
+        )
+        self.stage_seconds = Histogram(
+            "derender_stage_seconds",
+            "seconds per batch stage",
+            ["stage"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.latency = Histogram(
+            "derender_record_latency_seconds",
+            "from the input record's timestamp to its outputs' broker ack",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.lag = Gauge(
+            "derender_consumer_lag", "high-water mark minus position", ["partition"], registry=r
+        )
+        self.lag_sum = Gauge(
+            "derender_consumer_lag_sum", "consumer lag over assigned partitions", registry=r
+        )
+        self.state_bytes = Histogram(
+            "derender_state_bytes", "size of each state written", buckets=_BYTES, registry=r
+        )
+        self.active_requests = Gauge(
+            "derender_active_requests",
+            "requests open on this worker (seen, not finished)",
+            registry=r,
+        )
+        self.rebalances = Counter("derender_rebalances", "partition revocations", registry=r)
+        self.outage_seconds = Counter(
+            "derender_outage_seconds", "seconds spent waiting for Redis or the broker", registry=r
+        )
+        self.conflicts = Counter(
+            "derender_state_conflicts",
+            "state writes refused by the compare-and-set (another owner moved on)",
+            registry=r,
+        )
+        self.redis_round_trips = Counter(
+            "derender_redis_round_trips", "Redis round trips", ["op"], registry=r
+        )
+        self.assigned = Gauge(
+            "derender_assigned_partitions", "partitions assigned to this worker", registry=r
+        )
+        for stage in STAGES:  # exported from the start, so dashboards see every series
+            self.stage_seconds.labels(stage)
+        for result in ("ok", "duplicate", "error", "dlq", "skipped"):
+            self.records.labels(result)
+        self.last_turn = time.monotonic()
+        self.ready = False
+
+    def exposition(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+
+async def serve(
+    metrics: Metrics, host: str, port: int, is_ready: Callable[[], bool] | None = None
+) -> asyncio.Server:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout=5)
+            while (await asyncio.wait_for(reader.readline(), timeout=5)) not in (
+                b"\r\n",
+                b"\n",
+                b"",
+            ):
+                pass
+            parts = line.decode("latin-1").split()
+            path = parts[1] if len(parts) > 1 else "/"
+            status, ctype, body = route(metrics, path, is_ready)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port)
+
+
+def route(
+    metrics: Metrics, path: str, is_ready: Callable[[], bool] | None
+) -> tuple[str, str, bytes]:
+    path = path.split("?", 1)[0]
+    if path == "/metrics":
+        return "200 OK", CONTENT_TYPE_LATEST, metrics.exposition()
+    if path == "/healthz":
+        alive = time.monotonic() - metrics.last_turn < HEALTH_STALE_S
+        return (
+            ("200 OK" if alive else "503 Service Unavailable"),
+            "text/plain",
+            (b"ok\n" if alive else b"loop stalled\n"),
+        )
+    if path == "/readyz":
+        ready = metrics.ready and (is_ready() if is_ready else True)
+        return (
+            ("200 OK" if ready else "503 Service Unavailable"),
+            "text/plain",
+            (b"ready\n" if ready else b"not ready\n"),
+        )
+    return "404 Not Found", "text/plain", b"not found\n"

@@ -1,0 +1,168 @@
+"""Worker settings: every `run` flag, its `DERENDER_<FLAG>` variable and its default.
+
+One table (`FLAGS`) drives the argument parser, the environment lookup and the README's
+configuration reference, so the three cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+ENV_PREFIX = "DERENDER_"
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # the long flag without dashes, e.g. "bootstrap-servers"
+    default: Any
+    help: str
+    type: type = str
+    secret: bool = False  # never logged
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+
+FLAGS: list[Flag] = [
+    Flag("bootstrap-servers", "localhost:9092", "Kafka bootstrap servers, comma-separated"),
+    Flag("input-topic", "derender.chunks", "topic of ChunkRecords (key = request_id)"),
+    Flag("output-topic", "derender.deltas", "topic of OpenAI payloads"),
+    Flag("dlq-topic", "derender.dlq", "dead-letter topic for undecodable records"),
+    Flag("group-id", "derender", "Kafka consumer group"),
+    Flag(
+        "group-instance-id",
+        None,
+        "static group membership id (e.g. the pod name): a restart within the "
+        "session timeout does not rebalance",
+    ),
+    Flag("redis-url", "redis://localhost:6379/0", "Redis URL (redis:// or rediss://)", secret=True),
+    Flag("state-prefix", "derender:", "Redis key prefix (a separate one isolates a replay run)"),
+    Flag("models", None, "model registry TOML (default: the built-in DeepSeek V4 entry)"),
+    Flag("metrics-port", 9400, "port of /metrics, /healthz and /readyz (0 = off)", int),
+    Flag("metrics-host", "0.0.0.0", "address the metrics server binds"),
+    Flag("max-batch", 500, "records per poll batch at most", int),
+    Flag("poll-timeout-ms", 100, "how long a poll waits for records", int),
+    Flag("state-ttl-s", 3600, "TTL of a live request's state, refreshed on every write", int),
+    Flag("done-ttl-s", 600, "TTL of a finished request's tombstone (dedupes redeliveries)", int),
+    Flag(
+        "outage-limit-s",
+        60.0,
+        "exit non-zero after Redis or the broker failed this long (the supervisor restarts)",
+        float,
+    ),
+    Flag("max-record-bytes", 8 * 1024 * 1024, "input records larger than this are refused", int),
+    Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
+    Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
+    Flag("linger-ms", 2, "producer linger: outputs of one batch travel together", int),
+    Flag(
+        "reset",
+        None,
+        "where a new group starts: 'earliest', 'latest', or an epoch-ms timestamp "
+        "(reprocess a topic under another --group-id, --state-prefix and --output-topic)",
+    ),
+    Flag("security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    Flag("sasl-mechanism", None, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    Flag("sasl-username", None, "SASL user name"),
+    Flag("sasl-password", None, "SASL password", secret=True),
+    Flag("ssl-cafile", None, "CA bundle for TLS to the brokers"),
+    Flag("ssl-certfile", None, "client certificate (mutual TLS)"),
+    Flag("ssl-keyfile", None, "client key (mutual TLS)"),
+    Flag("log-format", "text", "text or json"),
+    Flag("log-level", "INFO", "DEBUG, INFO, WARNING or ERROR"),
+]
+
+
+@dataclass(frozen=True)
+class Settings:
+    bootstrap_servers: str
+    input_topic: str
+    output_topic: str
+    dlq_topic: str
+    group_id: str
+    group_instance_id: str | None
+    redis_url: str
+    state_prefix: str
+    models: str | None
+    metrics_port: int
+    metrics_host: str
+    max_batch: int
+    poll_timeout_ms: int
+    state_ttl_s: int
+    done_ttl_s: int
+    outage_limit_s: float
+    max_record_bytes: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    linger_ms: int
+    reset: str | None
+    security_protocol: str
+    sasl_mechanism: str | None
+    sasl_username: str | None
+    sasl_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+    log_format: str
+    log_level: str
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as they may be logged: secrets masked."""
+        secret = {f.attr for f in FLAGS if f.secret}
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "redis_url" and isinstance(value, str):
+                from worker.adapters.redis_store import redact_url
+
+                value = redact_url(value)
+            elif f.name in secret and value is not None:
+                value = "***"
+            out[f.name] = value
+        return out
+
+
+def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = None) -> None:
+    env = os.environ if environ is None else environ
+    for f in FLAGS:
+        raw = env.get(f.env)
+        default = f.default if raw is None else f.type(raw)
+        parser.add_argument(
+            f"--{f.name}",
+            type=f.type,
+            default=default,
+            help=f"{f.help} [env {f.env}; default {f.default!r}]",
+        )
+
+
+def from_args(args: argparse.Namespace) -> Settings:
+    values = {f.attr: getattr(args, f.attr) for f in FLAGS}
+    s = Settings(**values)
+    validate(s)
+    return s
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def validate(s: Settings) -> None:
+    if s.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise SettingsError(f"--security-protocol: unknown protocol {s.security_protocol!r}")
+    if s.security_protocol.startswith("SASL") and not (s.sasl_mechanism and s.sasl_username):
+        raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
+    if s.log_format not in ("text", "json"):
+        raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
+    if s.max_batch < 1:
+        raise SettingsError("--max-batch must be at least 1")
+    if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
+        raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
+    if len({s.input_topic, s.output_topic, s.dlq_topic}) != 3:
+        raise SettingsError("--input-topic, --output-topic and --dlq-topic must differ")
