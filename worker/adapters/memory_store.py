@@ -1,0 +1,116 @@
+"""The state store in memory, for `replay` and tests: the Redis store's contract and rules.
+
+Same compare-and-set as `redis_store.CAS_SCRIPT` (seq, then owner epoch), same TTLs (a
+tombstone keeps the short one), same key names, and the same idempotent re-apply of an
+identical write. Time comes from an injectable clock so tests can expire states without
+sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from worker.adapters.redis_store import DEFAULT_KEY_PREFIX
+from worker.adapters.store import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, StateStore
+from worker.pipeline import StateWrite, Stored
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int
+    epoch: int
+    blob: bytes
+    expires_at: float
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        ttl_s: float = DEFAULT_TTL_S,
+        done_ttl_s: float = DEFAULT_DONE_TTL_S,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_s <= 0 or done_ttl_s <= 0:
+            raise ValueError(f"TTLs must be positive, got {ttl_s} s and {done_ttl_s} s")
+        self.ttl_s = ttl_s
+        self.done_ttl_s = done_ttl_s
+        self.key_prefix = key_prefix
+        self._now = now
+        self._entries: dict[str, _Entry] = {}
+        self._epochs: dict[str, int] = {}
+        # Calls that would be a network round trip on Redis (kept equal to RedisStore's).
+        self.round_trips = 0
+
+    def key(self, request_id: str) -> str:
+        return f"{self.key_prefix}{{{request_id}}}"
+
+    def epoch_key(self, scope: str) -> str:
+        return f"{self.key_prefix}epoch:{scope}"
+
+    def _live(self, key: str, now: float) -> _Entry | None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires_at <= now:
+            del self._entries[key]
+            return None
+        return entry
+
+    def ttl_left_s(self, request_id: str) -> float | None:
+        """Seconds until the request's state expires (None: there is none), like PTTL."""
+        entry = self._live(self.key(request_id), self._now())
+        return None if entry is None else entry.expires_at - self._now()
+
+    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
+        if not request_ids:
+            return {}
+        self.round_trips += 1
+        now = self._now()
+        out: dict[str, Stored | None] = {}
+        for rid in request_ids:
+            entry = self._live(self.key(rid), now)
+            out[rid] = None if entry is None else Stored(entry.seq, entry.blob)
+        return out
+
+    async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        if not writes:
+            return []
+        self.round_trips += 1
+        now = self._now()
+        refused: list[str] = []
+        for w in writes:
+            key = self.key(w.request_id)
+            cur = self._live(key, now)
+            if cur is not None:
+                if cur.epoch > w.epoch:
+                    refused.append(w.request_id)
+                    continue
+                same = cur.seq == w.seq and cur.epoch == w.epoch and cur.blob == w.blob
+                if not same and (w.expected_seq is None or w.expected_seq != cur.seq):
+                    refused.append(w.request_id)
+                    continue
+            elif w.expected_seq is not None:
+                refused.append(w.request_id)
+                continue
+            ttl_s = self.done_ttl_s if w.done else self.ttl_s
+            self._entries[key] = _Entry(w.seq, w.epoch, bytes(w.blob), now + ttl_s)
+        return refused
+
+    async def claim_epoch(self, scope: str) -> int:
+        self.round_trips += 1
+        key = self.epoch_key(scope)
+        epoch = self._epochs.get(key, 0) + 1
+        self._epochs[key] = epoch
+        return epoch
+
+    async def close(self) -> None:
+        return None
+
+
+if TYPE_CHECKING:
+
+    def _satisfies_the_protocol(store: MemoryStore) -> StateStore:
+        return store
