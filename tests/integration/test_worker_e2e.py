@@ -1,0 +1,154 @@
+"""`derender-worker run` end to end against the real broker and the real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from tests.integration.harness import (
+    WorkerProcess,
+    done_count,
+    interleave,
+    make_generations,
+    publish,
+    read_all,
+    verify,
+)
+from tests.servers import free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topics(new_topic: Callable[..., str]) -> dict[str, str]:
+    return {
+        "input": new_topic(partitions=4, prefix="in"),
+        "output": new_topic(partitions=4, prefix="out"),
+        "dlq": new_topic(partitions=1, prefix="dlq"),
+    }
+
+
+@pytest.fixture
+def worker_factory(
+    kafka_bootstrap: str, redis_url: str, topics: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    started: list[WorkerProcess] = []
+
+    def make(*extra: str, redis: str | None = None, metrics_port: int = 0) -> WorkerProcess:
+        w = WorkerProcess(
+            kafka_bootstrap,
+            redis or redis_url,
+            topics["input"],
+            topics["output"],
+            topics["dlq"],
+            group,
+            prefix,
+            metrics_port=metrics_port,
+            extra=list(extra),
+            log_path=tmp_path / f"worker-{len(started)}.log",
+        )
+        started.append(w.start())
+        return w
+
+    yield make
+    for w in started:
+        if w.alive:
+            w.kill9()
+
+
+def test_hundreds_of_interleaved_requests_are_exact(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    gens = make_generations(deepseek, 300, seed=1)
+    worker = worker_factory()
+    asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(gens, seed=2)))
+    outputs = asyncio.run(
+        read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= len(gens))
+    )
+    verdict = verify(outputs, gens)
+    assert verdict.repeats == 0  # no crash, no duplicates
+    assert worker.stop() == 0
+    assert "stopped after" in worker.log_tail()
+
+
+def test_bad_records_go_to_the_dlq_and_good_ones_are_answered(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    gens = make_generations(deepseek, 20, seed=3)
+    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=4))
+    bad = [
+        ("x-1", b"not json at all"),
+        ("x-2", json.dumps({"request_id": "x-2", "seq": "zero"}).encode()),
+        ("other-key", json.dumps({"request_id": "x-3", "seq": 0}).encode()),
+    ]
+    for i, b in enumerate(bad):
+        records.insert(5 + 7 * i, b)
+    worker_factory()
+    asyncio.run(publish(kafka_bootstrap, topics["input"], records))
+    outputs = asyncio.run(
+        read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= len(gens))
+    )
+    verify(outputs, gens)
+    errors = {o.key: json.loads(o.value)["error"]["code"] for o in outputs if b'"error"' in o.value}
+    assert errors == {"x-2": "invalid_record", "x-3": "invalid_record"}
+    dlq = asyncio.run(read_all(kafka_bootstrap, topics["dlq"], lambda o: len(o) >= 3, 30))
+    assert sorted(o.value for o in dlq) == sorted(v for _, v in bad)
+    for o in dlq:
+        assert o.headers["derender-error"]
+        assert o.headers["derender-source"].startswith(topics["input"] + "/")
+
+
+def test_metrics_health_and_check(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    gens = make_generations(deepseek, 10, seed=5)
+    worker_factory(metrics_port=port)
+    asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(gens, seed=6)))
+    asyncio.run(read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= 10))
+    deadline = time.monotonic() + 30
+    body = ""
+    while time.monotonic() < deadline:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        if (
+            'derender_records_total{result="ok"}' in body
+            and "derender_consumer_lag_sum 0.0" in body
+        ):
+            break
+        time.sleep(0.5)
+    ok = sum(len(g.records) for g in gens)
+    assert f'derender_records_total{{result="ok"}} {float(ok)}' in body
+    assert f'derender_outputs_total{{kind="done"}} {10.0}' in body
+    assert 'derender_stage_seconds_count{stage="redis_load"}' in body
+    assert "derender_consumer_lag_sum 0.0" in body
+    for args in (["--metrics-port", str(port)], ["--metrics-port", str(port), "--ready"]):
+        res = subprocess.run([sys.executable, "-m", "worker", "check", *args], check=False)
+        assert res.returncode == 0
+    res = subprocess.run(
+        [sys.executable, "-m", "worker", "check", "--metrics-port", str(free_port())],
+        check=False,
+        capture_output=True,
+    )
+    assert res.returncode == 1
