@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SRC    := worker tests $(wildcard bench)
 
 .PHONY: venv test test-fast lint typecheck format schemas bench demo clean
 
@@ -17,8 +18,8 @@ venv: $(STAMP)
 
 ## The whole suite: lint, types, then every test (unit, properties, integration, chaos).
 test: $(STAMP)
-	$(BIN)/ruff check worker tests bench
-	$(BIN)/ruff format --check worker tests bench
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -27,15 +28,15 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not integration and not chaos"
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker tests bench
-	$(BIN)/ruff format --check worker tests bench
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format worker tests bench
-	$(BIN)/ruff check --fix worker tests bench
+	$(BIN)/ruff format $(SRC)
+	$(BIN)/ruff check --fix $(SRC)
 
 ## Regenerate schemas/ from the wire types (a test fails when they disagree).
 schemas: $(STAMP)
