@@ -252,3 +252,15 @@ def test_skip_special_tokens_is_honoured(synthetic: Tokenizer) -> None:
     skip = Detokenizer(synthetic, skip_special_tokens=True)
     assert "".join(stream(keep, [ids])) == "hello<eos>"
     assert "".join(stream(skip, [ids])) == "hello"
+
+
+def test_invalid_prefix_part_way_through_a_per_id_pass_is_settled(llama_sp: Tokenizer) -> None:
+    """Regression (found by the broken-UTF-8 property): byte pieces whose run turns
+    invalid made `DecodeStream` raise "Invalid prefix" inside the id-by-id pass."""
+    ids = [3, 131, 259, 131]  # <0x00>, a lone continuation byte, "▁▁", the byte again
+    detok = Detokenizer(llama_sp, skip_special_tokens=True)
+    cs = ChoiceState(0)
+    got = detok.step(cs, ids) + detok.flush(cs)
+    one_shot = llama_sp.decode(ids, skip_special_tokens=True)
+    assert len(got) == len(one_shot)
+    assert all(a == b or b == REPLACEMENT_CHAR for a, b in zip(got, one_shot, strict=True))

@@ -115,7 +115,13 @@ class Detokenizer:
         start = 0  # index in `todo` of the first id not yet emitted
         window = slot.window
         for i, token_id in enumerate(todo):
-            text = stream.step(self._tok, token_id)
+            try:
+                text = stream.step(self._tok, token_id)
+            except Exception:
+                # "Invalid prefix" again (see `step`), now part-way through: settle the
+                # ids not yet emitted by length, keeping what was already emitted.
+                slot.window, slot.pending = window, todo[start:]
+                return "".join(parts) + self._slow_step(slot, todo[start:])
             if text is not None:
                 parts.append(text)
                 window = todo[start : i + 1]
