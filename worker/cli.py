@@ -152,6 +152,91 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="send ChunkRecords (JSONL) or raw vLLM generate SSE lines to the input topic",
+        description="Lines are ChunkRecords (a missing seq is assigned per request) or "
+        "vLLM generate SSE lines (`data: {...}`; `data: [DONE]` ends the requests).",
+    )
+    p.add_argument("input", nargs="?", default="-", help="file, or - for stdin")
+    p.add_argument(
+        "--bootstrap-servers", default=_env_default("bootstrap-servers", "localhost:9092")
+    )
+    p.add_argument("--topic", default=_env_default("input-topic", "derender.chunks"))
+    p.add_argument("--request-id", help="SSE input: the request id (default: each event's)")
+    p.add_argument(
+        "--context",
+        help="SSE input: JSON object merged into each request's first record "
+        "(model, api, chat_request, prompt_token_ids, …)",
+    )
+
+
+def _publish(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    from worker.publisher import SSE_DATA, Publisher, sse_records
+
+    src = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    try:
+        lines = [line for line in src if line.strip()]
+    finally:
+        if src is not sys.stdin:
+            src.close()
+    context = json.loads(args.context) if args.context else None
+    if lines and lines[0].lstrip().startswith(SSE_DATA):
+        records = list(sse_records(lines, context, args.request_id))
+    else:
+        records = [json.loads(line) for line in lines]
+
+    async def main() -> int:
+        async with Publisher(args.bootstrap_servers, args.topic) as pub:
+            for rec in records:
+                await pub.record(rec)
+        return pub.sent
+
+    sent = asyncio.run(main())
+    print(f"published {sent} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "tail",
+        help="read the output topic, drop repeated (request_id, seq, part), print each "
+        "request's text at its [DONE] (or every record with --raw)",
+    )
+    p.add_argument(
+        "--bootstrap-servers", default=_env_default("bootstrap-servers", "localhost:9092")
+    )
+    p.add_argument("--topic", default=_env_default("output-topic", "derender.deltas"))
+    p.add_argument("--raw", action="store_true", help="print records as JSON lines")
+    p.add_argument("--latest", action="store_true", help="start at the end, not the beginning")
+    p.add_argument("--idle-exit-s", type=float, help="stop after this long without records")
+    p.add_argument("--requests", type=int, help="stop after this many requests finished")
+
+
+def _tail(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from worker.tail import tail
+
+    done = asyncio.run(
+        tail(
+            args.bootstrap_servers,
+            args.topic,
+            sys.stdout,
+            raw=args.raw,
+            from_beginning=not args.latest,
+            idle_exit_s=args.idle_exit_s,
+            max_requests=args.requests,
+        )
+    )
+    print(f"tail: {done} requests finished", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-worker",
@@ -161,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_replay(sub)
     _add_check(sub)
+    _add_publish(sub)
+    _add_tail(sub)
     return parser
 
 
@@ -175,10 +262,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "publish":
+            return _publish(args)
+        if args.command == "tail":
+            return _tail(args)
     except (ConfigError, SettingsError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, ValueError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2
     return 2

@@ -1,0 +1,124 @@
+"""Publishing ChunkRecords: the engine side of the contract, as a library and a command.
+
+`Publisher` numbers each request's records (`seq` 0, 1, 2, …) and keys them by
+`request_id`, so all of a request lands on one partition in order. `sse_records` turns
+raw vLLM `/inference/v1/generate` SSE lines (`data: {GenerateStreamResponse}` …
+`data: [DONE]`) into ChunkRecords.
+
+    async with Publisher("localhost:9092") as pub:
+        await pub.chunk("chatcmpl-1", {"choices": [{"index": 0, "token_ids": [9707]}]},
+                        context={"model": "deepseek-v4", "chat_request": {...}})
+        await pub.end("chatcmpl-1")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+SSE_DATA = "data:"
+SSE_DONE = "[DONE]"
+
+
+class Publisher:
+    def __init__(
+        self, bootstrap_servers: str, topic: str = "derender.chunks", **producer: Any
+    ) -> None:
+        self.topic = topic
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=5, **producer
+        )
+        self._next_seq: dict[str, int] = {}
+        self._pending: list[asyncio.Future[Any]] = []
+        self.sent = 0
+
+    async def __aenter__(self) -> Publisher:
+        await self._producer.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.flush()
+        finally:
+            await self._producer.stop()
+
+    def next_seq(self, request_id: str) -> int:
+        return self._next_seq.get(request_id, 0)
+
+    async def record(self, record: dict[str, Any]) -> None:
+        """Send one ChunkRecord; a missing `seq` is assigned (0, 1, 2, … per request)."""
+        rid = record["request_id"]
+        if "seq" not in record:
+            record = {**record, "seq": self.next_seq(rid)}
+        self._next_seq[rid] = max(self.next_seq(rid), int(record["seq"]) + 1)
+        value = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+        self._pending.append(await self._producer.send(self.topic, value, key=rid.encode()))
+        self.sent += 1
+        if len(self._pending) >= 1000:
+            await self.flush()
+
+    async def chunk(
+        self,
+        request_id: str,
+        generate_chunk: dict[str, Any],
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        """One generate event; `context` (model, chat_request, prompt ids…) on seq 0."""
+        rec: dict[str, Any] = {"request_id": request_id, "generate_chunk": generate_chunk}
+        if context and self.next_seq(request_id) == 0:
+            rec.update(context)
+        await self.record(rec)
+
+    async def end(self, request_id: str) -> None:
+        await self.record({"request_id": request_id, "type": "end"})
+
+    async def abort(self, request_id: str) -> None:
+        await self.record({"request_id": request_id, "type": "abort"})
+
+    async def flush(self) -> None:
+        """Wait until every record sent so far is acknowledged by the broker."""
+        pending, self._pending = self._pending, []
+        if pending:
+            await asyncio.gather(*pending)
+
+
+def sse_records(
+    lines: Iterable[str], context: dict[str, Any] | None = None, request_id: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """ChunkRecords (without seq) from vLLM generate SSE lines.
+
+    Each `data: {...}` event becomes a `chunk` record of its `request_id` (or the given
+    one); `data: [DONE]` ends every request seen since the last `[DONE]`. `context` is
+    attached to each request's first record.
+    """
+    open_requests: dict[str, None] = {}
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith(SSE_DATA):
+            continue  # comments, `event:` lines, blank separators
+        data = line[len(SSE_DATA) :].strip()
+        if data == SSE_DONE:
+            for rid in open_requests:
+                yield {"request_id": rid, "type": "end"}
+            open_requests.clear()
+            continue
+        event = json.loads(data)
+        rid = request_id or event.get("request_id")
+        if not rid:
+            raise ValueError("an SSE event without request_id (pass --request-id)")
+        rec: dict[str, Any] = {"request_id": rid, "generate_chunk": event}
+        if rid not in open_requests:
+            open_requests[rid] = None
+            if context:
+                rec.update(context)
+        yield rec
