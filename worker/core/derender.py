@@ -15,12 +15,22 @@ One record is handled in numbered steps:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from msgspec import UNSET
 
 from worker.core import errors
 from worker.core.detokenize import Detokenizer
 from worker.core.errors import DerenderError
+from worker.core.logprobs import (
+    Position,
+    Resolved,
+    chat_logprobs,
+    completion_logprobs,
+    parse_generate,
+    parse_prompt,
+    top_limit,
+)
 from worker.core.model import Model, Registry
 from worker.core.state import ACTIVE, DONE, FAILED, ChoiceState, Options, RequestState
 from worker.core.stop import apply_stop, normalize_stop
@@ -32,6 +42,7 @@ from worker.wire.inbound import (
     GenerateResponse,
     GenerateStreamResponse,
     Logprobs,
+    ResponseChoice,
     StreamChoice,
 )
 
@@ -50,6 +61,10 @@ SKIPPED = "skipped"  # consumed silently: the request had already failed or fini
 ROLE = "assistant"
 FINISH_ABORT = "abort"
 FINISH_STOP = "stop"
+
+# vLLM's VLLM_MAX_N_SEQUENCES default: most generate outputs (completion prompts) and
+# choices per output one `response` record may carry.
+MAX_N_SEQUENCES = 16384
 
 
 @dataclass(slots=True)
@@ -125,6 +140,8 @@ def step(
 
     try:
         # 2) Open the request.
+        outputs: list[Output] = []
+        opening = state is None
         if state is None:
             state = _open(record, registry, timestamp_ms)
         else:
@@ -134,15 +151,17 @@ def step(
             raise DerenderError(
                 f"The model `{state.model}` does not exist.", errors.MODEL_NOT_FOUND, "model"
             )
+        if opening and state.opts.echo and record.type != "response":
+            outputs = _echo_chunks(state, record, model)
         # 3) + 4) The payload.
         if record.type == "chunk":
-            outputs = _on_chunk(state, record.request_id, record.generate_chunk, model)
+            outputs += _on_chunk(state, record.request_id, record.generate_chunk, model)
         elif record.type == "response":
-            outputs = _on_response(state, record.request_id, record.generate_response, model)
+            outputs += _on_response(state, record, model)
         elif record.type == "end":
-            outputs = _on_end(state, record.request_id, model, abort=False)
+            outputs += _on_end(state, record.request_id, model, abort=False)
         else:
-            outputs = _on_end(state, record.request_id, model, abort=True)
+            outputs += _on_end(state, record.request_id, model, abort=True)
     except DerenderError as exc:
         return _fail(state, record, exc)
     return Step(state, outputs, OK)
@@ -246,6 +265,7 @@ def _options(req: ChatRequest | None, api: str, model: Model) -> Options:
         )
     if req.n < 1:
         raise DerenderError(f"n must be at least 1, got {req.n}", param="n")
+    echo = api == "completion" and req.echo
     return Options(
         skip_special_tokens=req.skip_special_tokens,
         stop=normalize_stop(req.stop),
@@ -258,6 +278,8 @@ def _options(req: ChatRequest | None, api: str, model: Model) -> Options:
         logprobs=logprobs,
         top_logprobs=top,
         include_reasoning=req.include_reasoning,
+        echo=echo,
+        hide_output=echo and req.max_tokens == 0,
     )
 
 
@@ -315,6 +337,8 @@ def _check_chunk(chunk: GenerateStreamResponse, model: Model) -> None:
 
 # -- 4) payloads ----------------------------------------------------------------------
 
+LogprobsOut = out.ChatLogprobs | out.CompletionLogprobs
+
 
 @dataclass(slots=True)
 class _Piece:
@@ -325,6 +349,7 @@ class _Piece:
     role: bool = False
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    logprobs: LogprobsOut | None = None
 
 
 def _on_chunk(
@@ -335,7 +360,9 @@ def _on_chunk(
     _check_chunk(chunk, model)
     outputs: list[Output] = []
     if chunk.choices:
-        piece = _advance(state, chunk.choices[0], model)
+        choice = chunk.choices[0]
+        positions = _positions(state, choice.logprobs, choice.token_ids or [], choice.index, model)
+        piece = _advance(state, choice, positions, model)
         if piece is not None:
             outputs.append(_render(state, request_id, [piece]))
     elif chunk.usage is not None and _wants_usage(state):
@@ -351,6 +378,18 @@ def _on_chunk(
     return outputs
 
 
+def _positions(
+    state: RequestState, logprobs: Logprobs | None, ids: list[int], index: int, model: Model
+) -> list[Position] | None:
+    """Check a choice's logprobs (always, before any tokenizer work) and return the
+    positions to show: when the request asked for logprobs, or when there was no
+    request (then the engine decides, untrimmed); never for a prompt-only echo."""
+    opts = state.opts
+    keep = (opts.logprobs or opts.no_request) and not opts.hide_output
+    limit = top_limit(state.api, opts.no_request, opts.top_logprobs)
+    return parse_generate(logprobs, ids, model.vocab_size, index, limit, keep)
+
+
 def _wants_usage(state: RequestState) -> bool:
     """One final usage chunk when the request asked for it; with no request at all,
     the engine's usage events are forwarded as vLLM's derender does."""
@@ -358,29 +397,41 @@ def _wants_usage(state: RequestState) -> bool:
 
 
 def _new_choice(state: RequestState, index: int) -> ChoiceState:
-    cs = ChoiceState(index=index, window=list(state.seed))
+    cs = ChoiceState(index=index, window=list(state.seed), text_offset=state.opts.echo_len)
     state.choices.append(cs)
     state.choices.sort(key=lambda c: c.index)
     return cs
 
 
-def _advance(state: RequestState, choice: StreamChoice, model: Model) -> _Piece | None:
-    """Detokenize one choice's new ids, apply stops; None when there is nothing to say."""
+def _advance(
+    state: RequestState, choice: StreamChoice, positions: list[Position] | None, model: Model
+) -> _Piece | None:
+    """Detokenize one choice's new ids, apply stops, resolve logprobs; None when there
+    is nothing to say."""
     cs = state.choice(choice.index) or _new_choice(state, choice.index)
     ids = choice.token_ids or []
     cs.tokens += len(ids)
     if cs.done:
-        return None  # a stop string already ended this choice
+        return None  # a stop string already ended this choice: later tokens are hidden
     finish = choice.finish_reason
-    emit, finish, stop_reason = _decode(
-        state, cs, ids, finish, choice.stop_reason, model, final=finish is not None
-    )
+    stop_reason = choice.stop_reason
+    emit = ""
+    logprobs: LogprobsOut | None = None
+    if not state.opts.hide_output:  # prompt-only echo shows no generated token
+        emit, finish, stop_reason, resolved = _decode(
+            state, cs, ids, finish, stop_reason, model, finish is not None, positions
+        )
+        if resolved:
+            if state.api == "chat":
+                logprobs = chat_logprobs(resolved)
+            else:
+                logprobs, cs.text_offset = completion_logprobs(resolved, cs.text_offset)
     if finish is not None:
         cs.done = True
         cs.window, cs.pending = [], []  # nothing more to decode: keep the state small
-    piece = _Piece(choice.index, emit, not cs.role_sent, finish, stop_reason)
+    piece = _Piece(choice.index, emit, not cs.role_sent, finish, stop_reason, logprobs)
     cs.role_sent = True
-    if not piece.text and not piece.role and piece.finish_reason is None:
+    if not piece.text and not piece.role and piece.finish_reason is None and logprobs is None:
         return None
     return piece
 
@@ -433,8 +484,11 @@ def _render(state: RequestState, request_id: str, pieces: list[_Piece]) -> Outpu
                     index=p.index,
                     delta=out.Delta(
                         role=ROLE if p.role else UNSET,
-                        content=p.text if (p.text or p.role) else UNSET,
+                        # A record whose tokens only held text back still carries their
+                        # logprobs; its delta says so with an empty content.
+                        content=p.text if (p.text or p.role or p.logprobs) else UNSET,
                     ),
+                    logprobs=p.logprobs if isinstance(p.logprobs, out.ChatLogprobs) else None,
                     finish_reason=p.finish_reason,
                     stop_reason=p.stop_reason,
                 )
@@ -452,6 +506,9 @@ def _render(state: RequestState, request_id: str, pieces: list[_Piece]) -> Outpu
                 out.CompletionChunkChoice(
                     index=p.index,
                     text=p.text,
+                    logprobs=(
+                        p.logprobs if isinstance(p.logprobs, out.CompletionLogprobs) else None
+                    ),
                     finish_reason=p.finish_reason,
                     stop_reason=p.stop_reason,
                 )
@@ -506,18 +563,136 @@ def _on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> 
     return outputs
 
 
-def _on_response(
-    state: RequestState, request_id: str, resp: GenerateResponse | None, model: Model
-) -> list[Output]:
-    """A whole generate output → one non-streaming `chat.completion` / `text_completion`.
+# -- echo (completion) ----------------------------------------------------------------
 
-    Each choice runs through the same detokenize-and-stop path as streaming, in one
-    piece, so both paths give the same text for the same tokens.
+
+def _echo_chunks(state: RequestState, record: ChunkRecord, model: Model) -> list[Output]:
+    """A streamed completion with `echo`: the prompt text, first on every choice.
+
+    Sent with the seq-0 record, one chunk per choice index (each choice's first text,
+    as vLLM sends it, though vLLM glues it to the first generated text). The prompt is
+    not kept in the state; only its length, where completion logprob offsets start.
     """
-    if resp is None:
+    prompt_ids = record.prompt_token_ids
+    if prompt_ids is None and record.generate_chunk is not None:
+        prompt_ids = record.generate_chunk.prompt_token_ids
+    text = _prompt_text(state, record.completion_request, prompt_ids, 0, 1, model)
+    state.opts.echo_len = len(text)
+    if not text:
+        return []
+    return [_render(state, record.request_id, [_Piece(i, text)]) for i in range(state.opts.n)]
+
+
+def _pick_prompt(prompt: str | list[Any] | None, i: int, n: int) -> str | list[int] | None:
+    """Generate output `i` of `n`'s prompt from the completion request's `prompt`: a
+    string, a token-id list, or a list of those (one per prompt, in render order)."""
+    if isinstance(prompt, str):
+        return prompt
+    if not prompt:
+        return None
+    if all(type(t) is int for t in prompt):
+        return prompt
+    if len(prompt) != n:
+        return None  # which prompt is this one's? unknown: fall back to its token ids
+    one = prompt[i]
+    if isinstance(one, str) or (isinstance(one, list) and all(type(t) is int for t in one)):
+        return one
+    return None
+
+
+def _prompt_text(
+    state: RequestState,
+    req: ChatRequest | None,
+    prompt_ids: list[int] | None,
+    i: int,
+    n: int,
+    model: Model,
+) -> str:
+    """The echoed prompt: the request's string prompt, else its token ids decoded (the
+    request's token-id prompt, else the rendered `prompt_token_ids`)."""
+    prompt = _pick_prompt(req.prompt if req is not None else None, i, n)
+    if isinstance(prompt, str):
+        return prompt
+    ids = prompt if prompt is not None else prompt_ids
+    if ids is None:
         raise DerenderError(
-            "a `response` record needs `generate_response`", param="generate_response"
+            "echo needs the prompt: a string or token-id `prompt` in completion_request, "
+            "or prompt_token_ids",
+            param="prompt",
         )
+    _check_ids(ids, model, "prompt")
+    return model.detokenizer(state.opts.skip_special_tokens).decode(ids)
+
+
+def _prompt_ids(
+    req: ChatRequest | None, prompt_ids: list[int] | None, i: int, n: int, model: Model
+) -> list[int]:
+    """The prompt's token ids, for its logprobs: as rendered, else the request's
+    token-id prompt, else its string prompt encoded (with special tokens, as rendered)."""
+    if prompt_ids is not None:
+        return prompt_ids
+    prompt = _pick_prompt(req.prompt if req is not None else None, i, n)
+    if isinstance(prompt, list):
+        _check_ids(prompt, model, "prompt")
+        return prompt
+    if prompt is None:
+        raise DerenderError(
+            "echo with prompt_logprobs needs the prompt's token ids", param="prompt"
+        )
+    ids = list(model.tokenizer.encode(prompt, add_special_tokens=True).ids)
+    _check_ids(ids, model, "prompt")
+    return ids
+
+
+# -- whole responses ------------------------------------------------------------------
+
+
+def _responses(record: ChunkRecord, api: str) -> list[GenerateResponse]:
+    one, many = record.generate_response, record.generate_responses
+    if (one is None) == (many is None):
+        which = "both" if one is not None else "neither"
+        raise DerenderError(
+            f"a `response` record needs `generate_response` or `generate_responses` "
+            f"(it has {which})",
+            param="generate_response",
+        )
+    if one is not None:
+        return [one]
+    assert many is not None
+    if not many:
+        raise DerenderError("generate_responses must not be empty", param="generate_responses")
+    if api == "chat" and len(many) > 1:
+        raise DerenderError(
+            f"a chat response takes one generate output; got {len(many)} generate_responses",
+            param="generate_responses",
+        )
+    if len(many) > MAX_N_SEQUENCES:
+        raise DerenderError(
+            f"generate_responses count ({len(many)}) exceeds the maximum ({MAX_N_SEQUENCES}).",
+            param="generate_responses",
+        )
+    return many
+
+
+def _check_response(
+    state: RequestState, resp: GenerateResponse, model: Model
+) -> list[tuple[ResponseChoice, list[Position] | None]]:
+    """Bounds and payload checks of one generate output, before any tokenizer work."""
+    if len(resp.choices) > MAX_N_SEQUENCES:
+        raise DerenderError(
+            f"choices count ({len(resp.choices)}) in response '{resp.request_id}' exceeds "
+            f"the maximum ({MAX_N_SEQUENCES}).",
+            param="choices",
+        )
+    if resp.prompt_token_ids is not None:
+        _check_ids(resp.prompt_token_ids, model, "prompt_token_ids")
+    if resp.prompt_logprobs is not None and len(resp.prompt_logprobs) > model.max_model_len:
+        raise DerenderError(
+            f"prompt_logprobs length ({len(resp.prompt_logprobs)}) in response "
+            f"'{resp.request_id}' exceeds max_model_len ({model.max_model_len}).",
+            param="prompt_logprobs",
+        )
+    checked = []
     for choice in resp.choices:
         if not choice.token_ids:
             raise DerenderError(
@@ -525,53 +700,125 @@ def _on_response(
             )
         _check_ids(choice.token_ids, model, "token_ids")
         _check_logprobs(choice.logprobs, choice.index, model)
-    if state.prompt_tokens is None and resp.prompt_token_ids is not None:
-        state.prompt_tokens = len(resp.prompt_token_ids)
-    if not state.seed and resp.prompt_token_ids:
-        _check_ids(resp.prompt_token_ids, model, "prompt_token_ids")
-        state.seed = model.detokenizer(state.opts.skip_special_tokens).seed(resp.prompt_token_ids)
-    texts: list[tuple[int, str, str | None, int | str | None]] = []
+        positions = _positions(state, choice.logprobs, choice.token_ids, choice.index, model)
+        checked.append((choice, positions))
+    return checked
+
+
+def _prompt_count(resp: GenerateResponse) -> int:
+    if resp.prompt_token_ids is not None:
+        return len(resp.prompt_token_ids)
+    if resp.usage is not None and resp.usage.prompt_tokens is not None:
+        return resp.usage.prompt_tokens
+    return 0
+
+
+def _agreed(values: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The one value every generate output agrees on, else null (vLLM's completion rule
+    for `kv_transfer_params`: a disagreement cannot be merged)."""
+    first = values[0]
+    return first if all(v == first for v in values[1:]) else None
+
+
+def _on_response(state: RequestState, record: ChunkRecord, model: Model) -> list[Output]:
+    """Whole generate output(s) → one non-streaming `chat.completion` / `text_completion`.
+
+    Each choice runs through the same detokenize, stop and logprob path as streaming,
+    in one piece, so both paths give the same text and logprobs for the same tokens.
+    """
+    responses = _responses(record, state.api)
+    checked = [_check_response(state, resp, model) for resp in responses]
+    opts = state.opts
+    chat = state.api == "chat"
+    single = len(responses) == 1
+    if state.prompt_tokens is None:
+        if single and responses[0].prompt_token_ids is None and record.prompt_token_ids:
+            state.prompt_tokens = len(record.prompt_token_ids)
+        else:
+            state.prompt_tokens = sum(_prompt_count(r) for r in responses)
+    detok = model.detokenizer(opts.skip_special_tokens)
+    want_lp = (opts.logprobs or opts.no_request) and not chat and opts.echo
+    limit = top_limit(state.api, opts.no_request, opts.top_logprobs)
     completion = 0
-    for i, choice in enumerate(resp.choices):
-        ids = choice.token_ids or []
-        completion += len(ids)
-        cs = ChoiceState(index=choice.index, window=list(state.seed))
-        text, fin, sr = _decode(
-            state, cs, ids, choice.finish_reason, choice.stop_reason, model, final=True
-        )
-        # Completion re-indexes choices in arrival order; chat keeps the engine's index.
-        texts.append((choice.index if state.api == "chat" else i, text, fin, sr))
-    u = usage(state.prompt_tokens or 0, completion)
+    chat_choices: list[out.ChatChoice] = []
+    completion_choices: list[out.CompletionChunkChoice] = []
+    for i, (resp, choices) in enumerate(zip(responses, checked, strict=True)):
+        seed = state.seed
+        if resp.prompt_token_ids and not (single and seed):
+            seed = detok.seed(resp.prompt_token_ids)
+        own_prompt_ids = resp.prompt_token_ids
+        if own_prompt_ids is None and single:
+            own_prompt_ids = record.prompt_token_ids
+        echo_text = ""
+        prompt_lp: list[Resolved] | None = None
+        if opts.echo:
+            echo_text = _prompt_text(
+                state, record.completion_request, own_prompt_ids, i, len(responses), model
+            )
+            if want_lp and resp.prompt_logprobs is not None:
+                ids = _prompt_ids(
+                    record.completion_request, own_prompt_ids, i, len(responses), model
+                )
+                prompt_pos = parse_prompt(resp.prompt_logprobs, ids, model.vocab_size, limit)
+                prompt_lp = model.resolver().resolve(prompt_pos, [], [], final=False)
+        for choice, positions in choices:
+            ids = choice.token_ids or []
+            completion += len(ids)
+            cs = ChoiceState(index=choice.index, window=list(seed))
+            text, finish, stop_reason = "", choice.finish_reason, choice.stop_reason
+            resolved: list[Resolved] | None = None
+            if not opts.hide_output:
+                text, finish, stop_reason, resolved = _decode(
+                    state, cs, ids, finish, stop_reason, model, True, positions
+                )
+            if chat:
+                lp = chat_logprobs(resolved) if resolved is not None else None
+                message = out.ChatMessage(role=ROLE, content=text)
+                chat_choices.append(out.ChatChoice(choice.index, message, lp, finish, stop_reason))
+                continue
+            clp: out.CompletionLogprobs | None = None
+            if prompt_lp is not None and (opts.hide_output or resolved is not None):
+                # Prompt logprobs first, then the generated tokens' (offsets continue).
+                clp, _ = completion_logprobs(prompt_lp + (resolved or []), 0)
+            elif resolved is not None:
+                clp, _ = completion_logprobs(resolved, len(echo_text))
+            # Completion re-indexes choices in arrival order; chat keeps the engine's index.
+            completion_choices.append(
+                out.CompletionChunkChoice(
+                    len(completion_choices), echo_text + text, clp, finish, stop_reason
+                )
+            )
+    u = usage(state.prompt_tokens, completion)
     body: out.ChatCompletion | out.Completion
-    if state.api == "chat":
+    if chat:
         body = out.ChatCompletion(
-            id=request_id,
+            id=record.request_id,
             object="chat.completion",
             created=state.created,
             model=state.model,
-            choices=[
-                out.ChatChoice(index, out.ChatMessage(role=ROLE, content=text), None, fin, sr)
-                for index, text, fin, sr in texts
-            ],
+            choices=chat_choices,
             usage=u,
-            prompt_logprobs=resp.prompt_logprobs,
-            kv_transfer_params=resp.kv_transfer_params,
+            prompt_logprobs=responses[0].prompt_logprobs,
+            kv_transfer_params=responses[0].kv_transfer_params,
+            metrics=UNSET if responses[0].metrics is None else responses[0].metrics,
         )
     else:
+        metrics = _agreed([r.metrics for r in responses])
         body = out.Completion(
-            id=request_id,
+            id=record.request_id,
             object="text_completion",
             created=state.created,
             model=state.model,
-            choices=[
-                out.CompletionChunkChoice(index, text, None, fin, sr)
-                for index, text, fin, sr in texts
-            ],
+            choices=completion_choices,
             usage=u,
-            kv_transfer_params=resp.kv_transfer_params,
+            kv_transfer_params=_agreed([r.kv_transfer_params for r in responses]),
+            metrics=UNSET if metrics is None else metrics,
         )
     state.status = DONE
     return [Output(RESPONSE, out.encode(body))]
+
+
+# -- shared by streaming and whole responses ------------------------------------------
 
 
 def _decode(
@@ -582,16 +829,25 @@ def _decode(
     stop_reason: int | str | None,
     model: Model,
     final: bool,
-) -> tuple[str, str | None, int | str | None]:
-    """Token stop → detokenize → stop strings, for one choice; the streaming and the
-    whole-response paths share it so they cannot disagree on text.
+    positions: list[Position] | None,
+) -> tuple[str, str | None, int | str | None, list[Resolved] | None]:
+    """Token stop → detokenize → stop strings → logprobs, for one choice; the streaming
+    and the whole-response paths share it so they cannot disagree.
 
-    Returns the text to emit and the (possibly stop-rewritten) finish and stop reasons.
+    Returns the text to emit, the (possibly stop-rewritten) finish and stop reasons,
+    and the resolved logprob positions (None when there are none to show).
+
+    Logprobs of tokens wholly after a stop string are not shown: the coupled server
+    stops generating at the token that completes the stop string, so those tokens
+    never exist there. A dropped stop token keeps its logprob: it was generated.
     """
     opts = state.opts
     detok: Detokenizer = model.detokenizer(opts.skip_special_tokens)
-    ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, model)
-    text = detok.step(cs, ids)
+    # The decoder state before these ids is where their logprob texts start from (the
+    # lists are replaced, never changed in place, so keeping them is enough).
+    window, pending, held = cs.window, cs.pending, cs.held
+    text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, model)
+    text = detok.step(cs, text_ids)
     if final:
         text += detok.flush(cs)
     emit, cs.held, fired = apply_stop(
@@ -599,4 +855,37 @@ def _decode(
     )
     if fired is not None:
         finish, stop_reason = FINISH_STOP, fired
-    return emit, finish, stop_reason
+    if not positions:
+        return emit, finish, stop_reason, None
+    shown = len(positions)
+    if fired is not None:
+        shown = _tokens_through_stop(detok, cs.index, window, pending, held, text_ids, opts, final)
+    resolved = model.resolver().resolve(
+        positions[:shown], window, pending, final and shown == len(positions)
+    )
+    return emit, finish, stop_reason, resolved
+
+
+def _tokens_through_stop(
+    detok: Detokenizer,
+    index: int,
+    window: list[int],
+    pending: list[int],
+    held: str,
+    ids: list[int],
+    opts: Options,
+    final: bool,
+) -> int:
+    """How many of `ids` it takes for the stop string to fire: replays them one at a
+    time from the state before the record. Runs once per choice, when a stop fires."""
+    slot = ChoiceState(index, window=window, pending=pending)
+    last = len(ids) - 1
+    for i, tid in enumerate(ids):
+        ends = final and i == last
+        text = detok.step(slot, [tid])
+        if ends:
+            text += detok.flush(slot)
+        _, held, fired = apply_stop(held, text, opts.stop, opts.include_stop_str_in_output, ends)
+        if fired is not None:
+            return i + 1
+    return len(ids)  # not reached: the same text fires on the same ids

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from tokenizers import Tokenizer
 
 from worker.core.detokenize import Detokenizer
+from worker.core.logprobs import Resolver
 
 
 @dataclass(eq=False)
@@ -29,6 +30,7 @@ class Model:
     reasoning_field: str = "reasoning"
     vocab_size: int = field(init=False)
     _detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
+    _resolver: Resolver | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.vocab_size = int(self.tokenizer.get_vocab_size(with_added_tokens=True))
@@ -38,6 +40,12 @@ class Model:
 
     def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:
         return self._detokenizers[skip_special_tokens]
+
+    def resolver(self) -> Resolver:
+        """Logprob token texts; built on first use (its memo fills only with logprobs)."""
+        if self._resolver is None:
+            self._resolver = Resolver(self.tokenizer)
+        return self._resolver
 
 
 @dataclass(eq=False)

@@ -34,6 +34,12 @@ class Options(msgspec.Struct, array_like=True, omit_defaults=True):
     logprobs: bool = False
     top_logprobs: int = 0
     include_reasoning: bool = True
+    # Completion `echo`: the prompt comes first. `echo_len` is the prompt text's length
+    # (completion logprob offsets of the generated tokens start there); `hide_output` is
+    # echo with `max_tokens: 0`: the engine's one generated token is not shown.
+    echo: bool = False
+    echo_len: int = 0
+    hide_output: bool = False
 
 
 class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True):
@@ -46,8 +52,9 @@ class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True):
     role_sent: bool = False
     done: bool = False  # finished (engine finish or stop string): later tokens say nothing
     tokens: int = 0  # completion tokens seen for this choice
-    text_offset: int = 0  # completion logprobs `text_offset` continues across records
-    lp_context: list[int] = []  # last ≤4 sampled ids: byte-fallback repair context
+    # Completion logprobs `text_offset` of the next token: continues across records.
+    # (The byte-fallback repair context of logprobs is `window` + `pending` above.)
+    text_offset: int = 0
 
 
 class RequestState(msgspec.Struct, array_like=True, omit_defaults=True):

@@ -142,6 +142,11 @@ class ChunkRecord(msgspec.Struct, kw_only=True):
     completion_request: ChatRequest | None = None
     generate_chunk: GenerateStreamResponse | None = None
     generate_response: GenerateResponse | None = None
+    # With `type = "response"` and api completion: one whole generate output per prompt
+    # (vLLM's completion render returns one generate request per prompt), answered by
+    # one `text_completion` whose choices are re-indexed in order. Use instead of
+    # `generate_response`.
+    generate_responses: list[GenerateResponse] | None = None
 
 
 class RecordHead(msgspec.Struct):

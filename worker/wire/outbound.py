@@ -126,6 +126,8 @@ class ChatCompletion(msgspec.Struct):
     usage: UsageInfo
     prompt_logprobs: list[dict[str, Any] | None] | UnsetType | None = UNSET
     kv_transfer_params: dict[str, Any] | UnsetType | None = UNSET
+    # The generate output's `metrics`, verbatim; left out when it had none.
+    metrics: dict[str, Any] | UnsetType | None = UNSET
 
 
 # --- completion ------------------------------------------------------------------------
@@ -156,6 +158,7 @@ class Completion(msgspec.Struct):
     choices: list[CompletionChunkChoice]
     usage: UsageInfo
     kv_transfer_params: dict[str, Any] | UnsetType | None = UNSET
+    metrics: dict[str, Any] | UnsetType | None = UNSET
 
 
 # --- errors ----------------------------------------------------------------------------
