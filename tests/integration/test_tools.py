@@ -197,3 +197,40 @@ def test_replay_from_kafka_equals_the_live_run(
         return d
 
     assert by_request(second) == by_request(first)
+
+
+def test_reset_to_a_timestamp_reprocesses_only_later_records(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    redis_url: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    import time
+
+    from tests.integration.harness import publish
+
+    topics = {
+        "input": new_topic(2, "in"),
+        "output": new_topic(2, "out"),
+        "dlq": new_topic(1, "dlq"),
+    }
+    before = make_generations(deepseek, 5, seed=31, prefix="before")
+    after = make_generations(deepseek, 5, seed=32, prefix="after")
+    asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(before, seed=33)))
+    time.sleep(0.05)
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(after, seed=34)))
+    w = _worker(
+        kafka_bootstrap, redis_url, topics, f"ts-{uuid.uuid4().hex[:6]}", "ts:",
+        "--reset", str(cut_ms), log=tmp_path / "ts.log",
+    )  # fmt: skip
+    try:
+        outs = asyncio.run(
+            read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= 5)
+        )
+    finally:
+        w.stop()
+    verify(outs, after)
+    assert {o.key for o in outs} == {g.request_id for g in after}
