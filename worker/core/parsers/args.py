@@ -1,0 +1,688 @@
+"""How the text inside a tool call becomes a name and JSON arguments.
+
+Four kinds (formats.ARGS_*), each a small scanner whose position is kept in the `Call`
+struct, so a chunk costs its own length whatever came before:
+
+- JSON passthrough: the arguments are JSON text and are sent as the model writes them,
+  from the first non-space character to the end of the top-level value.
+- Parameters (XML, DSML): each `key → value` is turned into `"key": value` once the key
+  is known; string values stream as escaped text as they arrive, other values are
+  converted when the parameter closes. What is sent is therefore always final — the
+  stable-prefix rule of reference/vllm-parsers.md §1.5 — and nothing is re-converted.
+- JSON call lists (hermes, llama3_json, mistral pre-v11, tool_choice "required"):
+  objects with a `name` and an `arguments`/`parameters` value; the header goes out as
+  soon as the name is complete, the arguments stream raw after it. Arguments written
+  before the name wait (bounded by that call).
+- Pythonic: `[f(a=1, b='x'), g()]`; each keyword value is converted when it completes.
+
+Nothing here keeps the output: `held` is one call's unsendable piece at most.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Protocol
+
+from worker.core.parsers.convert import (
+    STRING,
+    UNKNOWN,
+    dumps,
+    escape,
+    json_value,
+    python_literal,
+    typed_value,
+)
+from worker.core.parsers.events import Event, ToolCallArgs, ToolCallStart
+from worker.core.parsers.formats import (
+    ARGS_PARAMS,
+    HEAD_KIMI,
+    HEAD_MISTRAL,
+    HEAD_PLAIN,
+    ID_HASH,
+    ID_MISTRAL,
+    ID_NATIVE,
+    SHAPE_ARRAY,
+    SHAPE_SINGLE,
+    CallShape,
+    ToolFormat,
+)
+from worker.core.parsers.state import SINGLE_CALL, Call, ParserState
+
+# A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
+HEAD_MAX = 256
+
+# A sniffed block (llama3_json "{", pythonic "[") is held back, to be given back as
+# content if it is no call list, until its first call header; past this it is content.
+RAW_MAX = 4096
+
+TOOL_CALL_ID_PREFIX = "chatcmpl-tool-"  # vLLM's prefix (reference §1.1)
+_ID_HEX = 32  # vLLM's ids carry uuid4().hex: 32 hex digits
+_MISTRAL_ID_LEN = 9  # mistral-common requires exactly 9 alphanumerics
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+# Value roles (Call.role)
+ROLE_NONE = 0
+ROLE_NAME = 1  # a JSON call's "name" string
+ROLE_ARGS = 2  # a JSON call's arguments object/array: streamed raw
+ROLE_ARGS_TEXT = 3  # arguments given as a string or scalar: converted when complete
+ROLE_OTHER = 4  # a key that is neither: skipped
+ROLE_STREAM = 5  # a parameter value that streams as a JSON string
+ROLE_BUFFER = 6  # a parameter value converted when the parameter closes
+ROLE_DEFER = 7  # Kimi call whose name is inferred from its arguments at the end
+
+# JSON passthrough phases
+J_BEFORE, J_IN, J_AFTER = 0, 1, 2
+# JSON call-list phases
+C_START, C_OBJ, C_KEY, C_COLON, C_VALUE, C_IN_VALUE, C_NEXT, C_BETWEEN, C_END = range(9)
+# Pythonic phases
+Y_START, Y_LIST, Y_NAME, Y_KW, Y_KWNAME, Y_EQ, Y_VALUE, Y_END = range(8)
+# Parameter value phases (XML): 1 = a leading newline may still be stripped
+P_LEAD = 1
+
+_OUTSIDE = re.compile(r'["{}\[\]]')  # what matters in JSON outside strings
+_INSIDE = re.compile(r'["\\]')  # … and inside them
+_SCALAR_END = re.compile(r"[\s,}\]]")
+_KIMI_ID = re.compile(r"(.+):(\d+)")
+
+
+class Run(Protocol):
+    """What the handlers need from the engine's per-feed working set."""
+
+    st: ParserState
+    out: list[Event]
+
+    @property
+    def fmt(self) -> ToolFormat | None: ...
+
+    def fall_back(self, text: str) -> None: ...
+
+
+def tool_call_id(request_id: str, choice: int, index: int, style: int = ID_HASH) -> str:
+    """Deterministic tool-call id from (request_id, choice index, tool index)
+    (CONTRACT.md §3): the same input gives the same id on any worker and in replay."""
+    digest = hashlib.sha256(f"{choice}:{index}:{request_id}".encode()).digest()
+    if style == ID_MISTRAL:
+        return "".join(_ALNUM[b % len(_ALNUM)] for b in digest[:_MISTRAL_ID_LEN])
+    return TOOL_CALL_ID_PREFIX + digest.hex()[:_ID_HEX]
+
+
+# -- headers and argument fragments -------------------------------------------------------
+
+
+def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
+    """Send a call's header once; False when the call is suppressed instead."""
+    st = run.st
+    if call.skip:
+        return False
+    if not name or (st.flags & SINGLE_CALL and st.calls >= 1):
+        call.skip = True  # no name, or parallel_tool_calls: false and one call was made
+        return False
+    index = st.calls
+    st.calls += 1
+    call.index, call.name = index, name
+    fmt = run.fmt
+    style = fmt.ids if fmt is not None else ID_HASH
+    if style == ID_NATIVE and native_id:
+        call_id = native_id
+    else:
+        call_id = tool_call_id(st.request_id, st.choice, index, style)
+    run.out.append(ToolCallStart(index, call_id, name))
+    st.ws = ""  # whitespace-only content before a call is not sent
+    call.fallback, call.raw = False, ""
+    return True
+
+
+def _send(run: Run, call: Call, text: str) -> None:
+    if text and call.index >= 0 and not call.skip:
+        run.out.append(ToolCallArgs(call.index, text))
+
+
+def name_done(run: Run, call: Call) -> None:
+    """The name (header text) of a marker-delimited call is complete."""
+    fmt = run.fmt
+    style = fmt.header if fmt is not None else HEAD_PLAIN
+    head = call.head.strip()
+    if style == HEAD_MISTRAL:
+        head = head.replace("[ARGS]", "").strip()
+    if style != HEAD_KIMI:
+        header(run, call, head)
+        return
+    # Kimi: the header is the call's id, `functions.NAME:IDX` (or `NAME:IDX`); newer
+    # models may write a bare counter, and then the request's tools say the name.
+    m = _KIMI_ID.fullmatch(head)
+    if m is not None:
+        header(run, call, m.group(1).rsplit(".", 1)[-1], native_id=head)
+    elif head.isdigit():
+        tools = run.st.tools
+        if len(tools) == 1:
+            header(run, call, tools[0].name, native_id=head)
+        else:
+            call.role, call.key = ROLE_DEFER, head
+    else:
+        call.skip = True  # malformed header, e.g. `functions.invalid.0` (reference K08)
+
+
+def call_end(run: Run, call: Call) -> None:
+    """A marker-delimited call (JSON passthrough or parameters) is closed."""
+    if call.role == ROLE_DEFER:
+        name = _infer_name(run.st, call.held)
+        if name is None or not header(run, call, name, native_id=call.key):
+            return
+        _send(run, call, call.held.strip() or "{}")
+        return
+    if call.index < 0 or call.skip:
+        return
+    if call.kind == ARGS_PARAMS:
+        _send(run, call, "}" if call.count else "{}")
+    elif call.phase == J_BEFORE:
+        _send(run, call, "{}")
+
+
+def _infer_name(st: ParserState, raw_args: str) -> str | None:
+    """A bare-counter Kimi call: the one tool whose parameters take these arguments."""
+    try:
+        value: Any = json.loads(raw_args) if raw_args.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    keys = set(value)
+    fits = [t.name for t in st.tools if keys <= set(t.types)]
+    return fits[0] if len(fits) == 1 else None
+
+
+# -- JSON passthrough -----------------------------------------------------------------------
+
+
+def scan_json(call: Call, text: str, i: int) -> int:
+    """Advance through a JSON value from `i`; the index just past its end, or -1 if it
+    goes on. `call.depth` > 0: inside a container; 0 with `quote`: a string; -1: a
+    scalar (which ends before the delimiter that ends it)."""
+    n = len(text)
+    if call.depth < 0:
+        m = _SCALAR_END.search(text, i)
+        return -1 if m is None else m.start()
+    while i < n:
+        if call.quote:
+            if call.esc:
+                call.esc = False
+                i += 1
+                continue
+            m = _INSIDE.search(text, i)
+            if m is None:
+                return -1
+            i = m.end()
+            if m.group() == "\\":
+                call.esc = True
+            else:
+                call.quote = ""
+                if call.depth == 0:
+                    return i
+            continue
+        m = _OUTSIDE.search(text, i)
+        if m is None:
+            return -1
+        i = m.end()
+        c = m.group()
+        if c == '"':
+            call.quote = '"'
+        elif c in "{[":
+            call.depth += 1
+        else:
+            call.depth -= 1
+            if call.depth == 0:
+                return i
+    return -1
+
+
+def _value_opens(call: Call, c: str) -> None:
+    call.esc = False
+    if c in "{[":
+        call.depth, call.quote = 1, ""
+    elif c == '"':
+        call.depth, call.quote = 0, '"'
+    else:
+        call.depth, call.quote = -1, ""
+
+
+def json_args(run: Run, call: Call, text: str) -> None:
+    """Raw JSON arguments: leading space is dropped, text after the value ignored."""
+    if call.phase == J_AFTER:
+        return
+    i = 0
+    if call.phase == J_BEFORE:
+        stripped = text.lstrip()
+        if not stripped:
+            return
+        i = len(text) - len(stripped)
+        call.phase = J_IN
+        _value_opens(call, text[i])
+        end = scan_json(call, text, i + 1)
+    else:
+        end = scan_json(call, text, i)
+    piece = text[i:] if end < 0 else text[i:end]
+    if end >= 0:
+        call.phase = J_AFTER
+    if call.role == ROLE_DEFER:
+        call.held += piece  # the name comes from these arguments, at the end
+    else:
+        _send(run, call, piece)
+
+
+# -- parameters (XML, DSML) -------------------------------------------------------------------
+
+
+def _type_of(st: ParserState, tool: str, key: str) -> str:
+    for schema in st.tools:
+        if schema.name == tool:
+            return schema.types.get(key, UNKNOWN)
+    return UNKNOWN
+
+
+def value_start(run: Run, call: Call) -> None:
+    """A parameter's key (and DSML flag) are complete; its value begins."""
+    fmt = run.fmt
+    key = call.key.strip()
+    call.key = key
+    type_name = _type_of(run.st, call.name, key)
+    string = type_name in (STRING, UNKNOWN)
+    if fmt is not None and fmt.typed_flag:
+        string = string and call.flag.strip() != "false"
+    call.held = ""
+    call.phase = P_LEAD if fmt is not None and fmt.value_newlines else 0
+    if string:
+        call.role = ROLE_STREAM
+        _send(run, call, ("{" if not call.count else ", ") + dumps(key) + ': "')
+        call.count += 1
+    else:
+        call.role = ROLE_BUFFER
+
+
+def value(run: Run, call: Call, text: str) -> None:
+    if call.role == ROLE_BUFFER:
+        call.held += text  # converted whole when the parameter closes
+        return
+    if call.role != ROLE_STREAM:
+        return
+    if call.phase == P_LEAD:
+        if not text:
+            return
+        call.phase = 0
+        if text[0] == "\n":
+            text = text[1:]
+    fmt = run.fmt
+    if fmt is not None and fmt.value_newlines:
+        # One trailing newline is formatting: hold a final "\n" until more follows.
+        text, call.held = call.held + text, ""
+        if text.endswith("\n"):
+            text, call.held = text[:-1], "\n"
+    if text:
+        _send(run, call, escape(text))
+
+
+def param_end(run: Run, call: Call) -> None:
+    fmt = run.fmt
+    if call.role == ROLE_STREAM:
+        _send(run, call, '"')
+    elif call.role == ROLE_BUFFER:
+        raw = call.held
+        if fmt is not None and fmt.value_newlines:
+            raw = raw[1:] if raw.startswith("\n") else raw
+            raw = raw[:-1] if raw.endswith("\n") else raw
+        type_name = _type_of(run.st, call.name, call.key)
+        if fmt is not None and fmt.typed_flag and call.flag.strip() == "false":
+            converted = json_value(raw, type_name)
+        else:
+            converted = typed_value(raw, type_name)
+        _send(run, call, ("{" if not call.count else ", ") + dumps(call.key) + ": " + converted)
+        call.count += 1
+    call.role, call.held, call.key, call.flag, call.phase = ROLE_NONE, "", "", "", 0
+
+
+# -- JSON call lists --------------------------------------------------------------------------
+
+
+def _new_object(call: Call) -> None:
+    call.phase = C_OBJ
+    call.index, call.skip, call.name, call.args = -1, False, "", False
+    call.held, call.count, call.role, call.key = "", 0, ROLE_NONE, ""
+
+
+def _key(call: Call) -> str:
+    try:
+        key = json.loads(call.key)
+    except ValueError:
+        return ""
+    return key if isinstance(key, str) else ""
+
+
+def _maybe_header(run: Run, call: Call, shape: CallShape) -> None:
+    if call.index >= 0 or call.skip or not call.name:
+        return
+    if shape.need_args_key and not call.args:
+        return
+    if header(run, call, call.name) and call.held and call.role != ROLE_ARGS_TEXT:
+        _send(run, call, call.held)  # arguments that came before the name
+        call.count += 1
+        call.held = ""
+
+
+def _value_start_json(run: Run, call: Call, c: str, shape: CallShape) -> None:
+    key = _key(call)
+    if key == "name" and not call.name and c == '"':
+        call.role, call.head = ROLE_NAME, ""
+    elif key in shape.arg_keys and not call.args:
+        call.args = True
+        call.role = ROLE_ARGS if c in "{[" else ROLE_ARGS_TEXT
+        if call.role == ROLE_ARGS:
+            _maybe_header(run, call, shape)
+    else:
+        call.role = ROLE_OTHER
+    _value_opens(call, c)
+
+
+def _value_piece(run: Run, call: Call, piece: str) -> None:
+    if call.role == ROLE_NAME:
+        call.head = (call.head + piece)[: HEAD_MAX + 2]
+    elif call.role == ROLE_ARGS:
+        if call.index >= 0:
+            _send(run, call, piece)
+            call.count += 1
+        elif not call.skip:
+            call.held += piece
+    elif call.role == ROLE_ARGS_TEXT:
+        call.held += piece
+
+
+def _value_done(run: Run, call: Call, shape: CallShape) -> None:
+    role, call.role = call.role, ROLE_NONE
+    if role == ROLE_NAME:
+        try:
+            name = json.loads(call.head)
+        except ValueError:
+            name = None
+        if isinstance(name, str) and name:
+            call.name = name
+            _maybe_header(run, call, shape)
+    elif role == ROLE_ARGS_TEXT:
+        call.held = _text_arguments(call.held)
+        if call.index >= 0:
+            _send(run, call, call.held)
+            call.count += 1
+            call.held = ""
+        else:
+            _maybe_header(run, call, shape)
+
+
+def _text_arguments(raw: str) -> str:
+    """Arguments given as a JSON string: a string holding a JSON object or array is
+    passed through (not double-encoded); any other string stays a JSON string
+    (reference H11-H13). Scalars are kept as written."""
+    raw = raw.strip()
+    if not raw.startswith('"'):
+        return raw
+    try:
+        inner = json.loads(raw)
+        value = json.loads(inner)
+    except ValueError:
+        return raw
+    if isinstance(value, dict | list):
+        return str(inner)
+    return raw
+
+
+def _object_end(run: Run, call: Call, shape: CallShape) -> None:
+    _maybe_header(run, call, shape)
+    if call.index >= 0 and not call.skip:
+        if call.held:
+            _send(run, call, call.held)
+            call.count += 1
+        if not call.count:
+            _send(run, call, "{}")
+    call.phase = C_END if shape.shape == SHAPE_SINGLE else C_BETWEEN
+    call.index, call.held, call.name, call.args, call.count = -1, "", "", False, 0
+
+
+def calls(run: Run, call: Call, text: str, shape: CallShape) -> int:
+    """Scan a JSON call list; returns how much text was used (less than all only when
+    a sniffed block turned out not to be calls and fell back to content)."""
+    base = call.raw if call.fallback else ""
+    i, n = 0, len(text)
+    while i < n:
+        phase = call.phase
+        if phase == C_END:
+            break
+        if phase in (C_IN_VALUE, C_KEY):
+            end = scan_json(call, text, i)
+            stop = n if end < 0 else end
+            if phase == C_KEY:
+                call.key = (call.key + text[i:stop])[: HEAD_MAX + 2]
+            else:
+                _value_piece(run, call, text[i:stop])
+            i = stop
+            if end >= 0:
+                if phase == C_KEY:
+                    call.phase = C_COLON
+                else:
+                    _value_done(run, call, shape)
+                    call.phase = C_NEXT
+            continue
+        c = text[i]
+        ok = True
+        if c.isspace():
+            pass
+        elif phase == C_START:
+            if shape.shape == SHAPE_ARRAY:
+                if c == "[":
+                    call.phase = C_BETWEEN
+                # Anything else before the array is skipped (reference MT08).
+            elif c == "{":
+                _new_object(call)
+            else:
+                ok = False
+        elif phase == C_BETWEEN:
+            if c == "{":
+                _new_object(call)
+            elif c == "]" and shape.shape == SHAPE_ARRAY:
+                call.phase = C_END
+            else:
+                ok = c in ",;"
+        elif phase == C_OBJ:
+            if c == '"':
+                call.key, call.quote, call.depth, call.esc = '"', '"', 0, False
+                call.phase = C_KEY
+            elif c == "}":
+                _object_end(run, call, shape)
+            else:
+                ok = c == ","
+        elif phase == C_COLON:
+            ok = c == ":"
+            call.phase = C_VALUE
+        elif phase == C_VALUE:
+            _value_start_json(run, call, c, shape)
+            call.phase = C_IN_VALUE
+            _value_piece(run, call, c)
+            if call.depth < 0:  # a scalar: look for its end from here
+                i += 1
+                continue
+        elif phase == C_NEXT:
+            if c == ",":
+                call.phase = C_OBJ
+            elif c == "}":
+                _object_end(run, call, shape)
+            else:
+                ok = False
+        if not ok:
+            if call.fallback:
+                run.fall_back(base + text[:i])
+                return i
+            call.phase = C_END  # the rest of the block is not calls
+            break
+        i += 1
+    return _keep_raw(run, call, base, text)
+
+
+def _keep_raw(run: Run, call: Call, base: str, text: str) -> int:
+    if call.fallback:
+        call.raw = base + text
+        if len(call.raw) > RAW_MAX:
+            run.fall_back(call.raw)
+    return len(text)
+
+
+def calls_end(run: Run, call: Call, shape: CallShape) -> None:
+    """The block ends (closing marker or end of output)."""
+    if call.phase in (C_OBJ, C_KEY, C_COLON, C_VALUE, C_IN_VALUE, C_NEXT):
+        if call.role == ROLE_ARGS_TEXT:
+            call.held = ""  # an unterminated string argument is no argument
+        _maybe_header(run, call, shape)
+        if call.index >= 0 and call.held and call.role != ROLE_ARGS_TEXT:
+            _send(run, call, call.held)
+    if call.fallback:
+        run.fall_back(call.raw)
+
+
+# -- pythonic ---------------------------------------------------------------------------------
+
+
+def _ident_start(c: str) -> bool:
+    return c.isalpha() or c == "_"
+
+
+def _ident(c: str) -> bool:
+    return c.isalnum() or c in "_."
+
+
+def _scan_python(call: Call, text: str, i: int) -> int:
+    """The index of the `,` or `)` that ends a keyword value, -1 if it goes on, -2 if
+    a bracket closes that was not opened."""
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if call.quote:
+            if call.esc:
+                call.esc = False
+            elif c == "\\":
+                call.esc = True
+            elif c == call.quote:
+                call.quote = ""
+        elif c in "'\"":
+            call.quote = c
+        elif c in "([{":
+            call.depth += 1
+        elif c in ")]}":
+            if call.depth == 0:
+                return i if c == ")" else -2
+            call.depth -= 1
+        elif c == "," and call.depth == 0:
+            return i
+        i += 1
+    return -1
+
+
+def _kwarg_done(run: Run, call: Call) -> None:
+    converted = python_literal(call.held)
+    call.held = ""
+    if call.skip:
+        return
+    if converted is None:
+        if call.index < 0:
+            call.skip = True  # the call's first value cannot be JSON: drop the call (P09)
+        return  # a later one is left out
+    if call.index < 0:
+        if not header(run, call, call.name):
+            return
+        prefix = "{"
+    else:
+        prefix = ", "
+    _send(run, call, prefix + dumps(call.key) + ": " + converted)
+    call.count += 1
+
+
+def _python_call_end(run: Run, call: Call) -> None:
+    if not call.skip:
+        if call.index < 0:
+            if header(run, call, call.name):
+                _send(run, call, "{}")
+        else:
+            _send(run, call, "}")
+    call.index, call.skip, call.count, call.head = -1, False, 0, ""
+
+
+def pythonic(run: Run, call: Call, text: str) -> int:
+    base = call.raw if call.fallback else ""
+    i, n = 0, len(text)
+    while i < n:
+        phase = call.phase
+        if phase == Y_END:
+            break
+        if phase == Y_VALUE:
+            end = _scan_python(call, text, i)
+            if end == -2:
+                ok = False
+            else:
+                stop = n if end < 0 else end
+                call.held += text[i:stop]
+                i = stop
+                if end >= 0:
+                    _kwarg_done(run, call)
+                    call.phase = Y_KW
+                continue
+        else:
+            c = text[i]
+            ok = True
+            if phase == Y_START:
+                if c == "[":
+                    call.phase = Y_LIST
+                else:
+                    ok = c.isspace()
+            elif phase == Y_LIST:
+                if c == "]":
+                    call.phase = Y_END
+                elif _ident_start(c):
+                    call.head, call.phase = c, Y_NAME
+                else:
+                    ok = c.isspace() or c == ","
+            elif phase == Y_NAME:
+                if c == "(":
+                    call.name, call.index, call.skip, call.count = call.head, -1, False, 0
+                    call.phase = Y_KW
+                elif _ident(c) and len(call.head) < HEAD_MAX:
+                    call.head += c
+                else:
+                    ok = False
+            elif phase == Y_KW:
+                if c == ")":
+                    _python_call_end(run, call)
+                    call.phase = Y_LIST
+                elif _ident_start(c):
+                    call.key, call.phase = c, Y_KWNAME
+                else:
+                    ok = c.isspace() or c == ","
+            elif phase in (Y_KWNAME, Y_EQ):
+                if c == "=":
+                    call.held, call.depth, call.quote, call.esc = "", 0, "", False
+                    call.phase = Y_VALUE
+                elif phase == Y_KWNAME and _ident(c) and len(call.key) < HEAD_MAX:
+                    call.key += c
+                elif c.isspace():
+                    call.phase = Y_EQ
+                else:
+                    ok = False
+        if not ok:
+            if call.fallback:
+                run.fall_back(base + text[:i])
+                return i
+            call.phase = Y_END
+            break
+        i += 1
+    return _keep_raw(run, call, base, text)
+
+
+def pythonic_end(run: Run, call: Call) -> None:
+    if call.phase in (Y_KW, Y_KWNAME, Y_EQ, Y_VALUE) and call.index >= 0 and not call.skip:
+        _send(run, call, "}")  # a truncated call still gets valid JSON
+    if call.fallback:
+        run.fall_back(call.raw)

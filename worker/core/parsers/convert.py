@@ -1,0 +1,146 @@
+"""Value conversion for formats whose arguments are not JSON text (XML, DSML, pythonic).
+
+Each converter turns one *complete* value into JSON text, or None when the value cannot
+be expressed (the caller then drops it). Only whole values are converted: the engine
+streams a value's text itself only where that text is final (string values), which is
+the stable-prefix rule of reference/vllm-parsers.md §1.5 without re-converting the
+whole argument text on every chunk.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from typing import Any
+
+# JSON Schema type names as `ToolSchema.types` keeps them; "" means not declared.
+STRING = "string"
+UNKNOWN = ""
+_INTEGER = ("integer", "int")
+_NUMBER = ("number", "float", "double")
+_BOOLEAN = ("boolean", "bool")
+_CONTAINER = ("object", "array", "dict", "list")
+_NULL_WORDS = ("null", "none")
+
+
+def dumps(value: Any) -> str:
+    """JSON text as vLLM writes arguments (`json.dumps(…, ensure_ascii=False)`)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def escape(text: str) -> str:
+    """The JSON-string body of `text`. Escapes are per character, so the escapes of
+    pieces concatenate to the escape of the whole (string values stream piecewise)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def schema_type(schema: Any) -> str:
+    """The one type the converter uses for a parameter's JSON Schema (first non-null)."""
+    if not isinstance(schema, dict):
+        return UNKNOWN
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), None)
+    if t is None:
+        for alt in schema.get("anyOf") or schema.get("oneOf") or ():
+            sub = schema_type(alt)
+            if sub:
+                return sub
+        return UNKNOWN
+    return t if isinstance(t, str) else UNKNOWN
+
+
+def typed_value(raw: str, type_name: str) -> str:
+    """XML (`<parameter=k>v</parameter>`) and DSML `string="true"` values: the text is a
+    string unless the tool's schema gives another type (reference §2.13)."""
+    if type_name in (STRING, UNKNOWN):
+        return dumps(raw)
+    text = raw.strip()
+    if text.lower() in _NULL_WORDS:
+        return "null"
+    if type_name in _INTEGER:
+        try:
+            return dumps(int(text))
+        except ValueError:
+            return dumps(raw)
+    if type_name in _NUMBER:
+        try:
+            number = float(text)
+        except ValueError:
+            return dumps(raw)
+        if not math.isfinite(number):
+            return dumps(raw)
+        return dumps(int(number)) if number.is_integer() else dumps(number)
+    if type_name in _BOOLEAN:
+        low = text.lower()
+        if low in ("true", "false"):
+            return low
+        return dumps(raw)
+    if type_name in _CONTAINER:
+        try:
+            return dumps(json.loads(text))
+        except ValueError:
+            value = python_literal(text)
+            return dumps(raw) if value is None else value
+    return dumps(raw)
+
+
+def json_value(raw: str, type_name: str) -> str:
+    """DSML `string="false"` values: JSON text; a value that does not parse stays a
+    string (reference §2.12), and a schema string type keeps the text as written."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return dumps(raw)
+    if isinstance(value, float) and not math.isfinite(value):
+        return dumps(raw)
+    if type_name == STRING and not isinstance(value, str):
+        return dumps(raw)
+    return dumps(value)
+
+
+_PY_NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+
+
+class _NotLiteral(Exception):
+    pass
+
+
+def _literal(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool) or value is None or isinstance(value, int | str):
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+        raise _NotLiteral  # bytes, complex, inf/nan (reference P09, P10)
+    if isinstance(node, ast.Name) and node.id in _PY_NAMES:
+        return _PY_NAMES[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = _literal(node.operand)
+        if isinstance(operand, bool) or not isinstance(operand, int | float):
+            raise _NotLiteral
+        return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:
+                raise _NotLiteral
+            key = _literal(k)
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise _NotLiteral
+            out[key if isinstance(key, str) else dumps(key)] = _literal(v)
+        return out
+    raise _NotLiteral
+
+
+def python_literal(text: str) -> str | None:
+    """A Python literal (pythonic tool calls) as JSON text; None if it is not one."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        return dumps(_literal(tree.body))
+    except (SyntaxError, ValueError, _NotLiteral, RecursionError, MemoryError):
+        return None

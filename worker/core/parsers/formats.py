@@ -1,0 +1,404 @@
+"""Every supported format as a small configuration of the one engine (engine.py).
+
+A reasoning format names its two think markers and how the start state is chosen; a
+tool format is a `(state, marker) -> Transition` table plus how the text between the
+markers becomes a name and JSON arguments. A model's registry entry picks one of each
+by name (`reasoning_parser`, `tool_parser`, CONTRACT.md §7). Markers are literal
+strings; `engine.compile_parser` finds which of them are single added tokens of the
+model's tokenizer and matches those by token id, the rest on text.
+
+Formats follow reference/vllm-parsers.md §2 (the section is named at each config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+# -- engine states -----------------------------------------------------------------------
+CONTENT = 0
+REASONING = 1
+PREAMBLE = 2  # inside a tool block, outside a call: text is dropped
+NAME = 3  # a call's name / header text
+ARGS = 4  # a call's arguments (or a JSON / pythonic call list)
+BETWEEN = 5  # after a call, inside the block: text is dropped
+PKEY = 6  # a parameter's name (XML, DSML)
+PTYPE = 7  # a DSML parameter's `string="…"` flag
+PVALUE = 8  # a parameter's value
+HEADER = 9  # call header text that is not the name (DeepSeek V3 "function"): dropped
+N_STATES = 10
+
+# -- transition actions (bit flags, applied in this order) -------------------------------
+PARAM_END = 1
+CALL_END = 2
+CALL_START = 4
+PARAM_START = 8
+VALUE_START = 16
+
+# -- how ARGS text becomes arguments ---------------------------------------------------
+ARGS_JSON = 0  # raw JSON text, streamed as written (Kimi, Mistral v11, named tool_choice)
+ARGS_PARAMS = 1  # parameter markup → JSON object, converted per value (XML, DSML)
+ARGS_CALLS = 2  # JSON objects holding name + arguments (hermes, llama3, required)
+ARGS_PYTHONIC = 3  # a Python list of calls with keyword arguments
+
+# -- JSON call lists (ARGS_CALLS) --------------------------------------------------------
+SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
+SHAPE_SEQUENCE = 1  # objects separated by ";" or whitespace (llama3_json)
+SHAPE_ARRAY = 2  # a JSON array of objects (mistral pre-v11, tool_choice "required")
+
+# -- call headers and ids ---------------------------------------------------------------
+HEAD_PLAIN = 0  # the header text is the name
+HEAD_KIMI = 1  # `functions.NAME:IDX` (the id), or a bare counter with the name inferred
+HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
+ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
+ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
+ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back
+
+
+class Transition(NamedTuple):
+    to: int
+    act: int = 0
+    # The marker also acts in the new state (an implicit end: `<tool_call>` ends
+    # reasoning and opens the tool block; mistral's `{` ends a name and starts arguments).
+    keep: bool = False
+
+
+Table = dict[tuple[int, str], Transition]
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """How a JSON call list is laid out (ARGS_CALLS)."""
+
+    shape: int
+    arg_keys: tuple[str, ...] = ("arguments",)
+    # The header waits for the arguments key (llama3: `{"name": "x"}` alone is no call).
+    need_args_key: bool = False
+
+
+@dataclass(frozen=True)
+class ReasoningFormat:
+    name: str
+    start: str
+    end: str
+    thinking_default: bool  # start state when neither the prompt nor kwargs decide
+    from_prompt: bool = True  # the last think marker of the prompt decides the start state
+    from_kwargs: bool = True  # chat_template_kwargs (thinking / enable_thinking) decide
+    reenter: bool = True  # a start marker in content opens reasoning again
+    # Markers that end reasoning implicitly (a tool block opening inside reasoning).
+    implicit_end: tuple[str, ...] = ()
+
+    def table(self) -> Table:
+        t: Table = {
+            (REASONING, self.start): Transition(REASONING),  # duplicate start: absorbed
+            (REASONING, self.end): Transition(CONTENT),
+            (CONTENT, self.end): Transition(CONTENT),  # stray end: absorbed
+        }
+        if self.reenter:
+            t[(CONTENT, self.start)] = Transition(REASONING)
+        for marker in self.implicit_end:
+            t[(REASONING, marker)] = Transition(CONTENT, keep=True)
+        return t
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    name: str
+    transitions: Table
+    args: int
+    # Characters that open a call list when they are the first non-whitespace of the
+    # content (llama3_json "{", pythonic "["): formats without an opening marker.
+    sniff: str = ""
+    calls: CallShape | None = None
+    header: int = HEAD_PLAIN
+    ids: int = ID_HASH
+    # XML values: one leading and one trailing newline are template formatting.
+    value_newlines: bool = False
+    # DSML: a `string="true|false"` flag says whether a value is a raw string.
+    typed_flag: bool = False
+    # Sniffed blocks that turn out not to be calls are given back as content.
+    fallback: bool = False
+    # The request tools' parameter types are needed (argument conversion, name inference).
+    schema: bool = False
+
+    def opens(self) -> set[str]:
+        """Markers that open a tool block from content (what may end reasoning)."""
+        return {m for (s, m) in self.transitions if s == CONTENT}
+
+
+# -- reasoning (reference §2.1-2.6) ------------------------------------------------------
+
+THINK, END_THINK = "<think>", "</think>"
+DSML_V4_BLOCK = "<｜DSML｜tool_calls>"
+QWEN_TOOL_CALL = "<tool_call>"
+KIMI_SECTION = "<|tool_calls_section_begin|>"
+MISTRAL_TOOL_CALLS = "[TOOL_CALLS]"
+
+REASONING_FORMATS: dict[str, ReasoningFormat] = {
+    # §2.2: no <think> in the output means the template put it in the prompt.
+    "deepseek_r1": ReasoningFormat("deepseek_r1", THINK, END_THINK, thinking_default=True),
+    # §2.4: V3.1/V3.2 think only when asked to.
+    "deepseek_v3": ReasoningFormat("deepseek_v3", THINK, END_THINK, thinking_default=False),
+    # §2.3: Qwen3.5 may open a tool call without closing </think>.
+    "qwen3": ReasoningFormat(
+        "qwen3",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        reenter=False,
+        implicit_end=(QWEN_TOOL_CALL,),
+    ),
+    # §2.4: thinking on by default; a DSML block inside reasoning ends it.
+    "deepseek_v4": ReasoningFormat(
+        "deepseek_v4", THINK, END_THINK, thinking_default=True, implicit_end=(DSML_V4_BLOCK,)
+    ),
+    # §2.6
+    "kimi_k2": ReasoningFormat(
+        "kimi_k2", THINK, END_THINK, thinking_default=True, implicit_end=(KIMI_SECTION,)
+    ),
+    # §2.5: a trace must start with [THINK]; the prompt does not decide (old system
+    # prompts carry pre-filled [THINK]…[/THINK]).
+    "mistral": ReasoningFormat(
+        "mistral",
+        "[THINK]",
+        "[/THINK]",
+        thinking_default=False,
+        from_prompt=False,
+        from_kwargs=False,
+        implicit_end=(MISTRAL_TOOL_CALLS,),
+    ),
+}
+REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
+
+
+def think_tags(name: str, start: str, end: str, thinking_default: bool) -> ReasoningFormat:
+    """The generic think-tag parser with other markers (`<seed:think>`, tests)."""
+    return ReasoningFormat(name, start, end, thinking_default=thinking_default)
+
+
+# -- DSML: deepseek_v4, deepseek_v32 (§2.12) ----------------------------------------------
+
+
+def _dsml(name: str, wrapper: str) -> ToolFormat:
+    block, block_end = f"<｜DSML｜{wrapper}>", f"</｜DSML｜{wrapper}>"
+    invoke, invoke_end = '<｜DSML｜invoke name="', "</｜DSML｜invoke>"
+    param, param_end = '<｜DSML｜parameter name="', "</｜DSML｜parameter>"
+    flag, close = '" string="', '">'
+    return ToolFormat(
+        name,
+        {
+            (CONTENT, block): Transition(PREAMBLE),
+            (PREAMBLE, invoke): Transition(NAME, CALL_START),
+            (PREAMBLE, block_end): Transition(CONTENT),
+            (NAME, close): Transition(ARGS),
+            (NAME, invoke_end): Transition(BETWEEN, CALL_END),
+            (ARGS, param): Transition(PKEY, PARAM_START),
+            (ARGS, invoke_end): Transition(BETWEEN, CALL_END),
+            (ARGS, block_end): Transition(CONTENT, CALL_END),
+            (PKEY, flag): Transition(PTYPE),
+            (PKEY, close): Transition(PVALUE, VALUE_START),
+            (PTYPE, close): Transition(PVALUE, VALUE_START),
+            (PVALUE, param_end): Transition(ARGS, PARAM_END),
+            # A missing close tag is tolerated: the next parameter or the end closes it.
+            (PVALUE, param): Transition(PKEY, PARAM_END | PARAM_START),
+            (PVALUE, invoke_end): Transition(BETWEEN, PARAM_END | CALL_END),
+            (PVALUE, block_end): Transition(CONTENT, PARAM_END | CALL_END),
+            (BETWEEN, invoke): Transition(NAME, CALL_START),
+            (BETWEEN, block_end): Transition(CONTENT),
+        },
+        ARGS_PARAMS,
+        typed_flag=True,
+        schema=True,
+    )
+
+
+# -- qwen3_coder / qwen3_xml (§2.13) ------------------------------------------------------
+
+
+def _qwen3_xml(name: str) -> ToolFormat:
+    block, block_end = QWEN_TOOL_CALL, "</tool_call>"
+    fn, fn_end = "<function=", "</function>"
+    param, param_end = "<parameter=", "</parameter>"
+    return ToolFormat(
+        name,
+        {
+            (CONTENT, block): Transition(PREAMBLE),
+            (CONTENT, fn): Transition(NAME, CALL_START),  # a call without the wrapper
+            (PREAMBLE, fn): Transition(NAME, CALL_START),
+            (PREAMBLE, block_end): Transition(CONTENT),
+            (NAME, ">"): Transition(ARGS),
+            (NAME, fn_end): Transition(BETWEEN, CALL_END),  # malformed: dropped
+            (ARGS, param): Transition(PKEY, PARAM_START),
+            (ARGS, fn_end): Transition(BETWEEN, CALL_END),
+            (ARGS, block_end): Transition(CONTENT, CALL_END),
+            (PKEY, ">"): Transition(PVALUE, VALUE_START),
+            (PVALUE, param_end): Transition(ARGS, PARAM_END),
+            (PVALUE, param): Transition(PKEY, PARAM_END | PARAM_START),
+            (PVALUE, fn_end): Transition(BETWEEN, PARAM_END | CALL_END),
+            (PVALUE, block_end): Transition(CONTENT, PARAM_END | CALL_END),
+            (BETWEEN, block_end): Transition(CONTENT),
+            (BETWEEN, block): Transition(PREAMBLE),
+            (BETWEEN, fn): Transition(NAME, CALL_START),  # missing </tool_call> tolerated
+        },
+        ARGS_PARAMS,
+        value_newlines=True,
+        schema=True,
+    )
+
+
+# -- hermes (§2.8) -------------------------------------------------------------------------
+
+HERMES = ToolFormat(
+    "hermes",
+    {
+        (CONTENT, QWEN_TOOL_CALL): Transition(ARGS, CALL_START),
+        (ARGS, "</tool_call>"): Transition(BETWEEN, CALL_END),
+        # Text after or between calls is not content (vLLM's streaming hermes).
+        (BETWEEN, QWEN_TOOL_CALL): Transition(ARGS, CALL_START),
+    },
+    ARGS_CALLS,
+    calls=CallShape(SHAPE_SINGLE),
+)
+
+# -- kimi_k2 (§2.14) -----------------------------------------------------------------------
+
+
+def _kimi() -> ToolFormat:
+    call, arg, call_end = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+    t: Table = {
+        (PREAMBLE, call): Transition(NAME, CALL_START),
+        (CONTENT, call): Transition(NAME, CALL_START),  # a call without its section
+        (NAME, arg): Transition(ARGS),
+        (NAME, call_end): Transition(PREAMBLE, CALL_END),
+        (ARGS, call_end): Transition(PREAMBLE, CALL_END),
+        (ARGS, call): Transition(NAME, CALL_END | CALL_START),
+    }
+    # The singular spellings are tolerated (legacy parser); text after the section is
+    # suppressed (the section end leads back to the preamble, not to content).
+    for begin, end in (
+        (KIMI_SECTION, "<|tool_calls_section_end|>"),
+        ("<|tool_call_section_begin|>", "<|tool_call_section_end|>"),
+    ):
+        t[(CONTENT, begin)] = Transition(PREAMBLE)
+        t[(PREAMBLE, end)] = Transition(PREAMBLE)
+        t[(ARGS, end)] = Transition(PREAMBLE, CALL_END)
+    return ToolFormat("kimi_k2", t, ARGS_JSON, header=HEAD_KIMI, ids=ID_NATIVE, schema=True)
+
+
+# -- mistral (§2.10) -------------------------------------------------------------------------
+
+MISTRAL_V11 = ToolFormat(
+    "mistral",
+    {
+        (CONTENT, MISTRAL_TOOL_CALLS): Transition(NAME, CALL_START),
+        (NAME, "[ARGS]"): Transition(ARGS),
+        # mistral-common does not render [ARGS]: the name then ends at the JSON's "{".
+        (NAME, "{"): Transition(ARGS, keep=True),
+        (NAME, MISTRAL_TOOL_CALLS): Transition(NAME, CALL_END | CALL_START),
+        (ARGS, MISTRAL_TOOL_CALLS): Transition(NAME, CALL_END | CALL_START),
+    },
+    ARGS_JSON,
+    header=HEAD_MISTRAL,
+    ids=ID_MISTRAL,
+)
+
+MISTRAL_PRE_V11 = ToolFormat(
+    "mistral",
+    {
+        (CONTENT, MISTRAL_TOOL_CALLS): Transition(ARGS, CALL_START),
+        (ARGS, MISTRAL_TOOL_CALLS): Transition(ARGS, CALL_END | CALL_START),
+    },
+    ARGS_CALLS,
+    calls=CallShape(SHAPE_ARRAY),
+    ids=ID_MISTRAL,
+    fallback=True,
+)
+
+# -- llama3_json (§2.9) ----------------------------------------------------------------------
+
+LLAMA3_JSON = ToolFormat(
+    "llama3_json",
+    {
+        (CONTENT, "<|python_tag|>"): Transition(ARGS, CALL_START),
+        # A call after some prose (vLLM finds calls anywhere in non-streaming mode).
+        (CONTENT, '{"name"'): Transition(ARGS, CALL_START, keep=True),
+    },
+    ARGS_CALLS,
+    sniff="{",
+    calls=CallShape(SHAPE_SEQUENCE, ("parameters", "arguments"), need_args_key=True),
+    fallback=True,
+)
+
+# -- pythonic (§2.15) ------------------------------------------------------------------------
+
+PYTHONIC = ToolFormat(
+    "pythonic",
+    {
+        (CONTENT, "<|python_start|>"): Transition(ARGS, CALL_START),
+        (ARGS, "<|python_end|>"): Transition(BETWEEN, CALL_END),
+    },
+    ARGS_PYTHONIC,
+    sniff="[",
+    fallback=True,
+)
+
+# -- DeepSeek V3 / V3.1 (§2.11; not asked for, but two more tables cost nothing) ---------
+
+_V3_CALLS, _V3_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+_V3_CALL, _V3_CALL_END, _V3_SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+
+DEEPSEEK_V31 = ToolFormat(
+    "deepseek_v31",
+    {
+        (CONTENT, _V3_CALLS): Transition(PREAMBLE),
+        (PREAMBLE, _V3_CALL): Transition(NAME, CALL_START),
+        (NAME, _V3_SEP): Transition(ARGS),
+        (ARGS, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
+        (NAME, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
+        # Text after the block is dropped (reference D02).
+        (PREAMBLE, _V3_CALLS_END): Transition(PREAMBLE),
+    },
+    ARGS_JSON,
+)
+
+DEEPSEEK_V3 = ToolFormat(
+    "deepseek_v3",
+    {
+        (CONTENT, _V3_CALLS): Transition(PREAMBLE),
+        (PREAMBLE, _V3_CALL): Transition(HEADER, CALL_START),  # "function" is dropped
+        (HEADER, _V3_SEP): Transition(NAME),
+        (NAME, "\n```json\n"): Transition(ARGS),  # the closing fence ends the JSON value
+        (ARGS, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
+        (NAME, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
+        (PREAMBLE, _V3_CALLS_END): Transition(PREAMBLE),
+    },
+    ARGS_JSON,
+)
+
+TOOL_FORMATS: dict[str, ToolFormat] = {
+    "deepseek_v4": _dsml("deepseek_v4", "tool_calls"),
+    "deepseek_v32": _dsml("deepseek_v32", "function_calls"),
+    "qwen3_coder": _qwen3_xml("qwen3_coder"),
+    "qwen3_xml": _qwen3_xml("qwen3_xml"),
+    "hermes": HERMES,
+    "kimi_k2": _kimi(),
+    "mistral": MISTRAL_V11,
+    "llama3_json": LLAMA3_JSON,
+    "llama4_json": LLAMA3_JSON,
+    "pythonic": PYTHONIC,
+    "llama4_pythonic": PYTHONIC,
+    "deepseek_v31": DEEPSEEK_V31,
+    "deepseek_v3": DEEPSEEK_V3,
+}
+
+# tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
+REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))
+
+
+def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:
+    """The format for a registry name; mistral's layout depends on the tokenizer (v11+
+    tokenizers have an `[ARGS]` token)."""
+    fmt = TOOL_FORMATS[name]
+    if fmt is MISTRAL_V11 and "[ARGS]" not in added_tokens:
+        return MISTRAL_PRE_V11
+    return fmt

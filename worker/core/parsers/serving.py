@@ -1,0 +1,145 @@
+"""How a request drives the parser (reference/vllm-parsers.md §3): the start state,
+which tool parsing applies, and the finish reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.core.parsers.convert import schema_type
+from worker.core.parsers.engine import ParserSpec
+from worker.core.parsers.formats import CONTENT, REASONING
+from worker.core.parsers.state import (
+    HIDE_REASONING,
+    SINGLE_CALL,
+    TOOLS_AUTO,
+    TOOLS_NAMED,
+    TOOLS_NONE,
+    TOOLS_REQUIRED,
+    ParserState,
+    ToolSchema,
+)
+from worker.wire.inbound import ChatRequest, NamedToolChoice
+
+FINISH_STOP = "stop"
+FINISH_TOOL_CALLS = "tool_calls"
+
+
+def open_parser(
+    spec: ParserSpec,
+    request: ChatRequest | None,
+    prompt_token_ids: list[int] | None,
+    request_id: str,
+    choice_index: int = 0,
+) -> ParserState:
+    """The parser state of one choice at the start of its output."""
+    mode, named = tool_mode(spec, request)
+    state = start_state(spec, request, prompt_token_ids)
+    flags = 0
+    if request is not None and not request.include_reasoning:
+        flags |= HIDE_REASONING
+    if request is not None and request.parallel_tool_calls is False:
+        flags |= SINGLE_CALL
+    tools: list[ToolSchema] = []
+    if mode == TOOLS_AUTO and spec.tools is not None and spec.tools.schema and request:
+        tools = tool_schemas(request.tools)
+    return ParserState(
+        state=state,
+        mode=mode,
+        flags=flags,
+        reasoned=state == REASONING,
+        request_id=request_id,
+        choice=choice_index,
+        named=named,
+        tools=tools,
+    )
+
+
+def tool_mode(spec: ParserSpec, request: ChatRequest | None) -> tuple[int, str]:
+    """Which tool parsing applies (§3.2, §3.3): none, the model's format (auto), or the
+    constrained shapes of "required" and a named function. Returns (mode, name)."""
+    if request is None:
+        return TOOLS_NONE, ""
+    choice = request.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        return TOOLS_NAMED, choice.function.name
+    if not request.tools or choice == "none":
+        return TOOLS_NONE, ""
+    if choice == "required":
+        return TOOLS_REQUIRED, ""
+    # "auto", or unset with tools (§3.1); needs a configured tool parser.
+    return (TOOLS_AUTO, "") if spec.tools is not None else (TOOLS_NONE, "")
+
+
+def start_state(
+    spec: ParserSpec, request: ChatRequest | None, prompt_token_ids: list[int] | None
+) -> int:
+    """Reasoning or content at the first output token (§3.5, §7.2): the prompt's last
+    think marker, else chat_template_kwargs, else the format's default."""
+    fmt = spec.reasoning
+    if fmt is None:
+        return CONTENT
+    if fmt.from_prompt and prompt_token_ids:
+        decided = prompt_state(spec, prompt_token_ids)
+        if decided is not None:
+            return decided
+    if fmt.from_kwargs and request is not None and request.chat_template_kwargs:
+        thinking = thinking_from_kwargs(request.chat_template_kwargs)
+        if thinking is not None:
+            return REASONING if thinking else CONTENT
+    return REASONING if fmt.thinking_default else CONTENT
+
+
+def prompt_state(spec: ParserSpec, prompt_token_ids: list[int]) -> int | None:
+    """Scan the prompt backwards: a think start marker → reasoning, an end marker →
+    content, any other added token first (`<｜Assistant｜>`, `<|im_start|>`) → not
+    decided. Markers of earlier turns are therefore never seen (the Rust frontend's
+    `DelimitedReasoningParser` rule)."""
+    start, end = spec.think_ids
+    if start is None and end is None:
+        return None
+    stop = spec.prompt_stop_ids
+    for token_id in reversed(prompt_token_ids):
+        if token_id == start:
+            return REASONING
+        if token_id == end:
+            return CONTENT
+        if token_id in stop:
+            return None
+    return None
+
+
+def thinking_from_kwargs(kwargs: dict[str, Any]) -> bool | None:
+    """`enable_thinking` (Qwen3), `thinking` (DeepSeek), `reasoning_effort: "none"`
+    (DeepSeek V4 chat mode); None when the request says nothing."""
+    if kwargs.get("reasoning_effort") == "none":
+        return False
+    for key in ("enable_thinking", "thinking"):
+        value = kwargs.get(key)
+        if value is not None:
+            return bool(value)
+    return None
+
+
+def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:
+    """The request tools' names and parameter types (what argument conversion needs)."""
+    out: list[ToolSchema] = []
+    for tool in tools or ():
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            continue
+        params = fn.get("parameters")
+        props = params.get("properties") if isinstance(params, dict) else None
+        types = (
+            {str(k): schema_type(v) for k, v in props.items()} if isinstance(props, dict) else {}
+        )
+        out.append(ToolSchema(fn["name"], types))
+    return out
+
+
+def finish_reason(st: ParserState, engine_reason: str | None) -> str | None:
+    """`tool_calls` when calls were made, the engine stopped naturally and the tool
+    choice was not a named function (§3.4 step 6); otherwise the engine's reason."""
+    if engine_reason == FINISH_STOP and st.calls and st.mode != TOOLS_NAMED:
+        return FINISH_TOOL_CALLS
+    return engine_reason

@@ -1,0 +1,83 @@
+"""The parser's state: plain data inside the request state (one per choice).
+
+Bounded by construction: no copy of the output is kept. What is held is at most
+- `held`: the text after the last decision that could still become a marker
+  (shorter than the longest marker of the current state);
+- `pending`: marker token ids whose text the detokenizer has not released yet
+  (capped at `PENDING_MAX`);
+- `ws`: whitespace-only content waiting to see whether a tool call follows (capped);
+- in `Call`: the piece of one tool call that is not final yet (a name, one parameter
+  value that must be converted whole, the head of a call whose name comes after its
+  arguments). That is bounded by one call, never by the generation.
+
+Field order is the msgpack layout (`array_like`); new fields go at the end with
+defaults (msgspec evolution rules), as in `core/state.py`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+# Tool modes (ParserState.mode), decided once from the request (serving.tool_mode).
+TOOLS_NONE = 0  # no tool parsing: reasoning split only
+TOOLS_AUTO = 1  # the model's own tool-call format
+TOOLS_REQUIRED = 2  # output is `[{"name": …, "parameters": {…}}, …]` (constrained decoding)
+TOOLS_NAMED = 3  # output is the named function's arguments object itself
+
+# ParserState.flags
+HIDE_REASONING = 1  # include_reasoning: false
+SINGLE_CALL = 2  # parallel_tool_calls: false
+
+
+class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True):
+    """What the parser needs from one request tool: its name and parameter types.
+
+    `types` maps a parameter to its JSON Schema type ("" when not declared), and is
+    only filled for formats that convert arguments (XML, DSML) or infer names (Kimi).
+    """
+
+    name: str
+    types: dict[str, str] = {}
+
+
+class Call(msgspec.Struct, array_like=True, omit_defaults=True):
+    """The tool call (or, for JSON and pythonic lists, the block of calls) being parsed."""
+
+    kind: int  # how argument text becomes JSON (engine.ARGS_*)
+    head: str = ""  # name / header text read so far
+    index: int = -1  # OpenAI index once the header is out; -1 before
+    skip: bool = False  # suppressed: parallel_tool_calls false, malformed header, bad value
+    held: str = ""  # argument text not sendable yet
+    phase: int = 0  # scanner phase (args.py)
+    depth: int = 0  # bracket depth inside the current value
+    quote: str = ""  # inside a string literal: its quote character
+    esc: bool = False  # after a backslash inside a string
+    key: str = ""  # JSON key / parameter name being read
+    role: int = 0  # what the current value is (args.ROLE_*)
+    count: int = 0  # arguments / parameters sent so far (for separators)
+    flag: str = ""  # DSML `string="…"` text; XML: value has started
+    raw: str = ""  # block text kept for the content fallback (sniffed blocks only)
+    name: str = ""  # the call's name once known
+    args: bool = False  # an arguments key was seen (JSON lists)
+    fallback: bool = False  # `raw` is kept: no header yet in a sniffed block
+
+
+class ParserState(msgspec.Struct, array_like=True, omit_defaults=True):
+    """Per-choice parser state; `serving.open_parser` builds it, `engine.feed` advances it."""
+
+    state: int = 0  # engine state (engine.CONTENT, REASONING, …)
+    mode: int = TOOLS_NONE
+    flags: int = 0
+    held: str = ""
+    pending: list[int] = []
+    started: bool = False  # non-whitespace content was seen (since reasoning ended)
+    ws: str = ""
+    calls: int = 0  # tool-call headers sent
+    call: Call | None = None
+    reasoned: bool = False  # the output was in reasoning at some point
+    reasoning_tokens: int = 0
+    request_id: str = ""
+    choice: int = 0
+    named: str = ""  # the named tool_choice function
+    tools: list[ToolSchema] = []
+    finished: bool = False
