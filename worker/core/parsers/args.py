@@ -540,7 +540,8 @@ def calls_end(run: Run, call: Call, shape: CallShape) -> None:
         _maybe_header(run, call, shape)
         if call.index >= 0 and call.held and call.role != ROLE_ARGS_TEXT:
             _send(run, call, call.held)
-    if call.fallback:
+    # A closed, empty array (`[]`) is a list of no calls, not text.
+    if call.fallback and not (call.phase == C_END and shape.shape == SHAPE_ARRAY):
         run.fall_back(call.raw)
 
 

@@ -1,0 +1,195 @@
+"""Properties over random conversations and random chunkings, for every format.
+
+A random conversation (reasoning, answer text, tool calls with nested arguments full of
+quotes, brackets, `<`, newlines and non-ASCII text) is rendered as the model family
+writes it, tokenized, cut into random records and streamed through the real
+incremental detokenizer, with the parser state going through msgpack between records.
+
+For every chunking:
+- the merged stream equals the non-streaming answer: reasoning, content, and each
+  call's name and arguments *byte for byte* (so arguments only ever grew by appending
+  a stable prefix), and both equal what the model meant;
+- each call's header (id, name) comes exactly once, before its arguments, with indices
+  0, 1, 2, … (checked in `harness.merge`);
+- concatenated arguments parse as JSON;
+- no marker text reaches content or reasoning.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from tests.conftest import DEEPSEEK_SPEC
+from tests.core.parsers.harness import Parser, Result, merge, request
+from tests.core.parsers.samples import (
+    MARKER_TOKENIZERS,
+    SETUPS,
+    Call,
+    Conversation,
+    Setup,
+    chat_request,
+)
+from worker.adapters.tokenizers import load_tokenizer
+from worker.core.parsers import compile_parser
+
+# Text pieces: nothing here, alone or joined, spells a marker of any format.
+PIECES = [
+    "Hello",
+    " world",
+    "the",
+    " quick",
+    "\n",
+    "\n\n",
+    " ",
+    "  ",
+    "<",
+    ">",
+    "</",
+    "<b>bold</b>",
+    "a < b",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "'",
+    "\\",
+    ":",
+    ",",
+    "=",
+    "é",
+    "日本語",
+    "杭州",
+    "😀",
+    "👨‍👩‍👧",
+    "｜",
+    "DSML",
+    "tool",
+    "_call",
+    "|",
+    "x=1",
+]
+NAMES = ["get_weather", "search", "run_code", "f"]
+_settings = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+texts = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)
+words = st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map(lambda p: "Ok" + "".join(p))
+_leaf: st.SearchStrategy[Any] = st.one_of(
+    st.integers(-(10**9), 10**9), st.booleans(), st.none(), texts
+)
+_nested = st.recursive(
+    _leaf,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(["k", "v", "name", "a b"]), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+# Each key has one type, so a tool's schema is the same in every call.
+VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "city": texts,
+    "q": texts,
+    "count": st.integers(-(10**9), 10**9),
+    "flag": st.booleans(),
+    "ratio": st.floats(allow_nan=False, allow_infinity=False, width=32),
+    "items": st.lists(_nested, max_size=3),
+    "opts": st.dictionaries(st.sampled_from(["k", "v", "name"]), _nested, max_size=3),
+}
+
+
+@st.composite
+def arguments(draw: st.DrawFn) -> dict[str, Any]:
+    keys = draw(st.lists(st.sampled_from(sorted(VALUES)), max_size=4, unique=True))
+    return {k: draw(VALUES[k]) for k in keys}
+
+
+@st.composite
+def conversations(draw: st.DrawFn, setup: Setup) -> Conversation:
+    reasoning = draw(texts) if setup.reasoning else ""
+    if setup.name == "named":
+        calls = [Call("get_weather", draw(arguments()))]
+    else:
+        calls = draw(
+            st.lists(st.builds(Call, st.sampled_from(NAMES), arguments()), max_size=3)
+            if setup.many_calls
+            else st.lists(st.builds(Call, st.sampled_from(NAMES), arguments()), max_size=1)
+        )
+    if setup.name == "required" or (calls and not setup.content_with_calls):
+        content = ""
+    else:
+        # Formats that sniff the first character get text that does not start a call.
+        content = draw(words if setup.tool_parser in ("llama3_json", "pythonic") else texts)
+    return Conversation(reasoning, content, tuple(calls))
+
+
+def truth(setup: Setup, conv: Conversation) -> Result:
+    """What the parser must say: reasoning, the answer text, the calls."""
+    content: str | None = conv.content
+    if setup.name in ("deepseek_v4", "deepseek_v32") and conv.calls and conv.content.strip():
+        content = conv.content + "\n\n"  # the renderer's separator before the block
+    if conv.calls and not conv.content.strip():
+        content = None  # whitespace-only text before a call is not sent
+    calls = [(c.name, c.args) for c in conv.calls]
+    return Result(conv.reasoning or None, content or None, calls)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _tokenizer(key: str) -> Tokenizer:
+    if key == "deepseek":
+        tok, _ = load_tokenizer(DEEPSEEK_SPEC, Path.cwd())
+        return tok
+    return MARKER_TOKENIZERS[key]()
+
+
+@functools.cache
+def _spec(name: str, key: str, tok: Tokenizer) -> Any:
+    s = SETUPS[name]
+    return compile_parser(s.reasoning_parser, s.tool_parser, tok)
+
+
+def _normal(r: Result) -> tuple[Any, ...]:
+    return (r.reasoning or None, r.content or None, r.calls)
+
+
+@pytest.mark.parametrize("name", sorted(SETUPS))
+@_settings
+@given(data=st.data())
+def test_stream_equals_whole_equals_truth(name: str, data: st.DataObject) -> None:
+    setup = SETUPS[name]
+    tok = _tokenizer(setup.tokenizer)
+    conv = data.draw(conversations(setup), label="conversation")
+    text = setup.render(conv)
+    ids = list(tok.encode(text, add_special_tokens=False).ids)
+    prompt = list(tok.encode(setup.prompt_tail, add_special_tokens=False).ids)
+    p = Parser(_spec(name, setup.tokenizer, tok), tok, request(**chat_request(setup, conv)), prompt)
+    whole = p.whole(text, ids)
+    cuts = data.draw(
+        st.lists(st.integers(1, max(len(ids) - 1, 1)), max_size=max(len(ids) // 2, 1)).map(
+            lambda c: sorted(set(c))
+        ),
+        label="cuts",
+    )
+    per_chunk, _ = p.stream_ids(ids, cuts)
+    streamed = merge([e for chunk in per_chunk for e in chunk])
+
+    assert _normal(streamed) == _normal(whole)
+    assert streamed.ids == whole.ids
+    want = truth(setup, conv)
+    assert streamed.reasoning == want.reasoning
+    assert streamed.content == want.content
+    assert [(n, json.loads(a)) for n, a in streamed.calls] == want.calls
+    for marker in setup.markers:
+        assert marker not in (streamed.reasoning or ""), marker
+        assert marker not in (streamed.content or ""), marker
