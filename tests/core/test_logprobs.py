@@ -543,3 +543,19 @@ def test_malformed_logprobs_are_schema_errors(reg: Registry, bad: Any) -> None:
     (err,) = errors(run)
     assert err["code"] == "invalid_record"
     assert "logprobs" in err["message"]
+
+
+def test_an_unfinished_character_at_the_end_goes_onto_the_last_token(
+    reg: Registry, deepseek: Tokenizer
+) -> None:
+    """The choice ends mid-character: the text shows what a one-shot decode shows, and
+    so does the last token (and its copy among its own candidates)."""
+    half = ids_of(deepseek, "ok 🎉")[:-1]
+    run = Run(reg)
+    content = entries(half, cands=[half[0]])
+    run.feed(lp_chunk("r", 0, half, content, "length", chat_request=CHAT_LP))
+    tokens = chat_content(run)
+    assert run.text() == deepseek.decode(half) == "".join(e["token"] for e in tokens)
+    assert tokens[-1]["token"].endswith("\ufffd")
+    assert tokens[-1]["top_logprobs"][0]["token"] == tokens[-1]["token"]
+    assert tokens[-1]["top_logprobs"][0]["bytes"] == tokens[-1]["bytes"]

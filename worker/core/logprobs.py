@@ -56,12 +56,15 @@ Cand = tuple[int, str | None, float]
 # A position: (sampled id, given text or None, logprob or None (a prompt position with no
 # engine logprobs), candidates or None (the engine sent no candidate list)).
 Position = tuple[int, str | None, float | None, list[Cand] | None]
-# A resolved token: (text, bytes or None, logprob).
+# A resolved sampled token: (text, bytes or None, logprob).
 Token = tuple[str, list[int] | None, float | None]
-# A resolved position: (token, candidates or None).
-Resolved = tuple[Token, list[Token] | None]
+# A resolved position: (token, candidates or None). Candidates are built as the output
+# struct at once (one allocation each); the completion shape reads them back.
+Resolved = tuple[Token, list[out.TopLogprob] | None]
 
 _NO_IDS: list[int] = []
+_Top = out.TopLogprob
+_UNSEEN: Any = object()  # a memo miss (None is a memo hit: "decode in context")
 
 
 def _floor(value: float) -> float:
@@ -127,27 +130,62 @@ def parse_generate(
             f"logprobs.content length ({len(content)}) in choice {index} does not match "
             f"its token_ids length ({len(token_ids)})"
         )
+    floor = LOGPROB_FLOOR
     positions: list[Position] = []
     for i, entry in enumerate(content):
-        where = f"logprobs.content[{i}] in choice {index}"
-        tid, given = _entry(entry, vocab_size, where)
+        # The common shape-B entry is checked inline; anything else (and every error
+        # message, built only when needed) goes through `_entry`. Hot: 1 + k per token.
+        tid: int | None = entry.token_id
+        given: str | None = None
+        if tid is None or entry.token is not None or not 0 <= tid < vocab_size:
+            tid, given = _entry(entry, vocab_size, _where(i, index))
         sampled = token_ids[i]
         if tid >= 0 and tid != sampled:
-            raise _bad(f"{where} names token {tid} but token_ids[{i}] is {sampled}")
+            raise _bad(f"{_where(i, index)} names token {tid} but token_ids[{i}] is {sampled}")
         top = entry.top_logprobs
         cands: list[Cand] | None = None
         if top is not None:
-            cands = []
-            for j, cand in enumerate(top):
-                cwhere = f"{where}.top_logprobs[{j}]"
-                if cand.top_logprobs:
-                    raise _bad(f"{cwhere} has its own top_logprobs: a candidate has none")
-                cid, cgiven = _entry(cand, vocab_size, cwhere)
-                if keep and (limit is None or j < limit):
-                    cands.append((cid, cgiven, _floor(cand.logprob)))
+            kept = top if limit is None or limit >= len(top) else top[:limit]
+            if _plain_ids(top, vocab_size):
+                if keep:
+                    cands = [
+                        (c.token_id, None, c.logprob if c.logprob >= floor else floor)  # type: ignore[misc]
+                        for c in kept
+                    ]
+            else:
+                cands = _candidates(top, len(kept), vocab_size, i, index, keep)
         if keep:
-            positions.append((sampled, given, _floor(entry.logprob), cands))
+            lp = entry.logprob
+            positions.append((sampled, given, lp if lp >= floor else floor, cands))
     return positions if keep else None
+
+
+def _plain_ids(top: list[LogprobEntry], vocab_size: int) -> bool:
+    """All candidates are well-formed shape-B entries (the common case, checked in one
+    tight loop; anything else takes `_candidates`)."""
+    for c in top:
+        tid = c.token_id
+        if tid is None or c.token is not None or c.top_logprobs or not 0 <= tid < vocab_size:
+            return False
+    return True
+
+
+def _candidates(
+    top: list[LogprobEntry], limit: int, vocab_size: int, i: int, index: int, keep: bool
+) -> list[Cand]:
+    cands: list[Cand] = []
+    for j, cand in enumerate(top):
+        where = f"{_where(i, index)}.top_logprobs[{j}]"
+        if cand.top_logprobs:
+            raise _bad(f"{where} has its own top_logprobs: a candidate has none")
+        cid, cgiven = _entry(cand, vocab_size, where)
+        if keep and j < limit:
+            cands.append((cid, cgiven, _floor(cand.logprob)))
+    return cands
+
+
+def _where(i: int, index: int) -> str:
+    return f"logprobs.content[{i}] in choice {index}"
 
 
 def parse_prompt(
@@ -291,30 +329,46 @@ class Resolver:
             text = feed.step(sid)
             raw = list(text.encode())
             sampled: Token = (given, None, logprob) if given is not None else (text, raw, logprob)
-            top: list[Token] | None = None
+            top: list[out.TopLogprob] | None = None
             if cands is not None:
                 top = []
+                # Nothing pending: the memo for this context; else every one in context.
+                memo = None if p0 else (self._follow if w0 else self._alone)
                 for cid, cgiven, clp in cands:
                     if cgiven is not None:
-                        top.append((cgiven, None, clp))
+                        top.append(_Top(cgiven, clp, None))
                     elif cid == sid:
-                        top.append((text, raw, clp))
+                        top.append(_Top(text, clp, raw))
                     else:
-                        hit = None if p0 else self._memo(cid, not w0)
+                        hit = None
+                        if memo is not None:
+                            hit = memo.get(cid, _UNSEEN)
+                            if hit is _UNSEEN:
+                                hit = self._memo(cid, not w0)
                         if hit is None:
                             ctx.at(self._detok, w0, p0)
                             ctext = self._in_context(w0, p0, cid, ctx)
-                            top.append((ctext, list(ctext.encode()), clp))
+                            top.append(_Top(ctext, clp, list(ctext.encode())))
                         else:
-                            top.append((hit[0], hit[1], clp))
+                            top.append(_Top(hit[0], clp, hit[1]))
             result.append((sampled, top))
         if final and slot.pending and result:
-            rest = self._detok.flush(slot)
-            (text, raw_or_none, logprob), top = result[-1]
-            if raw_or_none is not None:  # a given (non-placeholder) text stays as given
-                text += rest
-                result[-1] = ((text, list(text.encode()), logprob), top)
+            self._release(result, self._detok.flush(slot))
         return result
+
+    @staticmethod
+    def _release(result: list[Resolved], rest: str) -> None:
+        """Text still held when the choice ends goes onto its last token (and onto
+        that token among its own candidates), as the text detokenizer's flush shows it."""
+        (text, raw, logprob), top = result[-1]
+        if raw is None:  # a given (non-placeholder) text stays as given
+            return
+        text += rest
+        new_raw = list(text.encode())
+        for t in top or ():
+            if t.bytes is raw:
+                t.token, t.bytes = text, new_raw
+        result[-1] = ((text, new_raw, logprob), top)
 
 
 class _Context:
@@ -394,12 +448,7 @@ def chat_logprobs(resolved: list[Resolved]) -> out.ChatLogprobs:
                 text,
                 LOGPROB_FLOOR if logprob is None else logprob,
                 raw,
-                [
-                    out.TopLogprob(ct, LOGPROB_FLOOR if clp is None else clp, cb)
-                    for ct, cb, clp in top
-                ]
-                if top
-                else [],
+                top or [],
             )
             for (text, raw, logprob), top in resolved
         ]
@@ -426,10 +475,6 @@ def completion_logprobs(
         tokens.append(text)
         token_logprobs.append(logprob)
         # Equal strings collapse, the last one wins (vLLM builds the same dict).
-        tops.append(
-            None
-            if top is None
-            else {ct: (LOGPROB_FLOOR if clp is None else clp) for ct, _, clp in top}
-        )
+        tops.append(None if top is None else {t.token: t.logprob for t in top})
         offset += len(text)
     return out.CompletionLogprobs(text_offset, token_logprobs, tokens, tops), offset
