@@ -215,9 +215,7 @@ def _open(record: ChunkRecord, registry: Registry, timestamp_ms: int | None) -> 
             f"The model `{record.model}` does not exist.", errors.MODEL_NOT_FOUND, "model"
         )
     api = record.api or "chat"
-    req = record.chat_request if api == "chat" else record.completion_request
-    if req is None:  # the other flavour's request is still the request
-        req = record.completion_request if api == "chat" else record.chat_request
+    req = _request(record, api)
     prompt_ids = record.prompt_token_ids
     if prompt_ids is None and record.generate_chunk is not None:
         prompt_ids = record.generate_chunk.prompt_token_ids
@@ -243,6 +241,13 @@ def _open(record: ChunkRecord, registry: Registry, timestamp_ms: int | None) -> 
     )
     state.seed = model.detokenizer(opts.skip_special_tokens).seed(prompt_ids)
     return state
+
+
+def _request(record: ChunkRecord, api: str) -> ChatRequest | None:
+    req = record.chat_request if api == "chat" else record.completion_request
+    if req is None:  # the other flavour's request is still the request
+        req = record.completion_request if api == "chat" else record.chat_request
+    return req
 
 
 def _options(req: ChatRequest | None, api: str, model: Model) -> Options:
@@ -576,7 +581,7 @@ def _echo_chunks(state: RequestState, record: ChunkRecord, model: Model) -> list
     prompt_ids = record.prompt_token_ids
     if prompt_ids is None and record.generate_chunk is not None:
         prompt_ids = record.generate_chunk.prompt_token_ids
-    text = _prompt_text(state, record.completion_request, prompt_ids, 0, 1, model)
+    text = _prompt_text(state, _request(record, state.api), prompt_ids, 0, 1, model)
     state.opts.echo_len = len(text)
     if not text:
         return []
@@ -731,13 +736,12 @@ def _on_response(state: RequestState, record: ChunkRecord, model: Model) -> list
     opts = state.opts
     chat = state.api == "chat"
     single = len(responses) == 1
-    if state.prompt_tokens is None:
-        if single and responses[0].prompt_token_ids is None and record.prompt_token_ids:
-            state.prompt_tokens = len(record.prompt_token_ids)
-        else:
-            state.prompt_tokens = sum(_prompt_count(r) for r in responses)
+    if state.prompt_tokens is None:  # not on the record: once per generate output
+        state.prompt_tokens = sum(_prompt_count(r) for r in responses)
     detok = model.detokenizer(opts.skip_special_tokens)
-    want_lp = (opts.logprobs or opts.no_request) and not chat and opts.echo
+    # Prompt logprobs are shown only spliced into an echoed completion (chat passes the
+    # engine's `prompt_logprobs` through unresolved, as vLLM does).
+    want_prompt_lp = (opts.logprobs or opts.no_request) and opts.echo
     limit = top_limit(state.api, opts.no_request, opts.top_logprobs)
     completion = 0
     chat_choices: list[out.ChatChoice] = []
@@ -753,11 +757,11 @@ def _on_response(state: RequestState, record: ChunkRecord, model: Model) -> list
         prompt_lp: list[Resolved] | None = None
         if opts.echo:
             echo_text = _prompt_text(
-                state, record.completion_request, own_prompt_ids, i, len(responses), model
+                state, _request(record, state.api), own_prompt_ids, i, len(responses), model
             )
-            if want_lp and resp.prompt_logprobs is not None:
+            if want_prompt_lp and resp.prompt_logprobs is not None:
                 ids = _prompt_ids(
-                    record.completion_request, own_prompt_ids, i, len(responses), model
+                    _request(record, state.api), own_prompt_ids, i, len(responses), model
                 )
                 prompt_pos = parse_prompt(resp.prompt_logprobs, ids, model.vocab_size, limit)
                 prompt_lp = model.resolver().resolve(prompt_pos, [], [], final=False)
