@@ -8,16 +8,20 @@ records, as it does through Redis.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from tokenizers import decoders as tk_decoders
 
+from tests.conftest import DEEPSEEK_SPEC
+from worker.adapters.tokenizers import load_tokenizer
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     Content,
@@ -92,6 +96,13 @@ def marker_tokenizer(added: list[str] = (), special: list[str] = ()) -> Tokenize
         tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in special])
     if added:
         tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in added])
+    return tok
+
+
+@functools.cache
+def deepseek_tokenizer() -> Tokenizer:
+    """The real DeepSeek V4 tokenizer, outside a fixture (hypothesis, parametrize)."""
+    tok, _ = load_tokenizer(DEEPSEEK_SPEC, Path.cwd())
     return tok
 
 
@@ -205,7 +216,7 @@ class Parser:
     ) -> tuple[list[list[Event]], ParserState]:
         """Feed `ids` cut at `cuts` (sorted positions), detokenized incrementally."""
         detok = Detokenizer(self.tok, skip_special_tokens=False)
-        slot = _Slot()
+        slot = Slot()
         st = self.open()
         bounds = [0, *[c for c in cuts if 0 < c < len(ids)], len(ids)]
         per_chunk: list[list[Event]] = []
@@ -273,7 +284,9 @@ class Parser:
         return out
 
 
-class _Slot:
+class Slot:
+    """A decode slot (`window`, `pending`) as the core's ChoiceState has."""
+
     def __init__(self) -> None:
         self.window: list[int] = []
         self.pending: list[int] = []

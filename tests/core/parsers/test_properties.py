@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests.conftest import DEEPSEEK_SPEC
-from tests.core.parsers.harness import Parser, Result, merge, request
+from tests.core.parsers.harness import Parser, Result, deepseek_tokenizer, merge, request
 from tests.core.parsers.samples import (
     MARKER_TOKENIZERS,
     SETUPS,
@@ -37,7 +35,6 @@ from tests.core.parsers.samples import (
     Setup,
     chat_request,
 )
-from worker.adapters.tokenizers import load_tokenizer
 from worker.core.parsers import compile_parser
 
 # Text pieces: nothing here, alone or joined, spells a marker of any format.
@@ -147,10 +144,7 @@ def truth(setup: Setup, conv: Conversation) -> Result:
 
 @functools.cache
 def _tokenizer(key: str) -> Tokenizer:
-    if key == "deepseek":
-        tok, _ = load_tokenizer(DEEPSEEK_SPEC, Path.cwd())
-        return tok
-    return MARKER_TOKENIZERS[key]()
+    return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()
 
 
 @functools.cache
