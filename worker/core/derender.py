@@ -760,10 +760,10 @@ def _on_response(state: RequestState, record: ChunkRecord, model: Model) -> list
                 state, _request(record, state.api), own_prompt_ids, i, len(responses), model
             )
             if want_prompt_lp and resp.prompt_logprobs is not None:
-                ids = _prompt_ids(
+                pids = _prompt_ids(
                     _request(record, state.api), own_prompt_ids, i, len(responses), model
                 )
-                prompt_pos = parse_prompt(resp.prompt_logprobs, ids, model.vocab_size, limit)
+                prompt_pos = parse_prompt(resp.prompt_logprobs, pids, model.vocab_size, limit)
                 prompt_lp = model.resolver().resolve(prompt_pos, [], [], final=False)
         for choice, positions in choices:
             ids = choice.token_ids or []
