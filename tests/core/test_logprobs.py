@@ -559,3 +559,20 @@ def test_an_unfinished_character_at_the_end_goes_onto_the_last_token(
     assert tokens[-1]["token"].endswith("\ufffd")
     assert tokens[-1]["top_logprobs"][0]["token"] == tokens[-1]["token"]
     assert tokens[-1]["top_logprobs"][0]["bytes"] == tokens[-1]["bytes"]
+
+
+def test_interleaved_choices_keep_their_own_repair_context(
+    reg: Registry, deepseek: Tokenizer
+) -> None:
+    """n = 2: a character split across records of choice 0 while choice 1 streams in
+    between still resolves against choice 0's own state."""
+    a, b = ids_of(deepseek, "🎉 yes"), ids_of(deepseek, "日本語 no")
+    run = Run(reg)
+    run.feed(lp_chunk("r", 0, a[:1], entries(a[:1]), index=0, chat_request={**CHAT_LP, "n": 2}))
+    run.feed(lp_chunk("r", 1, b[:1], entries(b[:1]), index=1))
+    run.feed(lp_chunk("r", 2, a[1:], entries(a[1:]), "stop", index=0))
+    run.feed(lp_chunk("r", 3, b[1:], entries(b[1:]), "stop", index=1))
+    for index, text in ((0, "🎉 yes"), (1, "日本語 no")):
+        tokens = [e["token"] for e in chat_content(run, index)]
+        assert "".join(tokens) == text == run.text(index=index)
+    assert chat_content(run, 0)[0]["token"] == ""

@@ -156,8 +156,8 @@ def test_streaming_and_whole_agree_on_text_logprobs_and_usage(
     }
     if api == "chat":
         req.update(logprobs=True, top_logprobs=k)
-    else:
-        req.update(logprobs=k)
+    else:  # sometimes echoed: a streamed prompt chunk vs the prompt glued on
+        req.update(logprobs=k, echo=data.draw(st.booleans()), prompt="Prompt: 日本")
     head = {"api": api, f"{api}_request": req, "prompt_tokens": 7}
     reg = registry(tok, max_logprobs=-1)
 
