@@ -12,8 +12,9 @@ Python object cannot be serialised, so we keep its two lists ourselves:
   piece before it). Always starts on a character boundary.
 - `pending`: ids whose text is not out yet (an unfinished character, or nothing visible).
 
-Resuming is `DecodeStream(ids=window).step(tokenizer, pending + new)`: one Rust call per
-record, whatever its length.
+A step is two one-shot decodes (window, and window + pending + new), one Rust call each
+whatever the record's length; `DecodeStream` runs only when a multi-id record ends in an
+unfinished character, to release the finished part now.
 """
 
 from __future__ import annotations
@@ -56,15 +57,17 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_skip", "_tok")
+    __slots__ = ("_decode", "_skip", "_tok")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
         self._skip = skip_special_tokens
+        self._decode = tokenizer.decode  # bound once: this is the hot call
 
     def decode(self, ids: list[int]) -> str:
         """One-shot decode: the text all chunkings must concatenate to."""
-        return str(self._tok.decode(ids, skip_special_tokens=self._skip))
+        text: str = self._decode(ids, self._skip)
+        return text
 
     def seed(self, prompt_token_ids: list[int] | None) -> list[int]:
         """The first window of a choice: the prompt's last ids, when it is known."""
@@ -76,26 +79,7 @@ class Detokenizer:
         """Feed new ids; return the text that is now final (possibly "")."""
         if not ids:
             return ""
-        todo = slot.pending + ids if slot.pending else ids
-        stream = DecodeStream(ids=slot.window, skip_special_tokens=self._skip)
-        try:
-            text = stream.step(self._tok, todo)
-        except Exception:
-            # DecodeStream refuses a window whose text is not a prefix of the new text
-            # ("Invalid prefix encountered"); vLLM slices by length instead. Only
-            # invalid byte runs that straddle the window edge get here.
-            return self._slow_step(slot, todo)
-        if text is not None:
-            slot.window = self._trim(todo) if len(todo) > WINDOW_MAX_IDS else todo
-            slot.pending = []
-            return str(text)
-        if len(todo) > 1:
-            # The tail is unfinished, but a prefix of it may not be: go id by id so the
-            # client sees every finished character now, as vLLM's per-token loop does.
-            return self._per_id(slot, todo)
-        slot.pending = todo
-        self._bound(slot)
-        return ""
+        return self._settle(slot, slot.pending + ids if slot.pending else ids, per_id=True)
 
     def flush(self, slot: DecodeSlot) -> str:
         """The choice ended: release what is pending exactly as a one-shot decode shows it."""
@@ -121,7 +105,7 @@ class Detokenizer:
                 # "Invalid prefix" again (see `step`), now part-way through: settle the
                 # ids not yet emitted by length, keeping what was already emitted.
                 slot.window, slot.pending = window, todo[start:]
-                return "".join(parts) + self._slow_step(slot, todo[start:])
+                return "".join(parts) + self._settle(slot, todo[start:], per_id=False)
             if text is not None:
                 parts.append(text)
                 window = todo[start : i + 1]
@@ -131,16 +115,27 @@ class Detokenizer:
         self._bound(slot)
         return "".join(parts)
 
-    def _slow_step(self, slot: DecodeSlot, todo: list[int]) -> str:
-        prefix = self.decode(slot.window)
-        full = self.decode(slot.window + todo)
-        if len(full) <= len(prefix) or full.endswith(REPLACEMENT_CHAR):
-            slot.pending = todo
-            self._bound(slot)
-            return ""
-        slot.window = self._trim(todo)
-        slot.pending = []
-        return _suffix(full, prefix)
+    def _settle(self, slot: DecodeSlot, todo: list[int], per_id: bool) -> str:
+        window = slot.window
+        # Two decodes, as many as DecodeStream's own per-token loop does. (Rebuilding a
+        # DecodeStream from the window would cost a third: it decodes its new prefix
+        # for a next step that never comes, since the object is not kept.)
+        decode, skip = self._decode, self._skip
+        prefix: str = decode(window, skip) if window else ""
+        full: str = decode(window + todo, skip)
+        if len(full) > len(prefix) and not full.endswith(REPLACEMENT_CHAR):
+            slot.window = self._trim(todo) if len(todo) > WINDOW_MAX_IDS else todo
+            slot.pending = []
+            # Not a prefix only when an invalid byte run straddles the window edge;
+            # vLLM slices by length then, and so do we.
+            return full[len(prefix) :]
+        if per_id and len(todo) > 1 and len(full) > len(prefix):
+            # The tail is unfinished, but a prefix of it may not be: go id by id so the
+            # client sees every finished character now, as vLLM's per-token loop does.
+            return self._per_id(slot, todo)
+        slot.pending = todo
+        self._bound(slot)
+        return ""
 
     def _bound(self, slot: DecodeSlot) -> None:
         if len(slot.pending) <= PENDING_MAX_IDS:
