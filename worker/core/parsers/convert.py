@@ -14,6 +14,8 @@ import json
 import math
 from typing import Any
 
+import msgspec
+
 # JSON Schema type names as `ToolSchema.types` keeps them; "" means not declared.
 STRING = "string"
 UNKNOWN = ""
@@ -29,10 +31,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+_json_encode = msgspec.json.Encoder().encode
+
+
 def escape(text: str) -> str:
-    """The JSON-string body of `text`. Escapes are per character, so the escapes of
-    pieces concatenate to the escape of the whole (string values stream piecewise)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """The JSON-string body of `text` (UTF-8 kept, like `ensure_ascii=False`). Escapes
+    are per character, so the escapes of pieces concatenate to the escape of the whole
+    (string values stream piecewise)."""
+    return _json_encode(text)[1:-1].decode()
 
 
 def schema_type(schema: Any) -> str:

@@ -353,10 +353,14 @@ class _Run:
     def _holdback(self, lx: Lexer | None, buf: str, i: int, end: int) -> int:
         held = 0
         if lx is not None:
-            for k in range(max(i, end - lx.longest), end):
-                if buf[k] in lx.firsts and buf[k:end] in lx.prefixes:
-                    held = end - k
-                    break
+            lo = max(i, end - lx.longest)
+            for first in lx.firsts:  # usually one or two characters, e.g. "<"
+                k = buf.find(first, lo, end)
+                while k >= 0 and end - k > held:
+                    if buf[k:end] in lx.prefixes:
+                        held = end - k  # the earliest start is the longest hold
+                        break
+                    k = buf.find(first, k + 1, end)
         for token_id in self.st.pending:  # a marker's text split by a hold-back upstream
             literal = self.spec.marker_text[token_id]
             for k in range(max(i, end - len(literal) + 1), end - held):

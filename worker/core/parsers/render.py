@@ -33,6 +33,14 @@ def to_delta(events: list[Event], reasoning_field: str = REASONING) -> Delta | N
     """
     if not events:
         return None
+    if len(events) == 1:  # the common case: one piece of text
+        ev = events[0]
+        if isinstance(ev, Content):
+            return Delta(content=ev.text)
+        if isinstance(ev, Reasoning):
+            delta = Delta()
+            setattr(delta, _field(reasoning_field), ev.text)
+            return delta
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, tuple[ToolCallStart | None, list[str]]] = {}
