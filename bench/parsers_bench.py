@@ -18,7 +18,9 @@ B. Tokens/s of the per-record core path for a whole generation (reasoning + cont
    a DSML call), 1 and 8 tokens per record: incremental detokenization with the state
    round-tripped through msgpack and a JSON delta encoded per record — plain, and with
    the parser on (special tokens kept, parser state round-tripped, events rendered).
-   For reference, today's `derender.step` (no parser) on the same records.
+   For reference, today's `derender.step` (no parser) on the same records, and the
+   parser alone (its state round trip, `feed`, the delta; texts precomputed): what
+   integrating it adds to `derender.step`.
 
 Times are best-of-N wall clock (`time.perf_counter`) after a warm-up; runs of the rows
 being compared go round robin so a burst of other load hits all of them alike.
@@ -77,7 +79,7 @@ class Profile:
     throughput_repeats: int
 
 
-FULL = Profile(repeats=15, throughput_repeats=5)
+FULL = Profile(repeats=31, throughput_repeats=15)
 QUICK = Profile(repeats=3, throughput_repeats=1)
 
 
@@ -293,6 +295,30 @@ def parser_path(tok: Tokenizer, s: Stream, chunks: list[list[int]]) -> Callable[
     return run
 
 
+def parser_only(s: Stream, chunks: list[list[int]], texts: list[str]) -> Callable[[], object]:
+    """The parser's own share: state round trip, feed, delta (texts precomputed)."""
+
+    def run() -> None:
+        blob = _msgpack.encode(s.open())
+        for n, (chunk, text) in enumerate(zip(chunks, texts, strict=True)):
+            st = _state_decoder.decode(blob)
+            fed = feed(s.spec, st, text, chunk, final=n == len(chunks) - 1)
+            delta = to_delta(fed.events)
+            if delta is not None:
+                out.encode(delta)
+            blob = _msgpack.encode(st)
+
+    return run
+
+
+def chunk_texts(tok: Tokenizer, chunks: list[list[int]]) -> list[str]:
+    detok = Detokenizer(tok, skip_special_tokens=False)
+    slot = ChoiceState(index=0)
+    texts = [detok.step(slot, c) for c in chunks]
+    texts[-1] += detok.flush(slot)
+    return texts
+
+
 def core_step_path(tok: Tokenizer, chunks: list[list[int]]) -> Callable[[], object]:
     reg = Registry({"m": Model(name="m", tokenizer=tok)}, default="m")
     records = [
@@ -452,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
                 parser_path(tok, whole, chunks),
             ),
             ("today's derender.step + msgpack (parsers off)", core_step_path(tok, chunks)),
+            (
+                "parser alone: ParserState msgpack + feed + to_delta",
+                parser_only(whole, chunks, chunk_texts(tok, chunks)),
+            ),
         ]
         timings = timed_round_robin([fn for _, fn in paths], prof.throughput_repeats)
         for (what, _), (best, med) in zip(paths, timings, strict=True):
