@@ -21,6 +21,7 @@ from tests.core.parsers.harness import (
     marker_tokenizer,
     parser,
     request,
+    tool,
 )
 from worker.core.parsers import (
     Content,
@@ -30,11 +31,13 @@ from worker.core.parsers import (
     compile_parser,
     feed,
     finish_reason,
+    for_choice,
     open_parser,
     parse_whole,
     to_delta,
     to_message,
     tool_call_id,
+    uses_parser,
 )
 from worker.core.parsers.formats import CONTENT, REASONING
 from worker.core.parsers.serving import start_state
@@ -236,6 +239,33 @@ def test_tool_call_ids_are_deterministic() -> None:
     assert a == tool_call_id("req-1", 0, 0)
     others = {tool_call_id("req-2", 0, 0), tool_call_id("req-1", 1, 0), tool_call_id("req-1", 0, 1)}
     assert a not in others and len(others) == 3
+
+
+def test_each_choice_has_its_own_state_and_ids(qwen_tok: Tokenizer) -> None:
+    p = parser(qwen_tok, "qwen3", "hermes", req=request([tool("get_weather", city="string")]))
+    template = p.open()
+    states = [for_choice(template, i) for i in (0, 1)]
+    ids = _ids(qwen_tok, "plan</think>" + WEATHER)
+    calls = [
+        [e for e in feed(p.spec, st, p.decode(ids), ids, final=True).events
+         if isinstance(e, ToolCallStart)]
+        for st in states
+    ]  # fmt: skip
+    assert [c[0].id for c in calls] == [tool_call_id("req-1", 0, 0), tool_call_id("req-1", 1, 0)]
+    assert template.calls == 0 and template.state == REASONING  # the template is untouched
+
+
+def test_uses_parser(qwen_tok: Tokenizer) -> None:
+    tools_only = compile_parser(None, "hermes", qwen_tok)
+    with_reasoning = compile_parser("qwen3", None, qwen_tok)
+    none = request(["f"], tool_choice="none")
+    assert not uses_parser(tools_only, open_parser(tools_only, none, None, "r"))
+    assert uses_parser(tools_only, open_parser(tools_only, request(["f"]), None, "r"))
+    assert uses_parser(with_reasoning, open_parser(with_reasoning, none, None, "r"))
+    plain = compile_parser(None, None, qwen_tok)
+    named = request(["f"], tool_choice=NAMED)
+    assert uses_parser(plain, open_parser(plain, named, None, "r"))
+    assert not uses_parser(plain, open_parser(plain, request(["f"]), None, "r"))
 
 
 def test_same_input_same_ids_on_any_worker(qwen_tok: Tokenizer) -> None:

@@ -1,7 +1,8 @@
 """Reasoning and tool-call parsing as a pure, table-driven streaming engine.
 
 Per model (once): `spec = compile_parser(model.reasoning_parser, model.tool_parser, tok)`.
-Per choice: `st = open_parser(spec, chat_request, prompt_token_ids, request_id, index)`,
+Per request: `tpl = open_parser(spec, chat_request, prompt_token_ids, request_id)`; the
+parser path applies when `uses_parser(spec, tpl)`. Per choice: `st = for_choice(tpl, i)`,
 kept in the choice's state (a msgspec Struct, bounded). Per record:
 `fed = feed(spec, st, text, token_ids, final)` → `to_delta(fed.events, field)`; at the
 end `finish_reason(st, engine_reason)`. Non-streaming: `parse_whole(spec, st, text, ids)`.
@@ -22,7 +23,7 @@ from worker.core.parsers.render import (
     to_delta,
     to_message,
 )
-from worker.core.parsers.serving import finish_reason, open_parser
+from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
 from worker.core.parsers.state import HIDE_REASONING, TOOLS_NAMED, TOOLS_REQUIRED, ParserState
 
 
@@ -60,9 +61,11 @@ __all__ = [
     "compile_parser",
     "feed",
     "finish_reason",
+    "for_choice",
     "open_parser",
     "parse_whole",
     "to_delta",
     "to_message",
     "tool_call_id",
+    "uses_parser",
 ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from worker.core.parsers.convert import schema_type
 from worker.core.parsers.engine import ParserSpec
 from worker.core.parsers.formats import CONTENT, REASONING
@@ -53,6 +55,25 @@ def open_parser(
         named=named,
         tools=tools,
     )
+
+
+def for_choice(template: ParserState, choice_index: int) -> ParserState:
+    """Another choice of the same request (`n > 1`): the state opened for the request,
+    with its own index (tool-call ids differ per choice). Choices appear lazily, after
+    the request itself is gone, so the request state keeps `template`."""
+    return msgspec.structs.replace(
+        template,
+        choice=choice_index,
+        pending=list(template.pending),
+        tools=list(template.tools),
+        call=None,
+    )
+
+
+def uses_parser(spec: ParserSpec, st: ParserState) -> bool:
+    """Whether the request needs the parser path at all: a reasoning format, or tool
+    parsing that applies (a tool parser with tool_choice "none" changes nothing)."""
+    return spec.reasoning is not None or st.mode != TOOLS_NONE
 
 
 def tool_mode(spec: ParserSpec, request: ChatRequest | None) -> tuple[int, str]:
