@@ -43,19 +43,19 @@ class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True):
 class Call(msgspec.Struct, array_like=True, omit_defaults=True):
     """The tool call (or, for JSON and pythonic lists, the block of calls) being parsed."""
 
-    kind: int  # how argument text becomes JSON (engine.ARGS_*)
+    kind: int  # how argument text becomes JSON (formats.ARGS_*)
     head: str = ""  # name / header text read so far
     index: int = -1  # OpenAI index once the header is out; -1 before
     skip: bool = False  # suppressed: parallel_tool_calls false, malformed header, bad value
     held: str = ""  # argument text not sendable yet
-    phase: int = 0  # scanner phase (args.py)
+    phase: int = 0  # scanner phase (args.py: J_*, C_*, Y_*, or a parameter's P_LEAD)
     depth: int = 0  # bracket depth inside the current value
     quote: str = ""  # inside a string literal: its quote character
     esc: bool = False  # after a backslash inside a string
-    key: str = ""  # JSON key / parameter name being read
-    role: int = 0  # what the current value is (args.ROLE_*)
-    count: int = 0  # arguments / parameters sent so far (for separators)
-    flag: str = ""  # DSML `string="…"` text; XML: value has started
+    key: str = ""  # JSON key / parameter name being read; Kimi: the deferred call's id
+    role: int = 0  # what the current value is (args.ROLE_*); Kimi: name to infer
+    count: int = 0  # parameters / fragments sent for the current call (separators, "{}")
+    flag: str = ""  # a DSML parameter's `string="…"` text
     raw: str = ""  # block text kept for the content fallback (sniffed blocks only)
     name: str = ""  # the call's name once known
     args: bool = False  # an arguments key was seen (JSON lists)
@@ -65,7 +65,7 @@ class Call(msgspec.Struct, array_like=True, omit_defaults=True):
 class ParserState(msgspec.Struct, array_like=True, omit_defaults=True):
     """Per-choice parser state; `serving.open_parser` builds it, `engine.feed` advances it."""
 
-    state: int = 0  # engine state (engine.CONTENT, REASONING, …)
+    state: int = 0  # engine state (formats.CONTENT, REASONING, …)
     mode: int = TOOLS_NONE
     flags: int = 0
     held: str = ""
