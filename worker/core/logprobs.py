@@ -79,32 +79,35 @@ def _bad(message: str) -> DerenderError:
     return DerenderError(message, param="logprobs")
 
 
-def _placeholder_id(token: str, vocab_size: int, where: str) -> int:
+def _entry(
+    entry: LogprobEntry, vocab_size: int, i: int, index: int, j: int = -1
+) -> tuple[int, str | None]:
+    """(id, None) for a resolvable entry; (-1, text) for a shape-A token that is not a
+    placeholder (kept as the engine wrote it, `bytes: null`). `i`, `index`, `j` say
+    where it is, for the error message only (built only when there is an error)."""
+    token, tid = entry.token, entry.token_id
+    if tid is not None:
+        if token is None and 0 <= tid < vocab_size:
+            return tid, None
+        if token is not None:
+            raise _bad(f"{_where(i, index, j)} has both `token` and `token_id`: expected one")
+        raise _bad(
+            f"{_where(i, index, j)}: token_id {tid} is outside the vocabulary [0, {vocab_size})"
+        )
+    if token is None:
+        raise _bad(f"{_where(i, index, j)} has neither `token` and `token_id`: expected one")
+    if not token.startswith(PLACEHOLDER):
+        return -1, token
     digits = token[len(PLACEHOLDER) :]
     # Strict: ASCII digits only (Python's int() would also take " 7", "+7" or "٧").
     if not (digits.isascii() and digits.isdigit()):
-        raise _bad(f"{where}: token {token!r} is not a `token_id:N` placeholder")
+        raise _bad(f"{_where(i, index, j)}: token {token!r} is not a `token_id:N` placeholder")
     tid = int(digits)
     if tid >= vocab_size:
-        raise _bad(f"{where}: token id {tid} is outside the vocabulary [0, {vocab_size})")
-    return tid
-
-
-def _entry(entry: LogprobEntry, vocab_size: int, where: str) -> tuple[int, str | None]:
-    """(id, None) for a resolvable entry; (-1, text) for a shape-A token that is not a
-    placeholder (kept as the engine wrote it, `bytes: null`)."""
-    token, tid = entry.token, entry.token_id
-    if (token is None) == (tid is None):
-        which = "both" if token is not None else "neither"
-        raise _bad(f"{where} has {which} `token` and `token_id`: expected exactly one")
-    if tid is not None:
-        if not 0 <= tid < vocab_size:
-            raise _bad(f"{where}: token_id {tid} is outside the vocabulary [0, {vocab_size})")
-        return tid, None
-    assert token is not None
-    if token.startswith(PLACEHOLDER):
-        return _placeholder_id(token, vocab_size, where), None
-    return -1, token
+        raise _bad(
+            f"{_where(i, index, j)}: token id {tid} is outside the vocabulary [0, {vocab_size})"
+        )
+    return tid, None
 
 
 def parse_generate(
@@ -138,7 +141,7 @@ def parse_generate(
         tid: int | None = entry.token_id
         given: str | None = None
         if tid is None or entry.token is not None or not 0 <= tid < vocab_size:
-            tid, given = _entry(entry, vocab_size, _where(i, index))
+            tid, given = _entry(entry, vocab_size, i, index)
         sampled = token_ids[i]
         if tid >= 0 and tid != sampled:
             raise _bad(f"{_where(i, index)} names token {tid} but token_ids[{i}] is {sampled}")
@@ -175,17 +178,17 @@ def _candidates(
 ) -> list[Cand]:
     cands: list[Cand] = []
     for j, cand in enumerate(top):
-        where = f"{_where(i, index)}.top_logprobs[{j}]"
         if cand.top_logprobs:
-            raise _bad(f"{where} has its own top_logprobs: a candidate has none")
-        cid, cgiven = _entry(cand, vocab_size, where)
+            raise _bad(f"{_where(i, index, j)} has its own top_logprobs: a candidate has none")
+        cid, cgiven = _entry(cand, vocab_size, i, index, j)
         if keep and j < limit:
             cands.append((cid, cgiven, _floor(cand.logprob)))
     return cands
 
 
-def _where(i: int, index: int) -> str:
-    return f"logprobs.content[{i}] in choice {index}"
+def _where(i: int, index: int, j: int = -1) -> str:
+    at = f"logprobs.content[{i}]" + (f".top_logprobs[{j}]" if j >= 0 else "")
+    return f"{at} in choice {index}"
 
 
 def parse_prompt(
