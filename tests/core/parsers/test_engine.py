@@ -273,3 +273,20 @@ def _sizes(p: Parser, ids: list[int]) -> list[int]:
         longest = max(longest, len(st.held))
     assert longest < 32  # the hold-back is shorter than the longest marker
     return sizes
+
+
+def test_a_tool_block_inside_reasoning_ends_it_and_is_parsed() -> None:
+    """Qwen3.5 may open `<tool_call>` without closing `</think>` (reference §2.3)."""
+    qwen = marker_tokenizer(added=QWEN_ADDED, special=QWEN_SPECIAL)
+    p = parser(qwen, "qwen3", "qwen3_coder", req=request([tool("bash", command="string")]))
+    text = (
+        "I need to read the file.\n\n<tool_call>\n<function=bash>\n<parameter=command>\n"
+        "cat /etc/hosts\n</parameter>\n</function>\n</tool_call>"
+    )
+    want = [("bash", '{"command": "cat /etc/hosts"}')]
+    for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
+        assert (got.reasoning, got.content, got.calls) == (
+            "I need to read the file.\n\n",
+            None,
+            want,
+        )
