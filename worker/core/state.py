@@ -1,8 +1,10 @@
 """Per-request state: plain data that round-trips through msgpack (Redis, or memory).
 
-`array_like` drops field names from the encoding and `omit_defaults` drops trailing
-defaults, so a plain request costs a few dozen bytes. Evolution rule (msgspec): new
-fields go at the end of a Struct and have defaults; `v` is bumped only when a field
+`array_like` drops field names from the encoding, so a plain request costs a few dozen
+bytes. (msgspec writes every field of an `array_like` Struct, defaults included:
+`omit_defaults` does not shorten the array, so each new field costs about a byte in every
+state.) Evolution rule (msgspec): new fields go at the end of a Struct and have
+defaults, so older blobs (shorter arrays) still decode; `v` is bumped only when a field
 changes meaning.
 """
 
@@ -53,8 +55,11 @@ class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True):
     done: bool = False  # finished (engine finish or stop string): later tokens say nothing
     tokens: int = 0  # completion tokens seen for this choice
     # Completion logprobs `text_offset` of the next token: continues across records.
-    # (The byte-fallback repair context of logprobs is `window` + `pending` above.)
     text_offset: int = 0
+    # Reserved, always []: earlier builds declared it (as the logprob repair context) and
+    # msgspec writes every field, so stored states hold it at this array position; a new
+    # field here would misread them. The repair context is `window` + `pending` above.
+    lp_context: list[int] = []
 
 
 class RequestState(msgspec.Struct, array_like=True, omit_defaults=True):
