@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from worker.core import derender
+from worker.core import derender, errors
 from worker.core.derender import Output, Step
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
@@ -36,6 +36,12 @@ H_ERROR = "derender-error"
 H_SOURCE = "derender-source"
 # `derender-seq` of outputs for a record whose seq could not be read.
 UNKNOWN_SEQ = "-1"
+
+# The largest `seq` accepted (int64, what any publisher's counter fits in). msgspec's JSON
+# decoder accepts integers of any size, but states are stored as msgpack (at most 2**64 - 1):
+# a larger seq made the state encode raise out of `process_batch`, so the worker crashed on
+# the record, and again on every restart since its offset was never committed.
+MAX_SEQ = 2**63 - 1
 
 # A record larger than this is refused before it is parsed (CONTRACT.md §5 bounds).
 # Kafka's default max.message.bytes is 1 MiB; a whole non-streaming response with
@@ -99,6 +105,10 @@ class BatchResult:
     tokens: int = 0
 
 
+def _seq_or_none(seq: int | None) -> int | None:
+    return seq if seq is not None and seq <= MAX_SEQ else None
+
+
 def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded]:
     decoded: list[Decoded] = []
     for rec in records:
@@ -108,15 +118,25 @@ def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded
                 f"record of {len(rec.value)} bytes exceeds the record size limit "
                 f"({max_record_bytes} bytes)",
                 rid if rid is not None else rec.key,
-                seq,
+                _seq_or_none(seq),
                 dead_letter=False,
             )
             decoded.append(Decoded(rec, None, bad))
             continue
         try:
-            decoded.append(Decoded(rec, decode_record(rec.value, rec.key), None))
+            chunk = decode_record(rec.value, rec.key)
         except BadRecord as bad:
+            bad.seq = _seq_or_none(bad.seq)  # an out-of-range seq is no readable seq
             decoded.append(Decoded(rec, None, bad))
+            continue
+        if chunk.seq > MAX_SEQ:
+            out_of_range = BadRecord(
+                f"invalid ChunkRecord: seq {chunk.seq} is out of range (at most {MAX_SEQ})",
+                chunk.request_id,
+            )
+            decoded.append(Decoded(rec, None, out_of_range))
+            continue
+        decoded.append(Decoded(rec, chunk, None))
     return decoded
 
 
@@ -154,6 +174,8 @@ def process_batch(
     # request_id → (current state, loaded seq, stored blob undecodable)
     live: dict[str, tuple[RequestState | None, int | None, bool]] = {}
     touched: set[str] = set()
+    # request_id → its state's encoding, when the last step that touched it was checked.
+    blobs: dict[str, bytes] = {}
 
     def current(rid: str) -> tuple[RequestState | None, int | None, bool]:
         if rid in live:
@@ -186,8 +208,17 @@ def process_batch(
                 continue
             state, loaded, _ = current(bad.request_id)
             st = derender.step_invalid(state, bad.request_id, bad.seq, bad.reason)
+            if not bad.dead_letter:
+                # CONTRACT.md §5: a record over a bound (the byte limit) is reported as an
+                # `invalid_request_error`; step_invalid's `invalid_record` is for records
+                # that do not match the schema (those are dead-lettered).
+                st.outputs = [
+                    _bound_error(bad.reason) if o.kind == derender.ERROR else o for o in st.outputs
+                ]
             seq = str(bad.seq) if bad.seq is not None else UNKNOWN_SEQ
-            _record(result, live, touched, bad.request_id, st, loaded, seq)
+            blobs.pop(bad.request_id, None)
+            # A dead-lettered record is counted once, as "dlq" (not again for its error).
+            _record(result, live, touched, bad.request_id, st, loaded, seq, bad.dead_letter)
             continue
         rec = d.chunk
         assert rec is not None
@@ -196,6 +227,17 @@ def process_batch(
             st = derender.step(state, rec, registry, d.record.timestamp_ms, corrupt)
         except Exception as exc:  # a bug or a tokenizer failure: fail this request only
             st = _internal_error(state, rec, exc)
+        if st.state is not None and st.result != derender.DUPLICATE:
+            # The state must be storable: msgspec's JSON decoder takes integers of any size
+            # (`created`, `n`, a choice `index`, `stop_token_ids`, …) that msgpack cannot
+            # hold. Encoding it here (the blob is kept for the write) confines such a record
+            # to its request; at the end of the batch it crashed the worker.
+            try:
+                blobs[rec.request_id] = encode_state(st.state)
+            except (OverflowError, msgspec.EncodeError) as exc:
+                st = _failed(state, rec, DerenderError(f"a number is out of range: {exc}"))
+                assert st.state is not None
+                blobs[rec.request_id] = encode_state(st.state)
         if rec.generate_chunk is not None:
             for c in rec.generate_chunk.choices:
                 result.tokens += len(c.token_ids or ())
@@ -204,16 +246,30 @@ def process_batch(
     for rid in touched:
         state, loaded, _ = live[rid]
         assert state is not None
+        blob = blobs.get(rid)
         result.writes[rid] = StateWrite(
-            rid, state.seq, encode_state(state), state.status == DONE, loaded
+            rid,
+            state.seq,
+            blob if blob is not None else encode_state(state),
+            state.status == DONE,
+            loaded,
         )
     return result
+
+
+def _bound_error(reason: str) -> Output:
+    return derender.error_output(DerenderError(reason, errors.INVALID_REQUEST))
 
 
 def _internal_error(state: RequestState | None, rec: ChunkRecord, exc: Exception) -> Step:
     """One poison record must not stop its partition: report it and fail the request."""
     log.exception("record %s/%s failed inside the core", rec.request_id, rec.seq)
     err = DerenderError(f"internal error: {type(exc).__name__}: {exc}", INTERNAL_ERROR)
+    return _failed(state, rec, err)
+
+
+def _failed(state: RequestState | None, rec: ChunkRecord, err: DerenderError) -> Step:
+    """Report `err` for this record and fail the request (`[DONE]` too at end/abort)."""
     failed = RequestState(seq=rec.seq if state is None else max(rec.seq, state.seq), status=FAILED)
     outputs = [derender.error_output(err)]
     if rec.type in ("end", "abort"):
@@ -230,8 +286,10 @@ def _record(
     st: Step,
     loaded: int | None,
     seq: str,
+    counted: bool = False,
 ) -> None:
-    result.results[st.result] += 1
+    if not counted:
+        result.results[st.result] += 1
     _emit(result, rid, seq, st.outputs)
     live[rid] = (st.state, loaded, False)
     if st.state is not None and st.result != derender.DUPLICATE:
