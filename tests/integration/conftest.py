@@ -14,6 +14,11 @@ Fixtures:
   `start()`, `kill()` or `restart()` on the same port (`.url`, `.port`).
 - `new_topic` (function): `new_topic(partitions=1, prefix="t") -> str` creates a topic with
   a unique name and returns it; safe to call from sync code or inside an event loop.
+- `topics` (function): fresh `input` (4 partitions), `output` (4) and `dlq` (1) topics.
+- `worker_factory` (function): `make(*extra_flags, redis=None, metrics_port=0, module=...,
+  env=...) -> WorkerProcess` starts `derender-worker run` on `topics` (one consumer group and
+  one state prefix per test, a log file per worker in tmp_path); workers still alive at the
+  end are killed.
 
 Other test folders import these fixtures from here (see tests/adapters/conftest.py); the
 servers are still started once per session, whichever folders ask for them.
@@ -26,11 +31,13 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import servers
+from tests.integration.harness import WorkerProcess
 
 ENV_REDIS_URL = "REDIS_URL"
 ENV_KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
@@ -144,3 +151,50 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
         return name
 
     return create
+
+
+@pytest.fixture
+def topics(new_topic: Callable[..., str]) -> dict[str, str]:
+    return {
+        "input": new_topic(partitions=4, prefix="in"),
+        "output": new_topic(partitions=4, prefix="out"),
+        "dlq": new_topic(partitions=1, prefix="dlq"),
+    }
+
+
+@pytest.fixture
+def worker_factory(
+    kafka_bootstrap: str, redis_url: str, topics: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    started: list[WorkerProcess] = []
+
+    def make(
+        *extra: str,
+        redis: str | None = None,
+        metrics_port: int = 0,
+        module: str = "worker",
+        env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
+        w = WorkerProcess(
+            kafka_bootstrap,
+            redis or redis_url,
+            topics["input"],
+            topics["output"],
+            topics["dlq"],
+            group,
+            prefix,
+            metrics_port=metrics_port,
+            extra=list(extra),
+            log_path=tmp_path / f"worker-{len(started)}.log",
+            module=module,
+            env=dict(env or {}),
+        )
+        started.append(w.start())
+        return w
+
+    yield make
+    for w in started:
+        if w.alive:
+            w.kill9()

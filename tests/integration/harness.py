@@ -47,10 +47,14 @@ class WorkerProcess:
     extra: list[str] = field(default_factory=list)
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
+    # The module run with `python -m`: the worker's CLI, or a wrapper around it with fault
+    # points (tests/chaos/launch.py), configured by extra environment variables.
+    module: str = "worker"
+    env: dict[str, str] = field(default_factory=dict)
 
     def argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "worker", "run",
+            sys.executable, "-m", self.module, "run",
             "--bootstrap-servers", self.bootstrap,
             "--redis-url", self.redis_url,
             "--input-topic", self.input_topic,
@@ -66,14 +70,15 @@ class WorkerProcess:
         ]  # fmt: skip
 
     def start(self) -> WorkerProcess:
+        env = {**os.environ, **self.env}
         if self.log_path is None:
             self.proc = subprocess.Popen(
-                self.argv(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                self.argv(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
             )
             return self
         with open(self.log_path, "ab") as log:  # the child keeps its own copy
             self.proc = subprocess.Popen(
-                self.argv(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, env=os.environ.copy()
+                self.argv(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, env=env
             )
         return self
 
@@ -97,9 +102,12 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def log_text(self) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return self.log_path.read_text(errors="replace")
 
 
 @dataclass
@@ -157,8 +165,16 @@ def interleave(gens: list[Generation], seed: int) -> list[dict[str, Any]]:
 
 
 async def publish(
-    bootstrap: str, topic: str, records: list[dict[str, Any] | tuple[str, bytes]]
-) -> None:
+    bootstrap: str,
+    topic: str,
+    records: list[dict[str, Any] | tuple[str, bytes]],
+    timestamp_ms: int | None = None,
+) -> dict[int, int]:
+    """Publish records in order, keyed by request_id (or the given key); `timestamp_ms`
+    fixes every record's CreateTime (so `created` does not depend on the clock).
+
+    Returns the offset after the last record written, per partition written to (tansu's
+    ListOffsets answers with batch counts, so ask the producer's acks instead)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
     try:
@@ -168,10 +184,16 @@ async def publish(
                 key, value = r
             else:
                 key, value = r["request_id"], json.dumps(r).encode()
-            futures.append(await producer.send(topic, value, key=key.encode()))
-        await asyncio.gather(*futures)
+            futures.append(
+                await producer.send(topic, value, key=key.encode(), timestamp_ms=timestamp_ms)
+            )
+        acks = await asyncio.gather(*futures)
     finally:
         await producer.stop()
+    ends: dict[int, int] = {}
+    for ack in acks:
+        ends[ack.partition] = max(ends.get(ack.partition, 0), ack.offset + 1)
+    return ends
 
 
 @dataclass

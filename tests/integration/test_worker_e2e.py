@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from tokenizers import Tokenizer
@@ -24,45 +22,6 @@ from tests.integration.harness import (
 from tests.servers import free_port
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def topics(new_topic: Callable[..., str]) -> dict[str, str]:
-    return {
-        "input": new_topic(partitions=4, prefix="in"),
-        "output": new_topic(partitions=4, prefix="out"),
-        "dlq": new_topic(partitions=1, prefix="dlq"),
-    }
-
-
-@pytest.fixture
-def worker_factory(
-    kafka_bootstrap: str, redis_url: str, topics: dict[str, str], tmp_path: Path
-) -> Iterator[Callable[..., WorkerProcess]]:
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    prefix = f"t{uuid.uuid4().hex[:8]}:"
-    started: list[WorkerProcess] = []
-
-    def make(*extra: str, redis: str | None = None, metrics_port: int = 0) -> WorkerProcess:
-        w = WorkerProcess(
-            kafka_bootstrap,
-            redis or redis_url,
-            topics["input"],
-            topics["output"],
-            topics["dlq"],
-            group,
-            prefix,
-            metrics_port=metrics_port,
-            extra=list(extra),
-            log_path=tmp_path / f"worker-{len(started)}.log",
-        )
-        started.append(w.start())
-        return w
-
-    yield make
-    for w in started:
-        if w.alive:
-            w.kill9()
 
 
 def test_hundreds_of_interleaved_requests_are_exact(

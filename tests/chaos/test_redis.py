@@ -1,0 +1,157 @@
+"""Redis goes away under a running worker: it backs off, commits nothing it could not save,
+and resumes (or, past the outage limit, exits non-zero for its supervisor to restart it).
+
+The test redis-server has no persistence, so a restart loses every state: a request in
+flight across it gets `state_missing` at its first record after the restart (CONTRACT.md §5:
+seq > 0 and no state), then nothing but `[DONE]` at its end. Never different text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer
+
+from tests.chaos.tools import (
+    FIXED_TS_MS,
+    Tail,
+    describe,
+    group_offsets,
+    oracle,
+    per_request,
+    wait_exit,
+    wait_log,
+    wait_until,
+)
+from tests.integration.harness import (
+    Generation,
+    WorkerProcess,
+    interleave,
+    make_generations,
+    publish,
+    verify,
+)
+from tests.servers import RedisServer
+from worker.core.errors import STATE_MISSING
+
+pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+
+# How long Redis stays down in the restart test: several backoff rounds.
+DOWN_S = 3.0
+
+
+class Input:
+    """The input topic, and the offset after the last record published per partition."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.ends = dict.fromkeys(range(4), 0)
+
+    def send(self, records: list[dict[str, Any]]) -> None:
+        ends = asyncio.run(publish(self.bootstrap, self.topic, list(records), FIXED_TS_MS))
+        for p, end in ends.items():
+            self.ends[p] = max(self.ends[p], end)
+
+    def committed(self, w: WorkerProcess) -> dict[int, int]:
+        return group_offsets(self.bootstrap, w.group_id, self.topic, 4)
+
+    def all_committed(self, w: WorkerProcess) -> bool:
+        return self.committed(w) == self.ends
+
+
+def test_redis_restart_mid_run(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    restartable_redis: RedisServer,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    early = make_generations(deepseek, 30, seed=401, prefix="early")
+    # In flight across the restart: the first part before, the rest (at least one chunk
+    # and the end) after.
+    inflight = make_generations(deepseek, 40, seed=402, prefix="inflight")
+    inflight = [g for g in inflight if len(g.records) >= 3][:30]
+    cut = {g.request_id: (len(g.records) - 1) // 2 for g in inflight}
+    heads = [Generation(g.request_id, g.ids, "", g.records[: cut[g.request_id]]) for g in inflight]
+    rests = [Generation(g.request_id, g.ids, "", g.records[cut[g.request_id] :]) for g in inflight]
+    fresh = make_generations(deepseek, 30, seed=403, prefix="fresh")
+
+    source = Input(kafka_bootstrap, topics["input"])
+    w = worker_factory(redis=restartable_redis.url)
+    with Tail(kafka_bootstrap, topics["output"]) as tail:
+        source.send(interleave(early + heads, seed=404))
+        tail.wait_done([g.request_id for g in early])
+        # Everything so far is processed, saved and committed.
+        wait_until(lambda: source.all_committed(w), 60, "the first part to be committed")
+        committed = source.committed(w)
+
+        restartable_redis.stop()
+        source.send(interleave(rests + fresh, seed=405))
+        wait_log(w, "processing a batch failed, retrying", 30)
+        time.sleep(DOWN_S)  # the outage itself
+        assert w.alive, w.log_tail()
+        # Nothing was committed that could not be saved.
+        assert source.committed(w) == committed
+        restartable_redis.start()
+
+        wait_log(w, "recovered after", 60)
+        outputs = tail.wait_done([g.request_id for g in inflight + fresh])
+        wait_until(lambda: source.all_committed(w), 60, "everything to be committed")
+    # Requests that finished before, and requests that started after: exact.
+    verify(outputs, early + fresh)
+    # Requests in flight: exactly their outputs up to the restart, then state_missing at
+    # the first record after it, then [DONE] at their end.
+    got = per_request(outputs)
+    before = per_request(oracle([r for g in heads for r in g.records]).outputs)
+    for g in inflight:
+        rid, k, last = g.request_id, cut[g.request_id], len(g.records) - 1
+        assert got[rid][: len(before[rid])] == before[rid], rid
+        assert describe(got[rid][len(before[rid]) :]) == [(k, 0, STATE_MISSING), (last, 0, "done")]
+        text = "".join(
+            c["delta"].get("content") or ""
+            for _, _, kind, v in before[rid]
+            if kind == "chunk"
+            for c in json.loads(v)["choices"]
+        )
+        assert g.expected.startswith(text), rid
+    assert w.stop() == 0, w.log_tail()
+
+
+def test_outage_past_the_limit_exits_non_zero(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    restartable_redis: RedisServer,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    first = make_generations(deepseek, 5, seed=411, prefix="first")
+    second = make_generations(deepseek, 5, seed=412, prefix="second")
+    source = Input(kafka_bootstrap, topics["input"])
+    w = worker_factory("--outage-limit-s", "3", redis=restartable_redis.url)
+    with Tail(kafka_bootstrap, topics["output"]) as tail:
+        source.send(interleave(first, seed=413))
+        tail.wait_done([g.request_id for g in first])
+        wait_until(lambda: source.all_committed(w), 60, "the first part to be committed")
+        committed = source.committed(w)
+
+        restartable_redis.stop()
+        source.send(interleave(second, seed=414))
+        assert wait_exit(w, 60) == 1, w.log_tail()
+        log = w.log_text()
+        assert "processing a batch failed, retrying: ConnectionError" in log
+        assert "giving up: processing a batch kept failing for" in log
+        assert "(limit 3s); last error: ConnectionError" in log
+        assert source.committed(w) == committed
+
+        # The supervisor's restart, once Redis is back, picks up where it stopped.
+        restartable_redis.start()
+        again = worker_factory(redis=restartable_redis.url)
+        outputs = tail.wait_done([g.request_id for g in first + second])
+    verify(outputs, first + second)
+    assert again.stop() == 0, again.log_tail()
