@@ -47,6 +47,12 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py
 
+## The worker against a local tansu broker and redis-server, next to a passthrough (~4 min;
+## ARGS=--quick for ~1 min). Writes bench/results/worker-<date>.md.
+.PHONY: bench-worker
+bench-worker: $(STAMP)
+	$(BIN)/python bench/worker_bench.py $(ARGS)
+
 demo: $(STAMP)
 	$(BIN)/derender-worker demo
 
@@ -57,3 +63,5 @@ clean:
 golden: $(STAMP)
 	$(BIN)/python tests/golden/make_inputs.py
 	for f in tests/golden/*.in.jsonl; do $(BIN)/derender-worker replay "$$f" -o "$${f%.in.jsonl}.out.jsonl" --quiet; done
+	$(BIN)/python -m tests.golden.make_parser_inputs
+	for f in tests/golden/parsers/*.in.jsonl; do $(BIN)/derender-worker replay "$$f" --models tests/golden/parsers/models.toml -o "$${f%.in.jsonl}.out.jsonl" --quiet; done

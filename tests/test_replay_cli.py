@@ -27,6 +27,11 @@ def replay(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProces
     )
 
 
+PARSER_CASES = sorted(
+    p.name.removesuffix(".in.jsonl") for p in (ROOT / GOLDEN / "parsers").glob("*.in.jsonl")
+)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case: str, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
@@ -35,6 +40,19 @@ def test_golden(case: str, tmp_path: Path) -> None:
     expected = (ROOT / GOLDEN / f"{case}.out.jsonl").read_bytes()
     assert out.read_bytes() == expected
     assert b"replay:" in proc.stderr  # the summary line
+
+
+@pytest.mark.parametrize("case", PARSER_CASES)
+def test_golden_reasoning_and_tool_calls(case: str, tmp_path: Path) -> None:
+    """One reasoning + tool-call conversation per format, streamed 3 tokens a record
+    and as one whole response (tests/golden/make_parser_inputs.py)."""
+    folder = GOLDEN / "parsers"
+    out = tmp_path / "out.jsonl"
+    proc = replay(
+        str(folder / f"{case}.in.jsonl"), "-o", str(out), "--models", str(folder / "models.toml")
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.read_bytes() == (ROOT / folder / f"{case}.out.jsonl").read_bytes()
 
 
 def test_stdin_to_stdout_is_byte_identical_to_files() -> None:

@@ -24,6 +24,7 @@ import msgspec
 
 from worker.adapters.tokenizers import TokenizerError, load_tokenizer, primary_eos_ids
 from worker.core.model import Model, Registry
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 
 
 class ConfigError(Exception):
@@ -73,6 +74,16 @@ def parse_registry(text: str, source: str) -> RegistryFile:
     for name, m in reg.models.items():
         if m.max_model_len < 1:
             raise ConfigError(f"{source}: model {name!r}: max_model_len must be >= 1")
+        if m.reasoning_parser is not None and m.reasoning_parser not in REASONING_FORMATS:
+            raise ConfigError(
+                f"{source}: model {name!r}: unknown reasoning_parser {m.reasoning_parser!r} "
+                f"(one of: {', '.join(sorted(REASONING_FORMATS))})"
+            )
+        if m.tool_parser is not None and m.tool_parser not in TOOL_FORMATS:
+            raise ConfigError(
+                f"{source}: model {name!r}: unknown tool_parser {m.tool_parser!r} "
+                f"(one of: {', '.join(sorted(TOOL_FORMATS))})"
+            )
     return reg
 
 

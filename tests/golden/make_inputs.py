@@ -108,7 +108,11 @@ def main() -> None:
     # n = 2, interleaved, then an abort before the second choice finishes
     a, b = ids(tok, "First: 日本語."), ids(tok, "Second: émoji 🎉 and more")
     n2 = [
-        {**chunk("chatcmpl-golden-3", 0, a[:2]), "created": CREATED, "chat_request": {"n": 2}},
+        {
+            **chunk("chatcmpl-golden-3", 0, a[:2]),
+            "created": CREATED,
+            "chat_request": {"n": 2, "chat_template_kwargs": {"thinking": False}},
+        },
         chunk("chatcmpl-golden-3", 1, b[:3], index=1),
         chunk("chatcmpl-golden-3", 2, a[2:], "stop"),
         chunk("chatcmpl-golden-3", 3, b[3:6], index=1),
@@ -121,6 +125,8 @@ def main() -> None:
             "type": "response",
             "created": CREATED,
             "prompt_tokens": 7,
+            # DeepSeek V4 thinks by default; this case is about the plain answer.
+            "chat_request": {"chat_template_kwargs": {"thinking": False}},
             "generate_response": {
                 "request_id": "chatcmpl-golden-4",
                 "choices": [

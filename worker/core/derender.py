@@ -32,6 +32,16 @@ from worker.core.logprobs import (
     top_limit,
 )
 from worker.core.model import Model, Registry
+from worker.core.parsers import (
+    feed,
+    finish_reason,
+    for_choice,
+    open_parser,
+    parse_whole,
+    to_delta,
+    to_message,
+    uses_parser,
+)
 from worker.core.state import ACTIVE, DONE, FAILED, ChoiceState, Options, RequestState
 from worker.core.stop import apply_stop, normalize_stop
 from worker.core.usage import usage
@@ -239,6 +249,13 @@ def _open(record: ChunkRecord, registry: Registry, timestamp_ms: int | None) -> 
         ),
         opts=opts,
     )
+    if api == "chat":
+        template = open_parser(model.parser, req, prompt_ids, record.request_id)
+        if uses_parser(model.parser, template):
+            state.parser = template
+            # The parser reads its markers in the text: special tokens stay in (it drops
+            # the specials that are not markers itself, as vLLM's parsers do).
+            opts.skip_special_tokens = False
     state.seed = model.detokenizer(opts.skip_special_tokens).seed(prompt_ids)
     return state
 
@@ -355,6 +372,8 @@ class _Piece:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     logprobs: LogprobsOut | None = None
+    # Parser path: reasoning / content / tool calls of this record (None: say nothing).
+    delta: out.Delta | None = None
 
 
 def _on_chunk(
@@ -403,6 +422,8 @@ def _wants_usage(state: RequestState) -> bool:
 
 def _new_choice(state: RequestState, index: int) -> ChoiceState:
     cs = ChoiceState(index=index, window=list(state.seed), text_offset=state.opts.echo_len)
+    if state.parser is not None:
+        cs.parser = for_choice(state.parser, index)
     state.choices.append(cs)
     state.choices.sort(key=lambda c: c.index)
     return cs
@@ -422,10 +443,18 @@ def _advance(
     stop_reason = choice.stop_reason
     emit = ""
     logprobs: LogprobsOut | None = None
+    delta: out.Delta | None = None
     if not state.opts.hide_output:  # prompt-only echo shows no generated token
-        emit, finish, stop_reason, resolved = _decode(
+        emit, finish, stop_reason, resolved, text_ids = _decode(
             state, cs, ids, finish, stop_reason, model, finish is not None, positions
         )
+        if cs.parser is not None:
+            fed = feed(model.parser, cs.parser, emit, text_ids, final=finish is not None)
+            delta = to_delta(fed.events, model.reasoning_field)
+            emit = ""  # the text is in the delta, split (markers never show)
+            resolved = _unhidden(resolved, fed.hidden)
+            if finish is not None:
+                finish = finish_reason(cs.parser, finish)
         if resolved:
             if state.api == "chat":
                 logprobs = chat_logprobs(resolved)
@@ -434,11 +463,20 @@ def _advance(
     if finish is not None:
         cs.done = True
         cs.window, cs.pending = [], []  # nothing more to decode: keep the state small
-    piece = _Piece(choice.index, emit, not cs.role_sent, finish, stop_reason, logprobs)
+    piece = _Piece(choice.index, emit, not cs.role_sent, finish, stop_reason, logprobs, delta)
     cs.role_sent = True
-    if not piece.text and not piece.role and piece.finish_reason is None and logprobs is None:
+    says = piece.delta is not None or bool(piece.text)
+    if not says and not piece.role and piece.finish_reason is None and logprobs is None:
         return None
     return piece
+
+
+def _unhidden(resolved: list[Resolved] | None, hidden: list[bool] | None) -> list[Resolved] | None:
+    """`include_reasoning: false` hides the reasoning and the logprobs of its tokens."""
+    if not resolved or not hidden:
+        return resolved
+    kept = [r for k, r in enumerate(resolved) if not (k < len(hidden) and hidden[k])]
+    return kept or None
 
 
 def _token_stop(
@@ -487,12 +525,7 @@ def _render(state: RequestState, request_id: str, pieces: list[_Piece]) -> Outpu
             choices=[
                 out.ChatChunkChoice(
                     index=p.index,
-                    delta=out.Delta(
-                        role=ROLE if p.role else UNSET,
-                        # A record whose tokens only held text back still carries their
-                        # logprobs; its delta says so with an empty content.
-                        content=p.text if (p.text or p.role or p.logprobs) else UNSET,
-                    ),
+                    delta=_delta(p),
                     logprobs=p.logprobs if isinstance(p.logprobs, out.ChatLogprobs) else None,
                     finish_reason=p.finish_reason,
                     stop_reason=p.stop_reason,
@@ -524,6 +557,22 @@ def _render(state: RequestState, request_id: str, pieces: list[_Piece]) -> Outpu
     return Output(CHUNK, out.encode(body))
 
 
+def _delta(p: _Piece) -> out.Delta:
+    if p.delta is not None:  # the parser's split of this record
+        delta = p.delta
+        if p.role:
+            delta.role = ROLE
+            if delta.content is UNSET and delta.tool_calls is UNSET:
+                delta.content = ""  # OpenAI's first chunk: role with an empty content
+        return delta
+    return out.Delta(
+        role=ROLE if p.role else UNSET,
+        # A record whose tokens only held text back still carries their logprobs (or
+        # is the role's first chunk); its delta says so with an empty content.
+        content=p.text if (p.text or p.role or p.logprobs) else UNSET,
+    )
+
+
 def _usage_chunk(state: RequestState, request_id: str, u: out.UsageInfo) -> Output:
     body: out.ChatCompletionChunk | out.CompletionChunk
     if state.api == "chat":
@@ -552,8 +601,12 @@ def _on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> 
         cs.held = ""
         cs.done = True
         piece = _Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)
+        if cs.parser is not None:  # release what the parser holds (a partial marker)
+            fed = feed(model.parser, cs.parser, text, None, True)
+            piece.delta = to_delta(fed.events, model.reasoning_field)
+            piece.text = ""
         cs.role_sent = True
-        if piece.text or piece.role or piece.finish_reason is not None:
+        if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
             pieces.append(piece)
     outputs = [_render(state, request_id, [p]) for p in pieces]
     if opts.include_usage and not state.usage_sent:
@@ -771,13 +824,20 @@ def _on_response(state: RequestState, record: ChunkRecord, model: Model) -> list
             cs = ChoiceState(index=choice.index, window=list(seed))
             text, finish, stop_reason = "", choice.finish_reason, choice.stop_reason
             resolved: list[Resolved] | None = None
+            text_ids: list[int] = []
             if not opts.hide_output:
-                text, finish, stop_reason, resolved = _decode(
+                text, finish, stop_reason, resolved, text_ids = _decode(
                     state, cs, ids, finish, stop_reason, model, True, positions
                 )
             if chat:
-                lp = chat_logprobs(resolved) if resolved is not None else None
                 message = out.ChatMessage(role=ROLE, content=text)
+                if state.parser is not None:  # the streaming engine, fed once
+                    pst = for_choice(state.parser, choice.index)
+                    parsed = parse_whole(model.parser, pst, text, text_ids)
+                    message = to_message(parsed, model.reasoning_field)
+                    resolved = _unhidden(resolved, parsed.hidden)
+                    finish = finish_reason(pst, finish)
+                lp = chat_logprobs(resolved) if resolved is not None else None
                 chat_choices.append(out.ChatChoice(choice.index, message, lp, finish, stop_reason))
                 continue
             clp: out.CompletionLogprobs | None = None
@@ -834,12 +894,13 @@ def _decode(
     model: Model,
     final: bool,
     positions: list[Position] | None,
-) -> tuple[str, str | None, int | str | None, list[Resolved] | None]:
+) -> tuple[str, str | None, int | str | None, list[Resolved] | None, list[int]]:
     """Token stop → detokenize → stop strings → logprobs, for one choice; the streaming
     and the whole-response paths share it so they cannot disagree.
 
     Returns the text to emit, the (possibly stop-rewritten) finish and stop reasons,
-    and the resolved logprob positions (None when there are none to show).
+    the resolved logprob positions (None when there are none to show) and the ids the
+    text comes from (a dropped stop token removed), for the parser.
 
     Logprobs of tokens wholly after a stop string are not shown: the coupled server
     stops generating at the token that completes the stop string, so those tokens
@@ -860,14 +921,14 @@ def _decode(
     if fired is not None:
         finish, stop_reason = FINISH_STOP, fired
     if not positions:
-        return emit, finish, stop_reason, None
+        return emit, finish, stop_reason, None, text_ids
     shown = len(positions)
     if fired is not None:
         shown = _tokens_through_stop(detok, cs.index, window, pending, held, text_ids, opts, final)
     resolved = model.resolver().resolve(
         positions[:shown], window, pending, final and shown == len(positions)
     )
-    return emit, finish, stop_reason, resolved
+    return emit, finish, stop_reason, resolved, text_ids
 
 
 def _tokens_through_stop(

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 
 from worker.core.detokenize import Detokenizer
 from worker.core.logprobs import Resolver
+from worker.core.parsers import ParserSpec, compile_parser
 
 
 @dataclass(eq=False)
@@ -29,6 +30,9 @@ class Model:
     # `reasoning` (current vLLM) or `reasoning_content` (older clients).
     reasoning_field: str = "reasoning"
     vocab_size: int = field(init=False)
+    # The reasoning and tool-call formats compiled against the tokenizer (markers
+    # that are single added tokens are matched by id).
+    parser: ParserSpec = field(init=False, repr=False)
     _detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
     _resolver: Resolver | None = field(init=False, repr=False, default=None)
 
@@ -37,6 +41,8 @@ class Model:
         self._detokenizers = {
             skip: Detokenizer(self.tokenizer, skip_special_tokens=skip) for skip in (False, True)
         }
+        # Raises KeyError for an unknown format name (the registry reports it).
+        self.parser = compile_parser(self.reasoning_parser, self.tool_parser, self.tokenizer)
 
     def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:
         return self._detokenizers[skip_special_tokens]

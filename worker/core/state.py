@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import msgspec
 
+from worker.core.parsers.state import ParserState
+
 STATE_VERSION = 1
 
 # RequestState.status
@@ -56,10 +58,8 @@ class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True):
     tokens: int = 0  # completion tokens seen for this choice
     # Completion logprobs `text_offset` of the next token: continues across records.
     text_offset: int = 0
-    # Reserved, always []: earlier builds declared it (as the logprob repair context) and
-    # msgspec writes every field, so stored states hold it at this array position; a new
-    # field here would misread them. The repair context is `window` + `pending` above.
-    lp_context: list[int] = []
+    # Reasoning / tool-call parser of this choice (None: plain text, no parser).
+    parser: ParserState | None = None
 
 
 class RequestState(msgspec.Struct, array_like=True, omit_defaults=True):
@@ -74,6 +74,9 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True):
     choices: list[ChoiceState] = []
     usage_sent: bool = False
     v: int = STATE_VERSION
+    # The parser state every new choice starts from (opened from the seq-0 record,
+    # which later choices of `n > 1` no longer see); None: no parser path.
+    parser: ParserState | None = None
 
     def choice(self, index: int) -> ChoiceState | None:
         for c in self.choices:

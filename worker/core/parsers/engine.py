@@ -24,7 +24,7 @@ never to the output so far.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -122,7 +122,7 @@ def _machine(table: Table, token_markers: set[str]) -> Machine:
 
 
 class TokenizerLike(Protocol):
-    def get_added_tokens_decoder(self) -> dict[int, object]: ...
+    def get_added_tokens_decoder(self) -> Mapping[int, object]: ...
 
 
 @dataclass(frozen=True, slots=True)
