@@ -182,7 +182,10 @@ async def _show(
     from aiokafka import AIOKafkaConsumer
 
     c = AIOKafkaConsumer(
-        "derender.deltas", bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+        "derender.deltas",
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=10,  # a reader that shows latency must not add its own
     )
     await c.start()
     dedupe = Dedupe()
@@ -234,6 +237,8 @@ def _print_live(out: IO[str], value: dict[str, Any], mode: str) -> str:
                 mode = "tool"
             out.write(fn.get("arguments") or "")
         if c.get("finish_reason"):
+            if mode == "tool":
+                out.write(")")
             out.write(f"\n{bold}[finish: {c['finish_reason']}]{reset}")
     out.flush()
     return mode

@@ -63,6 +63,13 @@ FLAGS: list[Flag] = [
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
     Flag("linger-ms", 2, "producer linger: outputs of one batch travel together", int),
     Flag(
+        "fetch-max-wait-ms",
+        10,
+        "longest a fetch waits on the broker for new records: bounds the added latency "
+        "when the broker does not answer a fetch as soon as data arrives",
+        int,
+    ),
+    Flag(
         "reset",
         None,
         "where a new group starts: 'earliest', 'latest', or an epoch-ms timestamp "
@@ -102,6 +109,7 @@ class Settings:
     session_timeout_ms: int
     heartbeat_interval_ms: int
     linger_ms: int
+    fetch_max_wait_ms: int
     reset: str | None
     security_protocol: str
     sasl_mechanism: str | None

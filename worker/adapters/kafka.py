@@ -37,6 +37,7 @@ def make_consumer(s: Settings) -> AIOKafkaConsumer:
         enable_auto_commit=False,
         auto_offset_reset=reset,
         max_poll_records=s.max_batch,
+        fetch_max_wait_ms=s.fetch_max_wait_ms,
         session_timeout_ms=s.session_timeout_ms,
         heartbeat_interval_ms=s.heartbeat_interval_ms,
         **security_kwargs(s),
