@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, decoders
 from tokenizers.decoders import DecodeStream
 
 REPLACEMENT_CHAR = "\ufffd"
@@ -57,12 +57,18 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_decode", "_skip", "_tok")
+    __slots__ = ("_context_free", "_decode", "_skip", "_tok")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
         self._skip = skip_special_tokens
         self._decode = tokenizer.decode  # bound once: this is the hot call
+        # A byte-level decoder turns each piece into bytes and the bytes into text: the
+        # text of ids that start on a character boundary does not depend on what came
+        # before them. Then no window is needed (one decode per step, no window in the
+        # state). Decoders that strip or merge across pieces (SentencePiece's leading
+        # space, WordPiece's "##") keep the window.
+        self._context_free = isinstance(tokenizer.decoder, decoders.ByteLevel)
 
     def decode(self, ids: list[int]) -> str:
         """One-shot decode: the text all chunkings must concatenate to."""
@@ -71,7 +77,7 @@ class Detokenizer:
 
     def seed(self, prompt_token_ids: list[int] | None) -> list[int]:
         """The first window of a choice: the prompt's last ids, when it is known."""
-        if not prompt_token_ids:
+        if not prompt_token_ids or self._context_free:
             return []
         return self._trim(prompt_token_ids[-PROMPT_SEED_IDS:])
 
@@ -87,7 +93,7 @@ class Detokenizer:
             return ""
         prefix = self.decode(slot.window)
         full = self.decode(slot.window + slot.pending)
-        slot.window = self._trim(slot.window + slot.pending)
+        slot.window = self._next_window(slot.window + slot.pending)
         slot.pending = []
         return _suffix(full, prefix)
 
@@ -110,7 +116,7 @@ class Detokenizer:
                 parts.append(text)
                 window = todo[start : i + 1]
                 start = i + 1
-        slot.window = self._trim(window) if len(window) > WINDOW_MAX_IDS else window
+        slot.window = self._next_window(window)
         slot.pending = todo[start:]
         self._bound(slot)
         return "".join(parts)
@@ -124,7 +130,7 @@ class Detokenizer:
         prefix: str = decode(window, skip) if window else ""
         full: str = decode(window + todo, skip)
         if len(full) > len(prefix) and not full.endswith(REPLACEMENT_CHAR):
-            slot.window = self._trim(todo) if len(todo) > WINDOW_MAX_IDS else todo
+            slot.window = self._next_window(todo)
             slot.pending = []
             # Not a prefix only when an invalid byte run straddles the window edge;
             # vLLM slices by length then, and so do we.
@@ -147,6 +153,12 @@ class Detokenizer:
             slot.pending = []
         # Otherwise a long unfinished byte run: keep it; flush() resolves it at the end.
         # It cannot exceed one record's token count, which the bounds already cap.
+
+    def _next_window(self, emitted: list[int]) -> list[int]:
+        """The window after `emitted` ids came out as text."""
+        if self._context_free:
+            return []
+        return self._trim(emitted) if len(emitted) > WINDOW_MAX_IDS else emitted
 
     def _trim(self, ids: list[int]) -> list[int]:
         """The shortest suffix (≤ WINDOW_MAX_IDS) that still decodes to visible text
