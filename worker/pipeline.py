@@ -109,22 +109,48 @@ def _seq_or_none(seq: int | None) -> int | None:
     return seq if seq is not None and seq <= MAX_SEQ else None
 
 
+# msgspec raises more than DecodeError on some bad JSON: RecursionError when it is nested
+# deeper than about a thousand levels (even inside a field it would skip), and
+# UnicodeDecodeError for invalid UTF-8 inside a string. Uncaught, one such record crashed
+# the worker, and again on every restart (its offset was never committed).
+_UNDECODABLE = (RecursionError, ValueError)
+
+
+def _decode(value: bytes, key: str | None) -> ChunkRecord:
+    try:
+        return decode_record(value, key)
+    except _UNDECODABLE as exc:  # (BadRecord itself is no ValueError: it passes through)
+        what = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BadRecord(f"invalid ChunkRecord: {what}") from None
+
+
+def _head(value: bytes) -> tuple[str | None, int | None]:
+    try:
+        rid, seq = read_head(value)
+    except _UNDECODABLE:
+        return None, None
+    return rid, _seq_or_none(seq)
+
+
 def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded]:
     decoded: list[Decoded] = []
     for rec in records:
         if len(rec.value) > max_record_bytes:
-            rid, seq = read_head(rec.value)
+            rid, seq = _head(rec.value)
+            rid = rid if rid is not None else rec.key
             bad = BadRecord(
                 f"record of {len(rec.value)} bytes exceeds the record size limit "
                 f"({max_record_bytes} bytes)",
-                rid if rid is not None else rec.key,
-                _seq_or_none(seq),
-                dead_letter=False,
+                rid,
+                seq,
+                # Reported as an error of its request; with no request to name (no readable
+                # request_id, no key) it was dropped without a trace: dead-letter it.
+                dead_letter=rid is None,
             )
             decoded.append(Decoded(rec, None, bad))
             continue
         try:
-            chunk = decode_record(rec.value, rec.key)
+            chunk = _decode(rec.value, rec.key)
         except BadRecord as bad:
             bad.seq = _seq_or_none(bad.seq)  # an out-of-range seq is no readable seq
             decoded.append(Decoded(rec, None, bad))
