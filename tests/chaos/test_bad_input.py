@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +23,7 @@ from tests.chaos.tools import (
     describe,
     oracle,
     per_request,
-    scrape,
-    wait_until,
+    wait_counted,
 )
 from tests.integration.harness import (
     Generation,
@@ -40,14 +38,6 @@ from tests.servers import free_port
 from worker.core.errors import INVALID_RECORD, INVALID_REQUEST, SEQUENCE_GAP, STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
-
-
-def records_total(port: int) -> Counter[str]:
-    out: Counter[str] = Counter()
-    for k, v in scrape(port).items():
-        if k.startswith('derender_records_total{result="') and v:
-            out[k.split('"')[1]] = int(v)
-    return out
 
 
 def head(items: list[Any], seq: int) -> list[Any]:
@@ -86,11 +76,7 @@ def test_duplicated_reordered_and_gapped_records(
         outputs = tail.wait_done([s[0]["request_id"] for s in streams])
         want = oracle(list(records))
         # Every record is counted once: wait for the late duplicates too.
-        counted = wait_until(
-            lambda: (lambda c: c if sum(c.values()) == len(records) else None)(records_total(port)),
-            30,
-            "every record to be counted",
-        )
+        counted = wait_counted(port, len(records), 30)
         outputs = tail.snapshot()
     # Duplicates produce nothing: not a single repeated output.
     assert verify(outputs, clean + dup).repeats == 0

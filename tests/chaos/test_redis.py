@@ -31,6 +31,7 @@ from tests.chaos.tools import (
 from tests.integration.harness import (
     Generation,
     WorkerProcess,
+    choice_text,
     interleave,
     make_generations,
     publish,
@@ -114,7 +115,7 @@ def test_redis_restart_mid_run(
         assert got[rid][: len(before[rid])] == before[rid], rid
         assert describe(got[rid][len(before[rid]) :]) == [(k, 0, STATE_MISSING), (last, 0, "done")]
         text = "".join(
-            c["delta"].get("content") or ""
+            choice_text(c)
             for _, _, kind, v in before[rid]
             if kind == "chunk"
             for c in json.loads(v)["choices"]

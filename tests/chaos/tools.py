@@ -42,7 +42,7 @@ FIXED_TS_MS = 1_700_000_000_000
 # `python -m` module of the worker with fault points (tests/chaos/launch.py).
 LAUNCHER = "tests.chaos.launch"
 
-Record = dict[str, Any] | tuple[str, bytes]
+Record = dict[str, Any] | tuple[str | None, bytes]
 
 
 def chaos_env(**points: Any) -> dict[str, Any]:
@@ -205,6 +205,28 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def records_counted(port: int) -> Counter[str]:
+    """The worker's `derender_records_total` by result (empty until it serves metrics)."""
+    try:
+        metrics = scrape(port)
+    except OSError:
+        return Counter()
+    out: Counter[str] = Counter()
+    for k, v in metrics.items():
+        if k.startswith('derender_records_total{result="') and v:
+            out[k.split('"')[1]] = int(v)
+    return out
+
+
+def wait_counted(port: int, records: int, timeout_s: float = 120) -> Counter[str]:
+    """Until the worker has counted `records` input records; their count by result."""
+    return wait_until(
+        lambda: (lambda c: c if sum(c.values()) >= records else None)(records_counted(port)),
+        timeout_s,
+        f"the worker to count {records} records",
+    )
+
+
 # -- what the worker must publish ---------------------------------------------------------
 
 
@@ -223,7 +245,7 @@ class Expected:
     results: Counter[str] = field(default_factory=Counter)
 
 
-def encode(record: Record) -> tuple[str, bytes]:
+def encode(record: Record) -> tuple[str | None, bytes]:
     if isinstance(record, tuple):
         return record
     return record["request_id"], json.dumps(record).encode()

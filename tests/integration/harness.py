@@ -167,14 +167,14 @@ def interleave(gens: list[Generation], seed: int) -> list[dict[str, Any]]:
 async def publish(
     bootstrap: str,
     topic: str,
-    records: list[dict[str, Any] | tuple[str, bytes]],
+    records: list[dict[str, Any] | tuple[str | None, bytes]],
     timestamp_ms: int | None = None,
 ) -> dict[int, int]:
-    """Publish records in order, keyed by request_id (or the given key); `timestamp_ms`
-    fixes every record's CreateTime (so `created` does not depend on the clock).
+    """Publish records in order, keyed by request_id (or the given key, which may be None);
+    `timestamp_ms` fixes every record's CreateTime (so `created` does not depend on the clock).
 
-    Returns the offset after the last record written, per partition written to (tansu's
-    ListOffsets answers with batch counts, so ask the producer's acks instead)."""
+    Returns the offset after the last record written, per partition written to, from the
+    producer's acks (tansu's ListOffsets answered 1 for partitions holding many records)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
     try:
@@ -184,8 +184,9 @@ async def publish(
                 key, value = r
             else:
                 key, value = r["request_id"], json.dumps(r).encode()
+            raw_key = key.encode() if key is not None else None
             futures.append(
-                await producer.send(topic, value, key=key.encode(), timestamp_ms=timestamp_ms)
+                await producer.send(topic, value, key=raw_key, timestamp_ms=timestamp_ms)
             )
         acks = await asyncio.gather(*futures)
     finally:
@@ -255,7 +256,22 @@ class Verdict:
     repeats: int
 
 
-def verify(outputs: list[Output], gens: list[Generation], field_name: str = "content") -> Verdict:
+# The delta fields that carry a choice's text. CONTRACT.md §4.5: the concatenated content
+# plus reasoning equals the one-shot decode (the default DeepSeek V4 entry has a reasoning
+# parser with thinking on by default, so a plain generation streams as `reasoning`).
+TEXT_FIELDS = ("reasoning", "reasoning_content", "content")
+
+
+def choice_text(choice: dict[str, Any], fields: tuple[str, ...] = TEXT_FIELDS) -> str:
+    """The text one output choice carries: a chunk's delta fields, or a completion's text."""
+    if "delta" not in choice:
+        return str(choice.get("text") or "")
+    return "".join(choice["delta"].get(f) or "" for f in fields)
+
+
+def verify(
+    outputs: list[Output], gens: list[Generation], fields: tuple[str, ...] = TEXT_FIELDS
+) -> Verdict:
     seen: dict[tuple[str, str, str], bytes] = {}
     per_request: dict[str, list[tuple[int, int, Output]]] = defaultdict(list)
     repeats = 0
@@ -288,7 +304,7 @@ def verify(outputs: list[Output], gens: list[Generation], field_name: str = "con
                 problems.append(f"{g.request_id}: error {v['error']}")
                 continue
             for c in v["choices"]:
-                text += c["delta"].get(field_name) or "" if "delta" in c else c.get("text", "")
+                text += choice_text(c, fields)
         if dones != 1 or (items and items[-1][2].value != b"[DONE]"):
             problems.append(f"{g.request_id}: [DONE] {dones} times / not last")
         if text != g.expected:
