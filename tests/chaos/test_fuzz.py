@@ -237,7 +237,7 @@ def test_fuzz_through_a_running_worker(
     topics: dict[str, str],
     worker_factory: Callable[..., WorkerProcess],
 ) -> None:
-    items = corpus(seed=7101, count=3000, vocab_size=vocab_size(), max_record_bytes=LIMIT)
+    items = corpus(seed=7101, count=5000, vocab_size=vocab_size(), max_record_bytes=LIMIT)
     good = make_generations(deepseek, 100, seed=7102, prefix="good")
     # The good records, in order, at random places among the bad ones.
     rng = random.Random(7103)

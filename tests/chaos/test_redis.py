@@ -4,14 +4,17 @@ and resumes (or, past the outage limit, exits non-zero for its supervisor to res
 The test redis-server has no persistence, so a restart loses every state: a request in
 flight across it gets `state_missing` at its first record after the restart (CONTRACT.md §5:
 seq > 0 and no state), then nothing but `[DONE]` at its end. Never different text.
+With persistence (append-only file, fsync always) a restart loses nothing, and a batch
+whose save failed is redone with the same bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,10 +23,12 @@ from tokenizers import Tokenizer
 from tests.chaos.tools import (
     FIXED_TS_MS,
     Tail,
+    chaos_env,
     describe,
     group_offsets,
     oracle,
     per_request,
+    process_state,
     wait_exit,
     wait_log,
     wait_until,
@@ -37,13 +42,32 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.servers import RedisServer
+from tests.servers import RedisServer, ServerError
 from worker.core.errors import STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
 # How long Redis stays down in the restart test: several backoff rounds.
 DOWN_S = 3.0
+
+
+class DurableRedis(RedisServer):
+    """redis-server with an append-only file synced on every write: a restart keeps it all."""
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        argv[argv.index("--appendonly") + 1] = "yes"
+        return [*argv, "--appendfsync", "always"]
+
+
+@pytest.fixture
+def durable_redis() -> Iterator[DurableRedis]:
+    try:
+        server = DurableRedis()
+    except ServerError as e:
+        pytest.skip(str(e))
+    with server:
+        yield server
 
 
 class Input:
@@ -156,3 +180,44 @@ def test_outage_past_the_limit_exits_non_zero(
         outputs = tail.wait_done([g.request_id for g in first + second])
     verify(outputs, first + second)
     assert again.stop() == 0, again.log_tail()
+
+
+def test_save_fails_after_produce_and_the_batch_is_redone(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    durable_redis: DurableRedis,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    early = make_generations(deepseek, 20, seed=421, prefix="early")
+    mids = [
+        g for g in make_generations(deepseek, 30, seed=422, prefix="mid") if len(g.records) >= 3
+    ]
+    heads = [Generation(g.request_id, [], "", g.records[:1]) for g in mids]
+    rests = [Generation(g.request_id, [], "", g.records[1:]) for g in mids]
+    source = Input(kafka_bootstrap, topics["input"])
+    # The worker freezes itself after producing the first batch that writes a mid-* request,
+    # before saving it; Redis goes down meanwhile, so that save fails when it goes on.
+    w = worker_factory(redis=durable_redis.url, **chaos_env(stop_before_save="mid-"))
+    with Tail(kafka_bootstrap, topics["output"]) as tail:
+        source.send(interleave(early, seed=423))
+        tail.wait_done([g.request_id for g in early])
+        wait_until(lambda: source.all_committed(w), 60, "the first part to be committed")
+        committed = source.committed(w)
+        source.send(interleave(heads, seed=424))
+        assert w.proc is not None
+        wait_until(lambda: process_state(w.proc.pid) == "T", 60, "the worker to freeze")
+        durable_redis.stop()
+        source.send(interleave(rests, seed=425))
+        w.signal(signal.SIGCONT)
+        wait_log(w, "processing a batch failed, retrying", 30)
+        assert source.committed(w) == committed  # the unsaved batch is not committed
+        durable_redis.start()
+        wait_log(w, "recovered after", 60)
+        outputs = tail.wait_done([g.request_id for g in mids])
+        wait_until(lambda: source.all_committed(w), 60, "everything to be committed")
+    # Redis kept every state, so every request is exact; the batch whose save failed was
+    # published twice, the same bytes both times.
+    verdict = verify(outputs, early + mids)
+    assert verdict.repeats > 0
+    assert w.stop() == 0, w.log_tail()
