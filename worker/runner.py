@@ -29,6 +29,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.partitioner import DefaultPartitioner
 from redis.exceptions import RedisError
 
 from worker.adapters.kafka import make_consumer, make_producer
@@ -102,6 +103,7 @@ class Runner:
         self._failures = 0
         self._last_lag = 0.0
         self._active: dict[str, float] = {}
+        self._partitioner = DefaultPartitioner()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -304,29 +306,59 @@ class Runner:
         m.tokens.inc(result.tokens)
         for k, v in result.results.items():
             m.records.labels(k).inc(v)
-        for o in result.outputs:
-            m.outputs.labels(o.kind).inc()
+        # One increment per kind, not per output (a labelled increment costs ~1.8 µs).
+        for kind, n in Counter(o.kind for o in result.outputs).items():
+            m.outputs.labels(kind).inc(n)
         if result.dead_letters:
             m.outputs.labels("dlq").inc(len(result.dead_letters))
         self._track_active(writes)
 
     async def _produce(self, outputs: list[OutRecord], dead: list[OutRecord]) -> None:
-        assert self.producer is not None
-        futures = []
-        for o in outputs:
-            futures.append(
-                await self.producer.send(
-                    self.s.output_topic, o.value, key=o.key.encode(), headers=o.headers
-                )
-            )
-        for d in dead:
-            futures.append(
-                await self.producer.send(
-                    self.s.dlq_topic, d.value, key=d.key.encode() or None, headers=d.headers
-                )
-            )
+        # Why batches and not one `await producer.send()` per output: each send is a
+        # coroutine with a metadata check, the partitioner and an accumulator append,
+        # ~12 µs of CPU per record, about a fifth of the worker's whole per-record cost.
+        # Filling one record batch per partition and handing it over with `send_batch`
+        # costs ~6 µs (bench/README.md). Partitions are the ones `send` would pick (the
+        # default partitioner: murmur2 of the key), so every output of a request still
+        # goes to one partition, in order.
+        futures = await self._send_batches(
+            self.s.output_topic, [(o.key.encode(), o.value, o.headers) for o in outputs]
+        )
+        futures += await self._send_batches(
+            self.s.dlq_topic, [(d.key.encode() or None, d.value, d.headers) for d in dead]
+        )
         if futures:
             await asyncio.gather(*futures)
+
+    async def _send_batches(
+        self, topic: str, records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]
+    ) -> list[Any]:
+        """Append records to one batch per partition (a full batch is sent and replaced);
+        returns the delivery futures of every batch."""
+        producer = self.producer
+        assert producer is not None
+        if not records:
+            return []
+        partitions = sorted(await producer.partitions_for(topic))
+        partition_of: dict[bytes | None, int] = {}
+        batches: dict[int, Any] = {}
+        futures = []
+        for key, value, headers in records:
+            partition = partition_of.get(key)
+            if partition is None:
+                partition = self._partitioner(key, partitions, partitions)
+                partition_of[key] = partition
+            batch = batches.get(partition)
+            if batch is None:
+                batch = batches[partition] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                futures.append(await producer.send_batch(batch, topic, partition=partition))
+                # A fresh batch always takes its first record, whatever its size.
+                batch = batches[partition] = producer.create_batch()
+                batch.append(key=key, value=value, timestamp=None, headers=headers)
+        for partition, batch in batches.items():
+            futures.append(await producer.send_batch(batch, topic, partition=partition))
+        return futures
 
     def _track_active(self, writes: list[Any]) -> None:
         now = time.monotonic()
