@@ -68,6 +68,11 @@ DUPLICATE = "duplicate"
 FAILED_RESULT = "error"
 SKIPPED = "skipped"  # consumed silently: the request had already failed or finished
 
+# OpenAI's own bound on `n`. The state holds one entry per choice and `abort` finishes
+# every unseen choice, so an unbounded `n` would let one record grow a state (and its
+# output) without limit (CONTRACT.md §4.6).
+MAX_N = 128
+
 ROLE = "assistant"
 FINISH_ABORT = "abort"
 FINISH_STOP = "stop"
@@ -285,8 +290,8 @@ def _options(req: ChatRequest | None, api: str, model: Model) -> Options:
             f"top_logprobs ({top}) exceeds max_logprobs ({model.max_logprobs}).",
             param="top_logprobs",
         )
-    if req.n < 1:
-        raise DerenderError(f"n must be at least 1, got {req.n}", param="n")
+    if not 1 <= req.n <= MAX_N:
+        raise DerenderError(f"n must be between 1 and {MAX_N}, got {req.n}", param="n")
     echo = api == "completion" and req.echo
     return Options(
         skip_special_tokens=req.skip_special_tokens,
