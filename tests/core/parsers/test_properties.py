@@ -184,6 +184,8 @@ def test_stream_equals_whole_equals_truth(name: str, data: st.DataObject) -> Non
     assert streamed.reasoning == want.reasoning
     assert streamed.content == want.content
     assert [(n, json.loads(a)) for n, a in streamed.calls] == want.calls
-    for marker in setup.markers:
-        assert marker not in (streamed.reasoning or ""), marker
-        assert marker not in (streamed.content or ""), marker
+    for marker in setup.markers:  # a leak, unless the model meant to write the marker's text
+        if marker not in (want.reasoning or ""):
+            assert marker not in (streamed.reasoning or ""), marker
+        if marker not in (want.content or ""):
+            assert marker not in (streamed.content or ""), marker
