@@ -115,20 +115,7 @@ def test_fuzz_in_process() -> None:
     assert batched.dead == one_by_one.dead
     assert batched.results == one_by_one.results
     assert sum(batched.results.values()) == len(items)
-    # Each record leaves the trace its result says.
-    for it, (results, outputs, dead) in zip(items, one_by_one.per_record, strict=True):
-        ((result, n),) = results.items()
-        assert n == 1, (it.what, results)
-        kinds = [o.kind for o in outputs]
-        if result == "dlq":
-            assert [d.value for d in dead] == [it.value], it.what
-            assert all(k == "error" for k in kinds), (it.what, kinds)
-        else:
-            assert not dead, it.what
-        if result == "error":
-            assert kinds[0] == "error" and set(kinds) <= {"error", "done"}, (it.what, kinds)
-        if result in ("duplicate", "skipped"):
-            assert set(kinds) <= {"done"}, (it.what, kinds)
+    assert_traces(items, one_by_one)
     # Every output is a well-formed payload with its headers.
     for o in batched.outputs:
         h = {k: v.decode() for k, v in o.headers}
@@ -146,6 +133,24 @@ def test_fuzz_in_process() -> None:
     # The corpus reaches every outcome.
     assert min(batched.results[k] for k in ("ok", "error", "dlq", "skipped", "duplicate")) > 0
     print(f"fuzz in process: {len(items)} records, {dict(batched.results)}")
+
+
+def assert_traces(items: list[Item], one_by_one: Run) -> None:
+    """Each record (processed alone) is counted once and leaves the trace its result says:
+    a dead letter of its very bytes, an error output, or (duplicate, skipped) nothing."""
+    for it, (results, outputs, dead) in zip(items, one_by_one.per_record, strict=True):
+        ((result, n),) = results.items()
+        assert n == 1, (it.what, results)
+        kinds = [o.kind for o in outputs]
+        if result == "dlq":
+            assert [d.value for d in dead] == [it.value], it.what
+            assert all(k == "error" for k in kinds), (it.what, kinds)
+        else:
+            assert not dead, it.what
+        if result == "error":
+            assert kinds[0] == "error" and set(kinds) <= {"error", "done"}, (it.what, kinds)
+        if result in ("duplicate", "skipped"):
+            assert set(kinds) <= {"done"}, (it.what, kinds)
 
 
 def chunk0(**top: object) -> bytes:
@@ -231,6 +236,9 @@ def test_fuzz_through_a_running_worker(
     worker_factory: Callable[..., WorkerProcess],
 ) -> None:
     items = corpus(seed=7101, count=5000, vocab_size=vocab_size(), max_record_bytes=LIMIT)
+    # In process first: every bad record of this corpus leaves its trace; then the worker
+    # must publish what the pipeline does (so the same holds for it).
+    assert_traces(items, run(items, lambda: 1))
     good = make_generations(deepseek, 100, seed=7102, prefix="good")
     # The good records, in order, at random places among the bad ones.
     rng = random.Random(7103)
