@@ -123,7 +123,9 @@ def test_publish_run_tail_round_trip(
             if line["value"] == "[DONE]":
                 continue
             for c in line["value"]["choices"]:
-                texts[line["key"]] = texts.get(line["key"], "") + (c["delta"].get("content") or "")
+                d = c["delta"]  # DeepSeek V4 thinks by default: plain text is reasoning
+                text = (d.get("reasoning") or "") + (d.get("content") or "")
+                texts[line["key"]] = texts.get(line["key"], "") + text
         assert texts == {g.request_id: g.expected for g in gens}
         pretty = cli(
             "tail",
@@ -137,7 +139,7 @@ def test_publish_run_tail_round_trip(
         out = pretty.stdout.decode()
         for g in gens:
             assert f"=== {g.request_id} ===" in out
-            assert g.expected in out
+            assert f"(reasoning) {g.expected}" in out
     finally:
         worker.stop()
 
