@@ -121,6 +121,7 @@ def _run(args: argparse.Namespace) -> int:
             ttl_s=settings.state_ttl_s,
             done_ttl_s=settings.done_ttl_s,
             key_prefix=settings.state_prefix,
+            mode=settings.redis_mode,
         )
         metrics = Metrics()
         server = None

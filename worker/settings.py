@@ -45,6 +45,12 @@ FLAGS: list[Flag] = [
     ),
     Flag("redis-url", "redis://localhost:6379/0", "Redis URL (redis:// or rediss://)", secret=True),
     Flag("state-prefix", "derender:", "Redis key prefix (a separate one isolates a replay run)"),
+    Flag(
+        "redis-mode",
+        "standalone",
+        "standalone: one Redis command per batch each way; cluster: single-key commands "
+        "only (Redis Cluster behind a cluster-aware proxy)",
+    ),
     Flag("models", None, "model registry TOML (default: the built-in DeepSeek V4 entry)"),
     Flag("metrics-port", 9400, "port of /metrics, /healthz and /readyz (0 = off)", int),
     Flag("metrics-host", "0.0.0.0", "address the metrics server binds"),
@@ -97,6 +103,7 @@ class Settings:
     group_instance_id: str | None
     redis_url: str
     state_prefix: str
+    redis_mode: str
     models: str | None
     metrics_port: int
     metrics_host: str
@@ -166,6 +173,8 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"--security-protocol: unknown protocol {s.security_protocol!r}")
     if s.security_protocol.startswith("SASL") and not (s.sasl_mechanism and s.sasl_username):
         raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
+    if s.redis_mode not in ("standalone", "cluster"):
+        raise SettingsError(f"--redis-mode: expected standalone or cluster, got {s.redis_mode!r}")
     if s.log_format not in ("text", "json"):
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
     if s.max_batch < 1:

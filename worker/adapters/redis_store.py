@@ -2,10 +2,16 @@
 
 Layout (CONTRACT.md §6): key `derender:{<request_id>}` (the braces are a Redis Cluster hash
 tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob), TTL refreshed on
-every write. Per batch there is exactly one round trip to load (a non-transactional
-pipeline of HMGET) and one to save (a non-transactional pipeline of EVALSHA, one per
-write). The script touches only its own key, so every command is single-slot and the
-same code works against Redis Cluster nodes.
+every write. Per batch there is exactly one round trip to load and one to save.
+
+Two modes:
+- `standalone` (default): the whole batch is ONE command each way — a load script that
+  reads every key, and a save script that applies every compare-and-set. Building and
+  parsing commands is most of the client's cost in Python, so one command instead of one
+  per request is what makes Redis cheap here.
+- `cluster`: a pipeline of single-key commands (HMGET; the save script called with one
+  key), so no command spans hash slots — for Redis Cluster behind a cluster-aware proxy.
+Both run the same Lua, so they cannot disagree on what a write may do.
 
 Errors: a connection or timeout error is raised to the caller, which backs off and retries
 the whole batch. redis-py's own retry loop is switched off (`_NO_RETRY`): it would re-send
@@ -17,7 +23,7 @@ reply was lost is not mistaken for a refusal when the caller retries it.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
@@ -42,38 +48,56 @@ F_STATE = "state"
 # Zero retries inside redis-py: the caller owns retry and backoff (see the module docstring).
 _NO_RETRY = Retry(NoBackoff(), 0)
 
-# KEYS[1]: the request's key.
-# ARGV: expected seq ("" = the key must not exist), seq, epoch, state blob, TTL in ms.
-# Returns 1 when applied (or when exactly this write is already stored), 0 when refused.
+# KEYS: the requests' keys. ARGV: five per key — expected seq ("" = the key must not
+# exist), seq, epoch, state blob, TTL in ms. Returns one flag per key: 1 when applied (or
+# when exactly this write is already stored), 0 when refused.
 CAS_SCRIPT = """
-local key = KEYS[1]
-local expected = ARGV[1]
-local seq = tonumber(ARGV[2])
-local epoch = tonumber(ARGV[3])
-if redis.call('EXISTS', key) == 1 then
-  local cur = redis.call('HMGET', key, 'seq', 'epoch')
-  local cur_seq = tonumber(cur[1])
-  local cur_epoch = tonumber(cur[2]) or 0
-  -- Fencing: a newer owner has written this request; an older one may not.
-  if cur_epoch > epoch then
+local function apply(key, expected, seq_s, epoch_s, blob, ttl)
+  local seq = tonumber(seq_s)
+  local epoch = tonumber(epoch_s)
+  if redis.call('EXISTS', key) == 1 then
+    local cur = redis.call('HMGET', key, 'seq', 'epoch', 'state')
+    local cur_seq = tonumber(cur[1])
+    local cur_epoch = tonumber(cur[2]) or 0
+    -- Fencing: a newer owner has written this request; an older one may not.
+    if cur_epoch > epoch then
+      return 0
+    end
+    -- The same write again (a retry after a lost reply): it is already applied.
+    if cur_seq == seq and cur_epoch == epoch and cur[3] == blob then
+      redis.call('PEXPIRE', key, ttl)
+      return 1
+    end
+    if expected == '' or cur_seq == nil or tonumber(expected) ~= cur_seq then
+      return 0
+    end
+  elseif expected ~= '' then
+    -- Expired or deleted since the batch loaded it.
     return 0
   end
-  -- The same write again (a retry after a lost reply): it is already applied.
-  if cur_seq == seq and cur_epoch == epoch and redis.call('HGET', key, 'state') == ARGV[4] then
-    redis.call('PEXPIRE', key, ARGV[5])
-    return 1
-  end
-  if expected == '' or cur_seq == nil or tonumber(expected) ~= cur_seq then
-    return 0
-  end
-elseif expected ~= '' then
-  -- Expired or deleted since the batch loaded it.
-  return 0
+  redis.call('HSET', key, 'seq', seq_s, 'epoch', epoch_s, 'state', blob)
+  redis.call('PEXPIRE', key, ttl)
+  return 1
 end
-redis.call('HSET', key, 'seq', ARGV[2], 'epoch', ARGV[3], 'state', ARGV[4])
-redis.call('PEXPIRE', key, ARGV[5])
-return 1
+local out = {}
+for i, key in ipairs(KEYS) do
+  local b = (i - 1) * 5
+  out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5])
+end
+return out
 """
+# KEYS: the requests' keys. Returns seq, state, seq, state, … (nil where a key is absent).
+LOAD_SCRIPT = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local v = redis.call('HMGET', key, 'seq', 'state')
+  out[2 * i - 1] = v[1]
+  out[2 * i] = v[2]
+end
+return out
+"""
+LOAD_SHA = hashlib.sha1(LOAD_SCRIPT.encode()).hexdigest()
+MODES = ("standalone", "cluster")
 CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
 
 
@@ -109,7 +133,11 @@ class RedisStore:
         *,
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        mode: str = "standalone",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"redis mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
         self._url_for_logs = redact_url(url)
         self._ttl_ms = _ttl_ms(ttl_s)
         self._done_ttl_ms = _ttl_ms(done_ttl_s)
@@ -122,9 +150,9 @@ class RedisStore:
         )
         # Network round trips sent (tests and benchmarks assert 1 per load and per save).
         self.round_trips = 0
-        # Until the script is known to be on the server, the save pipeline loads it first
-        # (one more command, not one more round trip).
-        self._script_loaded = False
+        # Until the scripts are known to be on the server, a round trip loads them first
+        # (more commands, not more round trips).
+        self._scripts_loaded = False
 
     def __repr__(self) -> str:
         return f"RedisStore({self._url_for_logs!r}, key_prefix={self.key_prefix!r})"
@@ -138,48 +166,89 @@ class RedisStore:
     async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
         if not request_ids:
             return {}
-        async with self._client.pipeline(transaction=False) as pipe:
-            for rid in request_ids:
-                pipe.hmget(self.key(rid), [F_SEQ, F_STATE])
-            self.round_trips += 1
-            replies = await pipe.execute()
+        keys = [self.key(rid) for rid in request_ids]
+        if self.mode == "cluster":
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hmget(key, [F_SEQ, F_STATE])
+                self.round_trips += 1
+                pairs = await pipe.execute()
+        else:
+            flat = await self._script(LOAD_SHA, keys, [])
+            pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(keys))]
         out: dict[str, Stored | None] = {}
-        for rid, (seq, blob) in zip(request_ids, replies, strict=True):
+        for rid, (seq, blob) in zip(request_ids, pairs, strict=True):
             # A hash without `seq` is not one of ours: treated as no state (a write
             # expecting none is then refused, since the key exists).
             out[rid] = None if seq is None else Stored(int(seq), blob if blob is not None else b"")
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
-        refused: list[int] = []
-        pending = list(range(len(writes)))
-        load_script = not self._script_loaded
-        while pending:
+        if not writes:
+            return []
+        keys = [self.key(w.request_id) for w in writes]
+        args_of = [
+            (
+                "" if w.expected_seq is None else str(w.expected_seq),
+                str(w.seq),
+                str(w.epoch),
+                w.blob,
+                str(self._done_ttl_ms if w.done else self._ttl_ms),
+            )
+            for w in writes
+        ]
+        if self.mode == "cluster":
+            flags = await self._per_key_cas(keys, args_of)
+        else:
+            flags = await self._script(CAS_SHA, keys, [a for args in args_of for a in args])
+        return [w.request_id for w, ok in zip(writes, flags, strict=True) if not ok]
+
+    async def _script(self, sha: str, keys: list[str], args: list[str | bytes]) -> list[Any]:
+        """One EVALSHA in one round trip (the scripts ride along when the server may not
+        have them: first use, or after a restart, failover or SCRIPT FLUSH)."""
+        for attempt in (0, 1):
+            load = not self._scripts_loaded or attempt == 1
             async with self._client.pipeline(transaction=False) as pipe:
-                if load_script:
-                    # First save of this store, or the server lost its script cache (a
-                    # restart, a failover, SCRIPT FLUSH): load the script ahead of the
-                    # writes, in the same round trip.
+                if load:
                     pipe.script_load(CAS_SCRIPT)
-                for i in pending:
-                    w = writes[i]
-                    pipe.evalsha(
-                        CAS_SHA,
-                        1,
-                        self.key(w.request_id),
-                        "" if w.expected_seq is None else str(w.expected_seq),
-                        str(w.seq),
-                        str(w.epoch),
-                        w.blob,
-                        str(self._done_ttl_ms if w.done else self._ttl_ms),
-                    )
+                    pipe.script_load(LOAD_SCRIPT)
+                pipe.evalsha(sha, len(keys), *keys, *args)
                 self.round_trips += 1
                 replies = await pipe.execute(raise_on_error=False)
-            if load_script:
-                loaded = replies.pop(0)
-                if isinstance(loaded, Exception):
-                    raise loaded
-                self._script_loaded = True
+            for r in replies[:-1]:
+                if isinstance(r, Exception):
+                    raise r
+            reply = replies[-1]
+            if isinstance(reply, NoScriptError) and not load:
+                self._scripts_loaded = False
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            self._scripts_loaded = True
+            return list(reply)
+        raise RuntimeError("Redis lost the scripts right after loading them")
+
+    async def _per_key_cas(
+        self, keys: list[str], args_of: list[tuple[str, str, str, bytes, str]]
+    ) -> list[int]:
+        flags: list[int] = [0] * len(keys)
+        pending = list(range(len(keys)))
+        load = not self._scripts_loaded
+        while pending:
+            async with self._client.pipeline(transaction=False) as pipe:
+                if load:
+                    pipe.script_load(CAS_SCRIPT)
+                    pipe.script_load(LOAD_SCRIPT)
+                for i in pending:
+                    pipe.evalsha(CAS_SHA, 1, keys[i], *args_of[i])
+                self.round_trips += 1
+                replies = await pipe.execute(raise_on_error=False)
+            if load:
+                for r in replies[:2]:
+                    if isinstance(r, Exception):
+                        raise r
+                replies = replies[2:]
+                self._scripts_loaded = True
             no_script: list[int] = []
             for i, reply in zip(pending, replies, strict=True):
                 if isinstance(reply, NoScriptError):
@@ -188,12 +257,12 @@ class RedisStore:
                     # The caller retries the whole batch; writes already applied here
                     # are accepted again as the same write (see CAS_SCRIPT).
                     raise reply
-                elif reply == 0:
-                    refused.append(i)
-            if no_script and load_script:
+                else:
+                    flags[i] = int(reply[0])
+            if no_script and load:
                 raise RuntimeError("Redis lost the CAS script right after loading it")
-            pending, load_script = no_script, bool(no_script)
-        return [writes[i].request_id for i in sorted(refused)]
+            pending, load = no_script, bool(no_script)
+        return flags
 
     async def claim_epoch(self, scope: str) -> int:
         self.round_trips += 1
