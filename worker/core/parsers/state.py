@@ -29,7 +29,7 @@ HIDE_REASONING = 1  # include_reasoning: false
 SINGLE_CALL = 2  # parallel_tool_calls: false
 
 
-class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True):
+class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     """What the parser needs from one request tool: its name and parameter types.
 
     `types` maps a parameter to its JSON Schema type ("" when not declared), and is
@@ -40,7 +40,7 @@ class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True):
     types: dict[str, str] = {}
 
 
-class Call(msgspec.Struct, array_like=True, omit_defaults=True):
+class Call(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     """The tool call (or, for JSON and pythonic lists, the block of calls) being parsed."""
 
     kind: int  # how argument text becomes JSON (formats.ARGS_*)
@@ -62,7 +62,7 @@ class Call(msgspec.Struct, array_like=True, omit_defaults=True):
     fallback: bool = False  # `raw` is kept: no header yet in a sniffed block
 
 
-class ParserState(msgspec.Struct, array_like=True, omit_defaults=True):
+class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     """Per-choice parser state; `serving.open_parser` builds it, `engine.feed` advances it."""
 
     state: int = 0  # engine state (formats.CONTENT, REASONING, …)
