@@ -8,8 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from worker.config import ConfigError, load_registry
-
-ENV_PREFIX = "DERENDER_"
+from worker.settings import ENV_PREFIX
 
 
 def _tune_gc() -> None:
