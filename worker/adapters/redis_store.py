@@ -55,8 +55,9 @@ CAS_SCRIPT = """
 local function apply(key, expected, seq_s, epoch_s, blob, ttl)
   local seq = tonumber(seq_s)
   local epoch = tonumber(epoch_s)
-  if redis.call('EXISTS', key) == 1 then
-    local cur = redis.call('HMGET', key, 'seq', 'epoch', 'state')
+  local cur = redis.call('HMGET', key, 'seq', 'epoch', 'state')
+  -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
+  if cur[1] or cur[2] or cur[3] then
     local cur_seq = tonumber(cur[1])
     local cur_epoch = tonumber(cur[2]) or 0
     -- Fencing: a newer owner has written this request; an older one may not.
