@@ -67,7 +67,9 @@ FLAGS: list[Flag] = [
     Flag("max-record-bytes", 8 * 1024 * 1024, "input records larger than this are refused", int),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
-    Flag("linger-ms", 2, "producer linger: outputs of one batch travel together", int),
+    # 0: the worker already hands the producer one full record batch per partition
+    # (runner._send_batches), so waiting for more records only adds latency.
+    Flag("linger-ms", 0, "producer linger", int),
     Flag(
         "fetch-max-wait-ms",
         10,
