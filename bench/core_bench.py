@@ -32,8 +32,6 @@ import json
 import os
 import platform
 import random
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,13 @@ from typing import Any
 
 import msgspec
 import tokenizers
+from common import (  # bench/common.py (the script's folder is on sys.path)
+    code_version,
+    cpu_model,
+    fmt_rate,
+    pin_one_core,
+    timed_round_robin,
+)
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
@@ -673,25 +678,6 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return timed_round_robin([fn], repeats)[0]
 
 
-def timed_round_robin(fns: list[Callable[[], object]], repeats: int) -> list[tuple[float, float]]:
-    """(best, median) seconds of each function, after one warm-up run of each.
-
-    The runs go round robin (a, b, c, a, b, c, …): on a shared machine a burst of other
-    work then slows one run of every function instead of all runs of one, and best-of-N
-    keeps comparisons between rows fair.
-    """
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
-            gc.collect()
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return [(min(ts), statistics.median(ts)) for ts in times]
-
-
 def check(name: str, got: str, want: str) -> None:
     if got != want:
         at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
@@ -707,17 +693,8 @@ def check(name: str, got: str, want: str) -> None:
 
 
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "nproc": str(os.cpu_count()),
         "python": platform.python_version(),
         "tokenizers": tokenizers.__version__,
@@ -726,44 +703,6 @@ def machine() -> dict[str, str]:
         "code": code_version(),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?",
     }
-
-
-def code_version() -> str:
-    """The commit measured, and whether `worker/` had uncommitted changes."""
-    repo = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "worker"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-    if not sha:
-        return "unknown"
-    return f"{sha} (worker/ has uncommitted changes)" if dirty else sha
-
-
-def pin_one_core(cpu: int) -> str:
-    if hasattr(os, "sched_setaffinity"):
-        try:
-            os.sched_setaffinity(0, {cpu})
-            return f"pinned to CPU {cpu}"
-        except OSError as exc:
-            return f"not pinned ({exc})"
-    return "not pinned (no sched_setaffinity)"
-
-
-def fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f} k"
-    return f"{x:.0f}"
 
 
 def table(rows: list[Row]) -> Iterator[str]:

@@ -44,6 +44,7 @@ from typing import Any
 
 import msgspec
 import tokenizers
+from common import cpu_model  # bench/common.py (the script's folder is on sys.path)
 from tokenizers import Tokenizer
 
 from worker.core.detokenize import Detokenizer
@@ -256,15 +257,7 @@ def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 
 def machine(load: tuple[float, float, float]) -> str:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     avg = " ".join(f"{x:.2f}" for x in load)
     return f"{cpu}, nproc {os.cpu_count()}; {platform.platform()}; load average at start {avg}"
 

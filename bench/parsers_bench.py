@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import importlib.util
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +41,13 @@ from pathlib import Path
 
 import msgspec
 import tokenizers
+from common import (  # bench/common.py (the script's folder is on sys.path)
+    code_version,
+    cpu_model,
+    fmt_rate,
+    pin_one_core,
+    timed_round_robin,
+)
 from tokenizers import Tokenizer
 
 from worker.core import derender
@@ -161,20 +165,6 @@ def make_stream(tok: Tokenizer, spec: ParserSpec, text: str) -> Stream:
 
 
 # -- timing ------------------------------------------------------------------------------
-
-
-def timed_round_robin(fns: list[Callable[[], object]], repeats: int) -> list[tuple[float, float]]:
-    """(best, median) seconds of each function, after one warm-up run of each."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
-            gc.collect()
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return [(min(ts), statistics.median(ts)) for ts in times]
 
 
 # -- A. per-chunk cost at two positions -----------------------------------------------------
@@ -361,41 +351,15 @@ class RateRow:
 
 
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(
-                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
-            )
-    except OSError:
-        pass
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "nproc": str(os.cpu_count()),
         "python": platform.python_version(),
         "tokenizers": tokenizers.__version__,
         "msgspec": msgspec.__version__,
-        "code": sha or "unknown",
+        "code": code_version(),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
-
-
-def pin_one_core(cpu: int) -> str:
-    try:
-        os.sched_setaffinity(0, {cpu})
-        return f"pinned to CPU {cpu}"
-    except (AttributeError, OSError) as exc:
-        return f"not pinned ({exc})"
-
-
-def fmt_rate(x: float) -> str:
-    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.1f} k"
 
 
 def report(

@@ -60,6 +60,7 @@ if str(ROOT) not in sys.path:  # run as `python bench/worker_bench.py`: import t
     sys.path.insert(0, str(ROOT))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from common import cpu_model  # noqa: E402  (bench/common.py, beside this script)
 from tokenizers import Tokenizer  # noqa: E402
 
 from tests.integration.harness import Generation, Output, interleave, verify  # noqa: E402
@@ -907,17 +908,6 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
     return f"{head}{' with uncommitted changes under worker/' if dirty else ''}"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def other_load(seconds: float = 1.0) -> float:
