@@ -10,13 +10,6 @@ Per `getmany` batch, in this order (CONTRACT.md §4, §6):
 A crash anywhere before 6 redelivers the batch; the seq check then turns what was
 already applied into no-ops and the rest produces the same bytes again.
 
-Steps 1-3 of the next batch overlap steps 4-6 of the current one (the core works while
-the broker and Redis answer). The next batch starts from the current batch's new states,
-held in memory, and its outputs are produced only after the current batch is saved and
-committed, so the order of outputs, saves and commits is the same as without overlap;
-if the current batch fails or a write is refused, the next one is dropped and both are
-fetched again.
-
 Redis or broker failures: back off with jitter and retry the batch from its first
 offsets (aiokafka does not rewind by itself, #1046); after `outage_limit_s` of failing,
 exit non-zero so the supervisor restarts the worker.
@@ -31,7 +24,6 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +38,8 @@ from worker.core.model import Registry
 from worker.metrics import Metrics
 from worker.pipeline import (
     H_REQUEST_ID,
-    BatchResult,
     InRecord,
     OutRecord,
-    StateWrite,
-    Stored,
     batch_request_ids,
     decode_batch,
     process_batch,
@@ -79,22 +68,6 @@ class Totals:
     outputs: int = 0
     tokens: int = 0
     batches: int = 0
-
-
-@dataclass
-class Prepared:
-    """A batch after steps 1-3, waiting for (or in) steps 4-6."""
-
-    records: list[InRecord]
-    result: BatchResult
-    writes: list[StateWrite]
-    rid_partition: dict[str | None, TopicPartition]
-    first: dict[TopicPartition, int]
-    last: dict[TopicPartition, int]
-
-    def carry(self) -> dict[str, Stored]:
-        """The states this batch is saving: where the next batch starts from."""
-        return {w.request_id: Stored(w.seq, w.blob) for w in self.writes}
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -130,11 +103,6 @@ class Runner:
         self._failures = 0
         self._last_lag = 0.0
         self._active: dict[str, float] = {}
-        # The batch in steps 4-6 while the next one is prepared (see the module docstring).
-        self._inflight: asyncio.Task[set[TopicPartition]] | None = None
-        self._inflight_batch: Prepared | None = None
-        self._rewound: set[TopicPartition] = set()
-        self._fatal: OutageTooLong | None = None
         self._partitioner = DefaultPartitioner()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -222,13 +190,8 @@ class Runner:
             )
             if batch:
                 await self._handle(batch)
-            elif self._inflight is not None and self._inflight.done():
-                await self._settle()
             if time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
-        if self._fatal is not None:
-            raise self._fatal
-        await self._settle()
 
     async def _handle(self, batch: dict[TopicPartition, list[Any]]) -> None:
         assert self.consumer is not None
@@ -250,63 +213,25 @@ class Runner:
                     )
                 )
                 partition_of.append(tp)
-        # The batch in flight (if any) has produced its outputs or is producing them; the
-        # states it is saving are where this batch starts from.
-        carry = self._inflight_batch.carry() if self._inflight_batch is not None else {}
         try:
-            prepared = await self._prepare(records, partition_of, first, last, carry)
+            await self._process(records, partition_of, first, last)
         except RETRYABLE as exc:
-            await self._settle()
-            # (A partition the failed batch in flight rewound stays at its earlier offset.)
-            self._rewind(first, skip=self._rewound)
+            # Rewind to the batch's first offsets: the next poll fetches it again.
+            for tp, offset in first.items():
+                if tp in self.consumer.assignment():
+                    self.consumer.seek(tp, offset)
             await self._backoff("processing a batch", exc)
             return
-        if not await self._settle():
-            # The batch this one continues from failed or lost partitions: fetch again.
-            self._rewind(first, skip=self._rewound)
-            return
-        self._inflight_batch = prepared
-        self._inflight = asyncio.create_task(self._finish(prepared))
-
-    async def _settle(self) -> bool:
-        """Wait for the batch in flight; False when it failed (it rewound its offsets)."""
-        task, self._inflight = self._inflight, None
-        prepared, self._inflight_batch = self._inflight_batch, None
-        self._rewound = set()
-        if task is None or prepared is None:
-            return True
-        try:
-            lost = await task
-        except RETRYABLE as exc:
-            self._rewind(prepared.first)
-            self._rewound = set(prepared.first)
-            await self._backoff("processing a batch", exc)
-            return False
         self._recovered()
-        if lost:
-            self._rewound = lost
-            return False
-        return True
 
-    def _rewind(
-        self, first: dict[TopicPartition, int], skip: AbstractSet[TopicPartition] = frozenset()
-    ) -> None:
-        """Seek back to a batch's first offsets: the next poll fetches it again."""
-        assert self.consumer is not None
-        assigned = self.consumer.assignment()
-        for tp, offset in first.items():
-            if tp in assigned and tp not in skip:
-                self.consumer.seek(tp, offset)
-
-    async def _prepare(
+    async def _process(
         self,
         records: list[InRecord],
         partition_of: list[TopicPartition],
         first: dict[TopicPartition, int],
         last: dict[TopicPartition, int],
-        carry: dict[str, Stored],
-    ) -> Prepared:
-        """Steps 1-3: decode, load the states not carried over, run the core."""
+    ) -> None:
+        assert self.consumer is not None and self.producer is not None
         m = self.metrics
         stage = m.stage_seconds
         t0 = time.perf_counter()
@@ -321,55 +246,39 @@ class Runner:
                     f"{self.s.group_id}/{tp.topic}/{tp.partition}"
                 )
                 m.redis_round_trips.labels("claim_epoch").inc()
-        needed = batch_request_ids(decoded)
-        stored: dict[str, Stored | None] = {rid: carry[rid] for rid in needed if rid in carry}
-        missing = [rid for rid in needed if rid not in carry]
-        if missing:
-            stored.update(await self.store.load_many(missing))
-            m.redis_round_trips.labels("load").inc()
+        stored = await self.store.load_many(batch_request_ids(decoded))
+        m.redis_round_trips.labels("load").inc()
         t2 = time.perf_counter()
         stage.labels("redis_load").observe(t2 - t1)
         # 3) the core
         result = process_batch(decoded, stored, self.registry)
-        stage.labels("core").observe(time.perf_counter() - t2)
-        rid_partition = {d.request_id: partition_of[i] for i, d in enumerate(decoded)}
-        writes = list(result.writes.values())
-        for w in writes:
-            tp = rid_partition.get(w.request_id)
-            w.epoch = self._epochs.get(tp, 0) if tp is not None else 0
-        return Prepared(records, result, writes, rid_partition, first, last)
-
-    async def _finish(self, b: Prepared) -> set[TopicPartition]:
-        """Steps 4-6: produce and await acks, save, commit. Returns the partitions whose
-        state writes were refused (another owner moved on); they are rewound, not
-        committed."""
-        assert self.consumer is not None
-        m = self.metrics
-        stage = m.stage_seconds
-        result = b.result
         t3 = time.perf_counter()
+        stage.labels("core").observe(t3 - t2)
         # 4) produce and await every ack
         await self._produce(result.outputs, result.dead_letters)
         t4 = time.perf_counter()
         stage.labels("produce").observe(t4 - t3)
         now_ms = time.time() * 1000
-        for rec in b.records:
+        for rec in records:
             if rec.timestamp_ms is not None:
                 m.latency.observe(max(now_ms - rec.timestamp_ms, 0.0) / 1000)
         # 5) save states: one round trip, compare-and-set
-        for w in b.writes:
+        rid_partition = {d.request_id: partition_of[i] for i, d in enumerate(decoded)}
+        writes = list(result.writes.values())
+        for w in writes:
+            tp = rid_partition.get(w.request_id)
+            w.epoch = self._epochs.get(tp, 0) if tp is not None else 0
             m.state_bytes.observe(len(w.blob))
-        refused = await self.store.save_many(b.writes) if b.writes else []
-        if b.writes:
+        refused = await self.store.save_many(writes) if writes else []
+        if writes:
             m.redis_round_trips.labels("save").inc()
         t5 = time.perf_counter()
         stage.labels("redis_save").observe(t5 - t4)
         # 6) commit what was saved; a refused write means another owner moved on
-        offsets = {tp: off + 1 for tp, off in b.last.items()}
-        lost: set[TopicPartition] = set()
+        offsets = {tp: off + 1 for tp, off in last.items()}
         if refused:
             m.conflicts.inc(len(refused))
-            lost = {b.rid_partition[r] for r in refused if r in b.rid_partition}
+            lost = {rid_partition[r] for r in refused if r in rid_partition}
             log.warning(
                 "%d state writes refused (partitions %s moved on); not committing them",
                 len(refused),
@@ -378,7 +287,8 @@ class Runner:
             for tp in lost:
                 offsets.pop(tp, None)
                 self._epochs.pop(tp, None)
-            self._rewind({tp: b.first[tp] for tp in lost})
+                if tp in self.consumer.assignment():
+                    self.consumer.seek(tp, first[tp])
         if offsets:
             try:
                 await self.consumer.commit(offsets)
@@ -392,7 +302,7 @@ class Runner:
         t.records.update(result.results)
         t.outputs += len(result.outputs)
         t.tokens += result.tokens
-        m.batch_size.observe(len(b.records))
+        m.batch_size.observe(len(records))
         m.tokens.inc(result.tokens)
         for k, v in result.results.items():
             m.records.labels(k).inc(v)
@@ -401,8 +311,7 @@ class Runner:
             m.outputs.labels(kind).inc(n)
         if result.dead_letters:
             m.outputs.labels("dlq").inc(len(result.dead_letters))
-        self._track_active(b.writes)
-        return lost
+        self._track_active(writes)
 
     async def _produce(self, outputs: list[OutRecord], dead: list[OutRecord]) -> None:
         # Why batches and not one `await producer.send()` per output: each send is a
@@ -491,15 +400,9 @@ class Runner:
     # -- rebalances and lag ---------------------------------------------------------
 
     async def on_revoked(self, revoked: list[TopicPartition]) -> None:
-        # The listener runs inside a poll: finish the batch in flight (produce, save,
-        # commit) so that everything processed is committed before the partitions go.
-        # Then drop the epochs: if a partition comes back, it must be claimed anew
-        # (another owner may have held it meanwhile).
-        try:
-            await self._settle()
-        except OutageTooLong as exc:
-            self._fatal = exc  # raised by the loop once this poll returns
-            self.request_stop()
+        # Every processed batch is committed before the next poll, and the listener runs
+        # inside a poll: nothing is pending here. Drop the epochs: if a partition comes
+        # back, it must be claimed anew (another owner may have held it meanwhile).
         self.metrics.rebalances.inc()
         for tp in revoked:
             self._epochs.pop(tp, None)
