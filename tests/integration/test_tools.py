@@ -70,6 +70,15 @@ def _worker(
     ).start()  # fmt: skip
 
 
+def _topics(new_topic: Callable[..., str], partitions: int) -> dict[str, str]:
+    """Fresh input, output and dead-letter topics for one test."""
+    return {
+        "input": new_topic(partitions, "in"),
+        "output": new_topic(partitions, "out"),
+        "dlq": new_topic(1, "dlq"),
+    }
+
+
 def test_publish_run_tail_round_trip(
     deepseek: Tokenizer,
     kafka_bootstrap: str,
@@ -77,11 +86,7 @@ def test_publish_run_tail_round_trip(
     new_topic: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    topics = {
-        "input": new_topic(2, "in"),
-        "output": new_topic(2, "out"),
-        "dlq": new_topic(1, "dlq"),
-    }
+    topics = _topics(new_topic, 2)
     gens = make_generations(deepseek, 12, seed=11)
     # Half as ChunkRecord JSONL without seq (publish assigns it), half as raw SSE lines.
     jsonl = tmp_path / "records.jsonl"
@@ -167,7 +172,7 @@ def test_replay_from_kafka_equals_the_live_run(
 ) -> None:
     from tests.integration.harness import publish
 
-    live = {"input": new_topic(3, "in"), "output": new_topic(3, "out"), "dlq": new_topic(1, "dlq")}
+    live = _topics(new_topic, 3)
     gens = make_generations(deepseek, 40, seed=21)
     asyncio.run(publish(kafka_bootstrap, live["input"], interleave(gens, seed=22)))
     w = _worker(
@@ -212,11 +217,7 @@ def test_reset_to_a_timestamp_reprocesses_only_later_records(
 
     from tests.integration.harness import publish
 
-    topics = {
-        "input": new_topic(2, "in"),
-        "output": new_topic(2, "out"),
-        "dlq": new_topic(1, "dlq"),
-    }
+    topics = _topics(new_topic, 2)
     before = make_generations(deepseek, 5, seed=31, prefix="before")
     after = make_generations(deepseek, 5, seed=32, prefix="after")
     asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(before, seed=33)))
