@@ -154,6 +154,22 @@ def test_write_refused_when_expected_seq_differs(harness: Harness) -> None:
     harness.run(body)
 
 
+def test_seqs_beyond_double_precision_are_compared_exactly(harness: Harness) -> None:
+    """A seq may be up to 2**63 - 1; Lua numbers are doubles, equal for 2**60 and 2**60 + 1."""
+    big = 2**60
+
+    async def body(store: MemoryStore | RedisStore) -> None:
+        assert await store.save_many([w("a", big, None)]) == []
+        assert await store.save_many([w("a", big + 2, big + 1)]) == ["a"]
+        assert await store.save_many([w("a", big + 1, big, blob=b"other")]) == []
+        assert (await store.load_many(["a"]))["a"] == Stored(big + 1, b"other")
+        top = 2**63 - 1
+        assert await store.save_many([w("a", top, big + 1)]) == []
+        assert (await store.load_many(["a"]))["a"] == Stored(top, b"a@" + str(top).encode())
+
+    harness.run(body)
+
+
 def test_write_refused_when_state_exists_but_none_expected(harness: Harness) -> None:
     async def body(store: MemoryStore | RedisStore) -> None:
         assert await store.save_many([w("a", 0, None)]) == []
@@ -393,6 +409,26 @@ def test_redis_restart_while_idle_fails_one_call_at_most(
             await store.close()
 
     asyncio.run(body())
+
+
+def test_commands_are_packed_by_hiredis_byte_for_byte_as_redis_py_would() -> None:
+    """The store swaps redis-py's Python command packer for hiredis's: same RESP bytes."""
+    pytest.importorskip("hiredis")
+    store = RedisStore("redis://localhost:1")
+    conn = store._client.connection_pool.make_connection()
+    plain = redis.asyncio.connection.Connection()
+    cmds = [
+        ("SCRIPT LOAD", "return 1"),
+        ("EVALSHA", "ab" * 20, 2, "derender:{ü}", "k2", "", "7", b"\x00\r\n" * 3, 3600000),
+        ("HMGET", "k", "seq", "state"),
+    ]
+    try:
+        assert type(conn).__name__ == "HiredisConnection"
+        for cmd in cmds:
+            assert b"".join(conn.pack_command(*cmd)) == b"".join(plain.pack_command(*cmd))
+        assert b"".join(conn.pack_commands(cmds)) == b"".join(plain.pack_commands(cmds))
+    finally:
+        asyncio.run(store.close())
 
 
 def test_the_url_password_is_never_shown() -> None:

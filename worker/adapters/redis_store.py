@@ -23,13 +23,20 @@ reply was lost is not mistaken for a refusal when the caller retries it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
+
+try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
+    import hiredis
+except ImportError:  # pragma: no cover
+    hiredis = None
 
 from worker.adapters.store import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, StateStore
 from worker.pipeline import StateWrite, Stored
@@ -52,31 +59,31 @@ _NO_RETRY = Retry(NoBackoff(), 0)
 # exist), seq, epoch, state blob, TTL in ms. Returns one flag per key: 1 when applied (or
 # when exactly this write is already stored), 0 when refused.
 CAS_SCRIPT = """
-local function apply(key, expected, seq_s, epoch_s, blob, ttl)
-  local seq = tonumber(seq_s)
+-- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
+-- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
+local function apply(key, expected, seq, epoch_s, blob, ttl)
   local epoch = tonumber(epoch_s)
   local cur = redis.call('HMGET', key, 'seq', 'epoch', 'state')
   -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
   if cur[1] or cur[2] or cur[3] then
-    local cur_seq = tonumber(cur[1])
     local cur_epoch = tonumber(cur[2]) or 0
     -- Fencing: a newer owner has written this request; an older one may not.
     if cur_epoch > epoch then
       return 0
     end
     -- The same write again (a retry after a lost reply): it is already applied.
-    if cur_seq == seq and cur_epoch == epoch and cur[3] == blob then
+    if cur[1] == seq and cur_epoch == epoch and cur[3] == blob then
       redis.call('PEXPIRE', key, ttl)
       return 1
     end
-    if expected == '' or cur_seq == nil or tonumber(expected) ~= cur_seq then
+    if expected == '' or expected ~= cur[1] then
       return 0
     end
   elseif expected ~= '' then
     -- Expired or deleted since the batch loaded it.
     return 0
   end
-  redis.call('HSET', key, 'seq', seq_s, 'epoch', epoch_s, 'state', blob)
+  redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob)
   redis.call('PEXPIRE', key, ttl)
   return 1
 end
@@ -115,6 +122,34 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
+class _HiredisPacking:
+    """Builds commands with hiredis (C) instead of redis-py's asyncio packer (Python).
+
+    A batch's save is one command of ~3,000 arguments; redis-py packs each one in Python
+    (2.5 ms per 500 writes, a tenth of a whole batch at peak), hiredis in 0.4 ms. The
+    bytes on the wire are the same RESP."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        # Like redis-py: a command name with spaces ("SCRIPT LOAD") is several arguments.
+        head = args[0]
+        if isinstance(head, str):
+            head = head.encode()
+        if b" " in head:
+            args = (*head.split(), *args[1:])
+        return [hiredis.pack_command(args)]
+
+    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
+        return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
+
+
+def _with_hiredis_packing(client: Redis) -> None:
+    pool = client.connection_pool
+    base: type[AbstractConnection] = pool.connection_class
+    if hiredis is None or issubclass(base, _HiredisPacking):
+        return
+    pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
+
+
 def _ttl_ms(ttl_s: float) -> int:
     ttl_ms = round(ttl_s * 1000)
     if ttl_ms <= 0:
@@ -149,6 +184,7 @@ class RedisStore:
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=connect_timeout_s,
         )
+        _with_hiredis_packing(self._client)
         # Network round trips sent (tests and benchmarks assert 1 per load and per save).
         self.round_trips = 0
         # Until the scripts are known to be on the server, a round trip loads them first
