@@ -8,11 +8,14 @@ turned recently) and /readyz (partitions assigned, dependencies answering).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 # Stages of one batch, in order (DESIGN.md §3 "The loop").
 STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
@@ -45,6 +48,58 @@ _BYTES = (32, 64, 128, 256, 512, 1024, 4096, 16384)
 HEALTH_STALE_S = 30.0
 
 
+class BatchHistogram(Collector):
+    """An unlabelled histogram that takes a whole batch of observations at once.
+
+    prometheus-client's `Histogram.observe` costs ~1.5 µs (a lock, a bucket scan, exemplar
+    checks); the worker observes every record's latency and every state's size, ~800
+    calls per 500-record batch at peak. Here a batch is one bisect per value and one
+    add per touched bucket. Exposed exactly like a `Histogram` (`_bucket`, `_count`,
+    `_sum`, `_created`). Not thread-safe: the worker observes from its one event loop."""
+
+    def __init__(
+        self, name: str, documentation: str, buckets: Sequence[float], registry: CollectorRegistry
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.bounds = [float(b) for b in buckets]
+        if self.bounds != sorted(set(self.bounds)):
+            raise ValueError(f"histogram buckets must increase strictly: {buckets}")
+        self._counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self._sum = 0.0
+        self._created = time.time()
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect.bisect_left(self.bounds, value)] += 1
+        self._sum += value
+
+    def observe_many(self, values: Iterable[float]) -> None:
+        counts, bounds, total = self._counts, self.bounds, self._sum
+        for v in values:
+            counts[bisect.bisect_left(bounds, v)] += 1
+            total += v  # in order, as one observe at a time would add
+        self._sum = total
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield HistogramMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation)
+        cumulative, buckets = 0, []
+        for bound, n in zip([*self.bounds, float("inf")], self._counts, strict=True):
+            cumulative += n
+            buckets.append((_le(bound), float(cumulative)))
+        family.add_metric([], buckets, self._sum)
+        family.add_sample(f"{self.name}_created", {}, self._created)
+        yield family
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as prometheus-client writes it (`0.005`, `32.0`, `+Inf`)."""
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -63,11 +118,11 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
-        self.latency = Histogram(
+        self.latency = BatchHistogram(
             "derender_record_latency_seconds",
             "from the input record's timestamp to its outputs' broker ack",
-            buckets=_SECONDS,
-            registry=r,
+            _SECONDS,
+            r,
         )
         self.lag = Gauge(
             "derender_consumer_lag", "high-water mark minus position", ["partition"], registry=r
@@ -75,8 +130,8 @@ class Metrics:
         self.lag_sum = Gauge(
             "derender_consumer_lag_sum", "consumer lag over assigned partitions", registry=r
         )
-        self.state_bytes = Histogram(
-            "derender_state_bytes", "size of each state written", buckets=_BYTES, registry=r
+        self.state_bytes = BatchHistogram(
+            "derender_state_bytes", "size of each state written", _BYTES, r
         )
         self.active_requests = Gauge(
             "derender_active_requests",
