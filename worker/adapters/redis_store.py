@@ -36,7 +36,7 @@ from redis.exceptions import NoScriptError
 try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
     import hiredis
 except ImportError:  # pragma: no cover
-    hiredis = None
+    hiredis = None  # type: ignore[assignment]
 
 from worker.adapters.store import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, StateStore
 from worker.pipeline import StateWrite, Stored
