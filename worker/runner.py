@@ -10,6 +10,13 @@ Per `getmany` batch, in this order (CONTRACT.md §4, §6):
 A crash anywhere before 6 redelivers the batch; the seq check then turns what was
 already applied into no-ops and the rest produces the same bytes again.
 
+Lanes (`--lanes`, default 2): the assigned partitions are dealt out to a few lanes, each
+running the loop above over its own partitions (`getmany(*partitions)`), all on one event
+loop. One lane's core runs while another waits for acks or Redis, which a single batch
+at a time leaves idle (about a quarter of a batch at peak). A request's records all sit
+in one partition, so no request is in two lanes, and each lane's batch keeps the order,
+round trips and guarantees above: lanes are what several workers would be, in one process.
+
 Redis or broker failures: back off with jitter and retry the batch from its first
 offsets (aiokafka does not rewind by itself, #1046); after `outage_limit_s` of failing,
 exit non-zero so the supervisor restarts the worker.
@@ -104,6 +111,9 @@ class Runner:
         self._last_lag = 0.0
         self._active: dict[str, float] = {}
         self._partitioner = DefaultPartitioner()
+        # One future per batch being processed (resolved when it is done), so that a
+        # rebalance can let the batches in flight commit before the partitions move.
+        self._in_flight: set[asyncio.Future[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -182,15 +192,42 @@ class Runner:
     # -- the loop -------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        lanes = [asyncio.create_task(self._lane(i)) for i in range(self.s.lanes)]
+        done, pending = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
+        failed = [t for t in done if t.exception() is not None]
+        if failed:
+            # One lane gave up (an outage past the limit): the others finish their batch.
+            self.request_stop()
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise failed[0].exception()  # type: ignore[misc]
+
+    def _share(self, lane: int) -> list[TopicPartition]:
+        """The partitions of a lane: every `lanes`-th assigned one, in a fixed order."""
         assert self.consumer is not None
+        return sorted(self.consumer.assignment())[lane :: self.s.lanes]
+
+    async def _lane(self, lane: int) -> None:
+        assert self.consumer is not None
+        poll_s = self.s.poll_timeout_ms / 1000
         while not self.stopping.is_set():
             self.metrics.last_turn = time.monotonic()
+            mine = self._share(lane)
+            if not mine:  # fewer partitions than lanes (or none yet): wait for more
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), timeout=poll_s)
+                continue
             batch = await self.consumer.getmany(
-                timeout_ms=self.s.poll_timeout_ms, max_records=self.s.max_batch
+                *mine, timeout_ms=self.s.poll_timeout_ms, max_records=self.s.max_batch
             )
             if batch:
-                await self._handle(batch)
-            if time.monotonic() - self._last_lag >= LAG_EVERY_S:
+                done = asyncio.get_running_loop().create_future()
+                self._in_flight.add(done)
+                try:
+                    await self._handle(batch)
+                finally:
+                    self._in_flight.discard(done)
+                    done.set_result(None)
+            if lane == 0 and time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
 
     async def _handle(self, batch: dict[TopicPartition, list[Any]]) -> None:
@@ -402,9 +439,14 @@ class Runner:
     # -- rebalances and lag ---------------------------------------------------------
 
     async def on_revoked(self, revoked: list[TopicPartition]) -> None:
-        # Every processed batch is committed before the next poll, and the listener runs
-        # inside a poll: nothing is pending here. Drop the epochs: if a partition comes
-        # back, it must be claimed anew (another owner may have held it meanwhile).
+        # The rejoin runs in the background, so lanes may be mid-batch: let those batches
+        # produce, save and commit first (their partitions are still ours until the
+        # rejoin), within half the session timeout so the rebalance is not held up. One
+        # still running after that is fenced like a zombie: its commit is refused and the
+        # owner epoch turns its state writes away. Then drop the epochs: a partition
+        # that comes back must be claimed anew (another owner may have held it meanwhile).
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight), timeout=self.s.session_timeout_ms / 2000)
         self.metrics.rebalances.inc()
         for tp in revoked:
             self._epochs.pop(tp, None)

@@ -55,6 +55,14 @@ FLAGS: list[Flag] = [
     Flag("metrics-port", 9400, "port of /metrics, /healthz and /readyz (0 = off)", int),
     Flag("metrics-host", "0.0.0.0", "address the metrics server binds"),
     Flag("max-batch", 500, "records per poll batch at most", int),
+    Flag(
+        "lanes",
+        2,
+        "batches in flight at once, each over its own share of the assigned partitions: "
+        "one lane's core runs while another waits on the broker and Redis (1 = one batch "
+        "at a time)",
+        int,
+    ),
     Flag("poll-timeout-ms", 100, "how long a poll waits for records", int),
     Flag("state-ttl-s", 3600, "TTL of a live request's state, refreshed on every write", int),
     Flag("done-ttl-s", 600, "TTL of a finished request's tombstone (dedupes redeliveries)", int),
@@ -110,6 +118,7 @@ class Settings:
     metrics_port: int
     metrics_host: str
     max_batch: int
+    lanes: int
     poll_timeout_ms: int
     state_ttl_s: int
     done_ttl_s: int
@@ -181,6 +190,8 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
     if s.max_batch < 1:
         raise SettingsError("--max-batch must be at least 1")
+    if s.lanes < 1:
+        raise SettingsError("--lanes must be at least 1")
     if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
         raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
     if len({s.input_topic, s.output_topic, s.dlq_topic}) != 3:
