@@ -21,11 +21,14 @@ passthrough consume → produce loop (`_passthrough` subcommand of this file, a 
 too) with the worker's own client settings and batching and no decoding, Redis or core:
 the practical ceiling of a Python aiokafka consume → produce loop on this broker.
 
+Each system's peak is measured `repeats` times, the systems taking turns (the two cores
+are shared with the broker, Redis and this bench, and one window of a few seconds moves by
+±15 %); the report gives every round and compares medians. The worker also runs with
+`--lanes 1` (one batch at a time) to show what lanes add.
+
 tansu answers every fetch only after sleeping on the consumer's `fetch_max_wait_ms` (it
-polls its storage, a produce does not wake it), so each consumer hop adds ~0-250 ms with
-aiokafka's default of 500 ms. The worker has no flag for it: "tuned" runs start the same
-code through a launcher here (`_worker` subcommand) that makes `make_consumer` pass a short
-`fetch_max_wait_ms`; "as shipped" runs are `python -m worker run` unchanged.
+polls its storage, a produce does not wake it); the worker's `--fetch-max-wait-ms`
+(default 10) bounds that, and the passthrough uses the same setting.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime
-import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -43,6 +45,7 @@ import os
 import platform
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,8 +83,6 @@ DONE = b"[DONE]"
 PARTITIONS = 4
 # The reader is the measuring instrument: a short fetch wait, so it adds little delay.
 READER_FETCH_WAIT_MS = 5
-# fetch_max_wait_ms of the "tuned" runs (both systems).
-TUNED_FETCH_WAIT_MS = 10
 # tansu's group joins wait about half a session timeout (tests/integration/harness.py).
 SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_MS = 500
@@ -111,8 +112,7 @@ class Profile:
     chunks: int  # chunk records per request in the peak workload (plus its `end`)
     fractions: tuple[float, ...]  # latency points, as fractions of the worker's peak
     point_s: float  # length of one latency point
-    as_shipped_chunks: tuple[int, ...]  # chunk sizes that also run the as-shipped systems
-    as_shipped_passthrough: bool
+    repeats: int  # peak measurements per system and chunk size (median reported)
     peak_timeout_s: float = 120.0
 
 
@@ -121,16 +121,14 @@ FULL = Profile(
     chunks=30,
     fractions=(0.1, 0.25, 0.5),
     point_s=5.0,
-    as_shipped_chunks=(1,),
-    as_shipped_passthrough=True,
+    repeats=3,
 )
 QUICK = Profile(
     requests=1000,
     chunks=15,
     fractions=(0.25, 0.5),
     point_s=2.5,
-    as_shipped_chunks=(1,),
-    as_shipped_passthrough=False,
+    repeats=1,
 )
 
 
@@ -350,28 +348,10 @@ class Reader:
             await self._consumer.stop()
 
 
-# -- the passthrough and the tuned-worker launcher (subprocesses of this file) ----------
+# -- the passthrough (a subprocess of this file) ------------------------------------------
 
 
-def _patch_fetch_wait(ms: int | None) -> None:
-    """Make `worker.adapters.kafka.make_consumer` pass `fetch_max_wait_ms` (the worker has
-    no flag for it); every other consumer setting stays the worker's."""
-    if ms is None:
-        return
-    import worker.adapters.kafka as kafka
-
-    kafka.AIOKafkaConsumer = functools.partial(  # type: ignore[attr-defined]
-        AIOKafkaConsumer, fetch_max_wait_ms=ms
-    )
-
-
-def _split_fetch_wait(argv: list[str]) -> tuple[int | None, list[str]]:
-    if argv[:1] == ["--fetch-max-wait-ms"]:
-        return int(argv[1]), argv[2:]
-    return None, argv
-
-
-async def _passthrough_loop(argv: list[str], fetch_wait_ms: int | None) -> int:
+async def _passthrough_loop(argv: list[str]) -> int:
     """Consume → produce with the worker's clients and batching, nothing in between."""
     from aiokafka.partitioner import DefaultPartitioner
 
@@ -381,7 +361,6 @@ async def _passthrough_loop(argv: list[str], fetch_wait_ms: int | None) -> int:
     parser = argparse.ArgumentParser(prog="worker_bench.py _passthrough")
     add_flags(parser, environ={})
     s = from_args(parser.parse_args(argv))
-    _patch_fetch_wait(fetch_wait_ms)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -431,16 +410,7 @@ async def _passthrough_loop(argv: list[str], fetch_wait_ms: int | None) -> int:
 
 
 def passthrough_main(argv: list[str]) -> int:
-    fetch_wait, rest = _split_fetch_wait(argv)
-    return asyncio.run(_passthrough_loop(rest, fetch_wait))
-
-
-def tuned_worker_main(argv: list[str]) -> int:
-    fetch_wait, rest = _split_fetch_wait(argv)
-    _patch_fetch_wait(fetch_wait)
-    from worker.cli import main as worker_main
-
-    return worker_main(["run", *rest])
+    return asyncio.run(_passthrough_loop(argv))
 
 
 # -- processes, metrics, CPU ------------------------------------------------------------
@@ -565,11 +535,13 @@ def stop_process(proc: subprocess.Popen[bytes]) -> int:
 @dataclass(frozen=True)
 class System:
     kind: str  # "worker" | "passthrough"
-    tuned: bool  # fetch_max_wait_ms = TUNED_FETCH_WAIT_MS instead of aiokafka's 500
+    lanes: int | None = None  # the worker's --lanes (None: its default)
 
     @property
     def label(self) -> str:
-        return f"{self.kind}, {'tuned' if self.tuned else 'as shipped'}"
+        if self.lanes is None:
+            return self.kind
+        return f"{self.kind}, {self.lanes} lane{'s' if self.lanes > 1 else ''}"
 
 
 @dataclass
@@ -595,7 +567,6 @@ def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) 
         "--heartbeat-interval-ms", str(HEARTBEAT_MS),
     ]  # fmt: skip
     me = str(Path(__file__).resolve())
-    wait = ["--fetch-max-wait-ms", str(TUNED_FETCH_WAIT_MS)] if system.tuned else []
     if system.kind == "worker":
         flags += [
             "--redis-url", env.redis_url,
@@ -604,12 +575,11 @@ def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) 
             "--metrics-host", "127.0.0.1",
             "--log-level", "WARNING",
         ]  # fmt: skip
-        if system.tuned:
-            argv = [sys.executable, me, "_worker", *wait, *flags]
-        else:
-            argv = [sys.executable, "-m", "worker", "run", *flags]
+        if system.lanes is not None:
+            flags += ["--lanes", str(system.lanes)]
+        argv = [sys.executable, "-m", "worker", "run", *flags]
     else:
-        argv = [sys.executable, me, "_passthrough", *wait, *flags]
+        argv = [sys.executable, me, "_passthrough", *flags]
     log = env.workdir / f"{system.kind}-{group}.log"
     with open(log, "ab") as f:
         return subprocess.Popen(
@@ -661,6 +631,11 @@ class Run:
     metrics: dict[str, float]  # the worker's, whole run (empty for the passthrough)
     peak_metrics: dict[str, float]
     verified: str
+    round: int = 0
+
+    @property
+    def has_points(self) -> bool:
+        return bool(self.points)
 
 
 def quantiles_ms(values: list[float]) -> dict[str, float]:
@@ -820,33 +795,37 @@ async def one_run(
 # -- the plan ---------------------------------------------------------------------------
 
 
-def plan(prof: Profile) -> Iterator[tuple[int, System]]:
-    """Worker before passthrough: the passthrough's points reuse the worker's rates."""
+def plan(prof: Profile) -> Iterator[tuple[int, int, System, bool]]:
+    """(chunk, round, system, with latency points). Per chunk size the systems take turns,
+    round after round; latency points only in the first round, the worker before the
+    passthrough (whose points reuse the worker's rates)."""
     for chunk in (1, 8):
-        yield chunk, System("worker", True)
-        yield chunk, System("passthrough", True)
-        if chunk in prof.as_shipped_chunks:
-            yield chunk, System("worker", False)
-            if prof.as_shipped_passthrough:
-                yield chunk, System("passthrough", False)
+        for rnd in range(prof.repeats):
+            yield chunk, rnd, WORKER, rnd == 0
+            yield chunk, rnd, PASSTHROUGH, rnd == 0
+            yield chunk, rnd, WORKER_ONE_LANE, False
+
+
+WORKER = System("worker")
+WORKER_ONE_LANE = System("worker", lanes=1)
+PASSTHROUGH = System("passthrough")
 
 
 async def run_all(
     env: Env, tok: Tokenizer, prof: Profile, progress: Callable[[str], None]
 ) -> list[Run]:
     runs: list[Run] = []
-    for n, (chunk, system) in enumerate(plan(prof)):
+    for n, (chunk, rnd, system, points) in enumerate(plan(prof)):
         peak_work = make_workload(
-            tok, prof.requests, prof.chunks, chunk, f"peak{n}", seed=100 * chunk
+            tok, prof.requests, prof.chunks, chunk, f"peak{n}", seed=100 * chunk + rnd
         )
-        worker = next(
-            (r for r in runs if r.system == System("worker", system.tuned) and r.chunk == chunk),
-            None,
-        )
+        worker = next((r for r in runs if r.system == WORKER and r.chunk == chunk), None)
 
         def rates(
-            own: float, worker: Run | None = worker, kind: str = system.kind
+            own: float, worker: Run | None = worker, kind: str = system.kind, points: bool = points
         ) -> list[tuple[str, float, float]]:
+            if not points:
+                return []
             base = own if worker is None else worker.peak.records_per_s
             out = [(f"{f:.0%} of worker peak", f, f * base) for f in prof.fractions]
             if kind == "passthrough":
@@ -860,9 +839,9 @@ async def run_all(
                 tok, prof.requests, per_request, chunk, f"lat{n}-{i}", seed=1000 * n + i
             )
 
-        runs.append(
-            await one_run(system, env, chunk, peak_work, rates, latency_work, prof, progress)
-        )
+        run = await one_run(system, env, chunk, peak_work, rates, latency_work, prof, progress)
+        run.round = rnd
+        runs.append(run)
     return runs
 
 
@@ -936,8 +915,15 @@ def round_trips(m: dict[str, float]) -> tuple[float, float, float, float]:
     return load / batches, save / batches, claim, batches
 
 
-def _find(runs: list[Run], kind: str, tuned: bool, chunk: int) -> Run | None:
-    return next((r for r in runs if r.system == System(kind, tuned) and r.chunk == chunk), None)
+def _find(runs: list[Run], system: System, chunk: int) -> Run | None:
+    """The run with latency points (the first round) of a system."""
+    return next((r for r in runs if r.system == system and r.chunk == chunk), None)
+
+
+def median_peak(runs: list[Run], system: System, chunk: int) -> tuple[float, list[float]]:
+    """Median records/s of a system's peak rounds, and every round's figure."""
+    xs = [r.peak.records_per_s for r in runs if r.system == system and r.chunk == chunk]
+    return (statistics.median(xs) if xs else math.nan), xs
 
 
 def render(
@@ -970,20 +956,42 @@ def render(
             if worst_other(runs) > OTHER_LOAD_WARN
             else ""
         ),
-        f"- tuned = consumer `fetch_max_wait_ms` {TUNED_FETCH_WAIT_MS} ms; as shipped = "
-        f"aiokafka's 500 ms; the bench reader uses {READER_FETCH_WAIT_MS} ms",
+        f"- both systems: consumer `fetch_max_wait_ms` 10 ms (the worker's default), "
+        f"`--max-batch` as above; the worker with its default `--lanes` unless the row says "
+        f"otherwise; the bench reader uses {READER_FETCH_WAIT_MS} ms",
+        f"- peaks: {prof.repeats} round(s) per system and chunk size, the systems taking "
+        "turns; medians compared",
         "",
-        "## Peak throughput",
+        "## Peak throughput (median of the rounds)",
         "",
-        "| system | chunk | records/s | tokens/s | window s | CPU cores: sut / tansu / "
+        "| system | chunk | records/s, median | tokens/s, median | every round, records/s | "
+        "× passthrough |",
+        "|---|--:|--:|--:|---|--:|",
+    ]
+    for chunk in sorted({r.chunk for r in runs}):
+        ceiling, _ = median_peak(runs, PASSTHROUGH, chunk)
+        for system in (WORKER, WORKER_ONE_LANE, PASSTHROUGH):
+            med, xs = median_peak(runs, system, chunk)
+            if not xs:
+                continue
+            lines.append(
+                f"| {system.label} | {chunk} | {med:,.0f} | {med * chunk:,.0f} | "
+                + ", ".join(f"{x:,.0f}" for x in xs)
+                + f" | {med / ceiling:.2f} |"
+            )
+    lines += [
+        "",
+        "## Every peak round",
+        "",
+        "| system | chunk | round | records/s | tokens/s | window s | CPU cores: sut / tansu / "
         "redis / bench / other |",
-        "|---|--:|--:|--:|--:|---|",
+        "|---|--:|--:|--:|--:|--:|---|",
     ]
     for r in runs:
         p = r.peak
         lines.append(
-            f"| {r.system.label} | {r.chunk} | {p.records_per_s:,.0f} | {p.tokens_per_s:,.0f} | "
-            f"{p.seconds:.2f} | {fmt_cpu(p.cpu)} |"
+            f"| {r.system.label} | {r.chunk} | {r.round + 1} | {p.records_per_s:,.0f} | "
+            f"{p.tokens_per_s:,.0f} | {p.seconds:.2f} | {fmt_cpu(p.cpu)} |"
         )
     lines += [
         "",
@@ -1020,7 +1028,7 @@ def render(
         "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in runs:
-        if r.system.kind != "worker":
+        if r.system.kind != "worker" or r.round != 0:
             continue
         load, save, claim, batches = round_trips(r.metrics)
         mean = r.metrics.get("derender_batch_records_sum", 0.0) / batches if batches else math.nan
@@ -1038,7 +1046,7 @@ def render(
         "|---|--:|---|--:|" + "--:|" * (len(STAGES) + 2),
     ]
     for r in runs:
-        if r.system.kind != "worker":
+        if r.system.kind != "worker" or r.round != 0:
             continue
         phases = [("peak", *stage_means(r.peak_metrics))]
         phases += [(pt.label, pt.mean_batch, pt.stages_ms) for pt in r.points]
@@ -1072,32 +1080,32 @@ def render_targets(runs: list[Run]) -> list[str]:
 
     lines = ["", "## Against the targets", "", "| target | measured | |", "|---|---|---|"]
     for chunk in sorted({r.chunk for r in runs}):
-        for tuned in (True, False):
-            w = _find(runs, "worker", tuned, chunk)
-            if w is None:
-                continue
-            what = f"{chunk}-token, {'tuned' if tuned else 'as shipped'}"
-            p = _find(runs, "passthrough", tuned, chunk)
-            if p is not None:
-                ratio = w.peak.records_per_s / p.peak.records_per_s
-                lines.append(
-                    f"| worker ≥ {TARGET_VS_PASSTHROUGH:g}× passthrough records/s ({what}) | "
-                    f"{ratio:.2f}× ({w.peak.records_per_s:,.0f} vs {p.peak.records_per_s:,.0f}) "
-                    f"| {verdict(ratio >= TARGET_VS_PASSTHROUGH)} |"
-                )
-            half = next((pt for pt in w.points if math.isclose(pt.fraction, HALF)), None)
-            if half is not None:
-                within = half.within_target
-                lines.append(
-                    f"| p99 ≤ {TARGET_P99_S * 1000:g} ms at 50 % of own peak ({what}) | worker "
-                    f"hist: {within:.1%} within (p99 ≈ {fmt(half.hist_ms['p99'])} ms); e2e p99 "
-                    f"{fmt(half.e2e_ms['p99'])} ms | {verdict(within >= 0.99)} |"
-                )
-            load, save, _, _ = round_trips(w.metrics)
+        w = _find(runs, WORKER, chunk)
+        if w is None:
+            continue
+        what = f"{chunk}-token"
+        worker, _ = median_peak(runs, WORKER, chunk)
+        ceiling, xs = median_peak(runs, PASSTHROUGH, chunk)
+        if xs:
+            ratio = worker / ceiling
             lines.append(
-                f"| exactly {TARGET_ROUND_TRIPS:g} Redis round trips per batch ({what}) | "
-                f"{load + save:.3f} | {verdict(math.isclose(load + save, TARGET_ROUND_TRIPS))} |"
+                f"| worker ≥ {TARGET_VS_PASSTHROUGH:g}× passthrough records/s ({what}, medians) "
+                f"| {ratio:.2f}× ({worker:,.0f} vs {ceiling:,.0f}) "
+                f"| {verdict(ratio >= TARGET_VS_PASSTHROUGH)} |"
             )
+        half = next((pt for pt in w.points if math.isclose(pt.fraction, HALF)), None)
+        if half is not None:
+            within = half.within_target
+            lines.append(
+                f"| p99 ≤ {TARGET_P99_S * 1000:g} ms at 50 % of own peak ({what}) | worker "
+                f"hist: {within:.1%} within (p99 ≈ {fmt(half.hist_ms['p99'])} ms); e2e p99 "
+                f"{fmt(half.e2e_ms['p99'])} ms | {verdict(within >= 0.99)} |"
+            )
+        load, save, _, _ = round_trips(w.metrics)
+        lines.append(
+            f"| exactly {TARGET_ROUND_TRIPS:g} Redis round trips per batch ({what}) | "
+            f"{load + save:.3f} | {verdict(math.isclose(load + save, TARGET_ROUND_TRIPS))} |"
+        )
     return lines
 
 
@@ -1108,8 +1116,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_passthrough"]:
         return passthrough_main(argv[1:])
-    if argv[:1] == ["_worker"]:
-        return tuned_worker_main(argv[1:])
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests, shorter phases (~1 min)")
     ap.add_argument("--max-batch", type=int, default=500, help="--max-batch of both systems")
