@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from worker.config import ConfigError, load_registry
-from worker.settings import ENV_PREFIX
+from worker.settings import ENV_PREFIX, SettingsError
 
 
 def _tune_gc() -> None:
@@ -97,7 +98,6 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
 
     from worker.adapters.redis_store import RedisStore
@@ -133,7 +133,21 @@ def _run(args: argparse.Namespace) -> int:
                 server.close()
                 await server.wait_closed()
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
+        return runner.run(main())
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop `run` runs on: uvloop when asked for or (auto) installed; None = asyncio's."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise SettingsError("--event-loop uvloop: uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
 
 
 def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -187,7 +201,6 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _publish(args: argparse.Namespace) -> int:
-    import asyncio
     import json
 
     from worker.publisher import SSE_DATA, Publisher, sse_records
@@ -232,7 +245,6 @@ def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    import asyncio
 
     from worker.tail import tail
 
@@ -283,7 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from worker.settings import SettingsError
 
     try:
         if args.command == "replay":

@@ -54,7 +54,14 @@ class InRecord:
     value: bytes
     key: str | None = None
     timestamp_ms: int | None = None
-    source: str = ""  # topic/partition/offset, or file:line, for dead letters and logs
+    # Where it came from, for dead letters and logs: file:line, or (topic, partition,
+    # offset), formatted only when a dead letter needs it (most records never do).
+    origin: str | tuple[str, int, int] = ""
+
+    @property
+    def source(self) -> str:
+        o = self.origin
+        return o if isinstance(o, str) else f"{o[0]}/{o[1]}/{o[2]}"
 
 
 @dataclass(slots=True)
@@ -176,20 +183,22 @@ def batch_request_ids(decoded: list[Decoded]) -> list[str]:
     return list(seen)
 
 
-def _headers(request_id: str, seq: str, part: int, kind: str) -> list[tuple[str, bytes]]:
-    return [
-        (H_REQUEST_ID, request_id.encode()),
-        (H_SEQ, seq.encode()),
-        (H_PART, str(part).encode()),
-        (H_KIND, kind.encode()),
-    ]
+# Header values that repeat on every output, encoded once.
+_PARTS = [str(i).encode() for i in range(8)]
+_KINDS: dict[str, bytes] = {}
 
 
 def _emit(result: BatchResult, request_id: str, seq: str, outputs: list[Output]) -> None:
+    rid, seq_b = request_id.encode(), seq.encode()
     for part, o in enumerate(outputs):
-        result.outputs.append(
-            OutRecord(request_id, o.value, _headers(request_id, seq, part, o.kind), o.kind)
-        )
+        kind = _KINDS.get(o.kind) or _KINDS.setdefault(o.kind, o.kind.encode())
+        headers = [
+            (H_REQUEST_ID, rid),
+            (H_SEQ, seq_b),
+            (H_PART, _PARTS[part] if part < len(_PARTS) else str(part).encode()),
+            (H_KIND, kind),
+        ]
+        result.outputs.append(OutRecord(request_id, o.value, headers, o.kind))
 
 
 def process_batch(

@@ -61,6 +61,8 @@ BACKOFF_FIRST_S = 0.1
 BACKOFF_CAP_S = 5.0
 # How often consumer lag is sampled (it needs one position lookup per partition).
 LAG_EVERY_S = 1.0
+# Output keys whose partition is remembered (per topic), about 100 bytes each.
+PARTITION_CACHE_MAX = 100_000
 
 RETRYABLE = (RedisError, KafkaError, ConnectionError, TimeoutError, OSError)
 
@@ -111,6 +113,8 @@ class Runner:
         self._last_lag = 0.0
         self._active: dict[str, float] = {}
         self._partitioner = DefaultPartitioner()
+        # topic → (its partitions, key → partition): see _send_batches.
+        self._partition_cache: dict[str, tuple[list[int], dict[bytes | None, int]]] = {}
         # One future per batch being processed (resolved when it is done), so that a
         # rebalance can let the batches in flight commit before the partitions move.
         self._in_flight: set[asyncio.Future[None]] = set()
@@ -246,7 +250,7 @@ class Runner:
                         m.value if m.value is not None else b"",
                         key,
                         m.timestamp,
-                        f"{tp.topic}/{tp.partition}/{m.offset}",
+                        (tp.topic, tp.partition, m.offset),
                     )
                 )
                 partition_of.append(tp)
@@ -379,7 +383,13 @@ class Runner:
         if not records:
             return []
         partitions = sorted(await producer.partitions_for(topic))
-        partition_of: dict[bytes | None, int] = {}
+        # aiokafka's partitioner hashes in pure Python (~1 µs a key); a request's key
+        # recurs in batch after batch, so its partition is kept while the topic's
+        # partitions stay the same (the cache is dropped when it grows past its bound).
+        cached = self._partition_cache.get(topic)
+        if cached is None or cached[0] != partitions or len(cached[1]) > PARTITION_CACHE_MAX:
+            cached = self._partition_cache[topic] = (partitions, {})
+        partition_of = cached[1]
         batches: dict[int, Any] = {}
         futures = []
         for key, value, headers in records:

@@ -98,6 +98,11 @@ FLAGS: list[Flag] = [
     Flag("ssl-cafile", None, "CA bundle for TLS to the brokers"),
     Flag("ssl-certfile", None, "client certificate (mutual TLS)"),
     Flag("ssl-keyfile", None, "client key (mutual TLS)"),
+    Flag(
+        "event-loop",
+        "auto",
+        "auto (uvloop when installed, else asyncio), uvloop or asyncio",
+    ),
     Flag("log-format", "text", "text or json"),
     Flag("log-level", "INFO", "DEBUG, INFO, WARNING or ERROR"),
 ]
@@ -136,6 +141,7 @@ class Settings:
     ssl_cafile: str | None
     ssl_certfile: str | None
     ssl_keyfile: str | None
+    event_loop: str
     log_format: str
     log_level: str
 
@@ -186,6 +192,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
     if s.redis_mode not in ("standalone", "cluster"):
         raise SettingsError(f"--redis-mode: expected standalone or cluster, got {s.redis_mode!r}")
+    if s.event_loop not in ("auto", "uvloop", "asyncio"):
+        raise SettingsError(f"--event-loop: expected auto, uvloop or asyncio, got {s.event_loop!r}")
     if s.log_format not in ("text", "json"):
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
     if s.max_batch < 1:

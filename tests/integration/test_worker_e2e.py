@@ -24,18 +24,19 @@ from tests.servers import free_port
 pytestmark = pytest.mark.integration
 
 
-# 1: one batch at a time; 2: the default; 5: more lanes than the 4 input partitions (one
-# lane idles).
-@pytest.mark.parametrize("lanes", [1, 2, 5])
+# Lanes 1: one batch at a time (on asyncio's own loop); 2: the defaults; 5: more lanes
+# than the 4 input partitions (one lane idles).
+@pytest.mark.parametrize(("lanes", "loop"), [(1, "asyncio"), (2, "auto"), (5, "auto")])
 def test_hundreds_of_interleaved_requests_are_exact(
     deepseek: Tokenizer,
     kafka_bootstrap: str,
     topics: dict[str, str],
     worker_factory: Callable[..., WorkerProcess],
     lanes: int,
+    loop: str,
 ) -> None:
     gens = make_generations(deepseek, 300, seed=1)
-    worker = worker_factory("--lanes", str(lanes))
+    worker = worker_factory("--lanes", str(lanes), "--event-loop", loop)
     asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(gens, seed=2)))
     outputs = asyncio.run(
         read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= len(gens))

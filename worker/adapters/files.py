@@ -44,14 +44,14 @@ def read_records(stream: IO[bytes], name: str) -> Iterator[InRecord]:
         try:
             env = _envelope_decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            yield InRecord(line, source=source)  # not JSON: dead-lettered downstream
+            yield InRecord(line, origin=source)  # not JSON: dead-lettered downstream
             continue
         if env.request_id is None and env.value is not None:
             value = env.value
             blob = value.encode() if isinstance(value, str) else _value_encoder.encode(value)
-            yield InRecord(blob, key=env.key, timestamp_ms=env.timestamp, source=source)
+            yield InRecord(blob, key=env.key, timestamp_ms=env.timestamp, origin=source)
         else:
-            yield InRecord(line, source=source)
+            yield InRecord(line, origin=source)
 
 
 def write_output(stream: IO[bytes], rec: OutRecord) -> None:

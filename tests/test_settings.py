@@ -1,0 +1,44 @@
+"""`run` flags: defaults, environment variables and the errors for bad values."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from worker.settings import FLAGS, Settings, SettingsError, add_flags, from_args
+
+
+def _parse(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_flags(parser, environ=environ or {})
+    return from_args(parser.parse_args(argv))
+
+
+def test_defaults_are_the_table_s() -> None:
+    s = _parse([])
+    for f in FLAGS:
+        assert getattr(s, f.attr) == f.default, f.name
+
+
+def test_environment_sets_a_default_and_the_flag_wins() -> None:
+    assert _parse([], {"DERENDER_LANES": "3"}).lanes == 3
+    assert _parse(["--lanes", "4"], {"DERENDER_LANES": "3"}).lanes == 4
+    assert _parse([], {"DERENDER_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lanes", "0"], "--lanes must be at least 1"),
+        (["--max-batch", "0"], "--max-batch must be at least 1"),
+        (["--event-loop", "trio"], "--event-loop: expected auto, uvloop or asyncio"),
+        (["--log-format", "xml"], "--log-format: expected text or json"),
+        (["--redis-mode", "sentinel"], "--redis-mode: expected standalone or cluster"),
+        (["--reset", "yesterday"], "--reset: expected earliest, latest or epoch ms"),
+        (["--output-topic", "derender.chunks"], "must differ"),
+    ],
+)
+def test_bad_values_are_refused_with_the_flag_named(argv: list[str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        _parse(argv)
