@@ -203,7 +203,8 @@ class RedisStore:
     async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
         if not request_ids:
             return {}
-        keys = [self.key(rid) for rid in request_ids]
+        prefix = self.key_prefix
+        keys = [f"{prefix}{{{rid}}}" for rid in request_ids]
         if self.mode == "cluster":
             async with self._client.pipeline(transaction=False) as pipe:
                 for key in keys:
@@ -212,7 +213,7 @@ class RedisStore:
                 pairs = await pipe.execute()
         else:
             flat = await self._script(LOAD_SHA, keys, [])
-            pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(keys))]
+            pairs = list(zip(flat[0::2], flat[1::2], strict=True))
         out: dict[str, Stored | None] = {}
         for rid, (seq, blob) in zip(request_ids, pairs, strict=True):
             # A hash without `seq` is not one of ours: treated as no state (a write
@@ -223,14 +224,16 @@ class RedisStore:
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
         if not writes:
             return []
-        keys = [self.key(w.request_id) for w in writes]
+        prefix, ttl, done_ttl = self.key_prefix, self._ttl_ms, self._done_ttl_ms
+        keys = [f"{prefix}{{{w.request_id}}}" for w in writes]
+        # Integers go as they are: the packer writes them in decimal, as str() would.
         args_of = [
             (
-                "" if w.expected_seq is None else str(w.expected_seq),
-                str(w.seq),
-                str(w.epoch),
+                "" if w.expected_seq is None else w.expected_seq,
+                w.seq,
+                w.epoch,
                 w.blob,
-                str(self._done_ttl_ms if w.done else self._ttl_ms),
+                done_ttl if w.done else ttl,
             )
             for w in writes
         ]
@@ -240,7 +243,7 @@ class RedisStore:
             flags = await self._script(CAS_SHA, keys, [a for args in args_of for a in args])
         return [w.request_id for w, ok in zip(writes, flags, strict=True) if not ok]
 
-    async def _script(self, sha: str, keys: list[str], args: list[str | bytes]) -> list[Any]:
+    async def _script(self, sha: str, keys: list[str], args: list[str | bytes | int]) -> list[Any]:
         """One EVALSHA in one round trip (the scripts ride along when the server may not
         have them: first use, or after a restart, failover or SCRIPT FLUSH)."""
         for attempt in (0, 1):
@@ -266,7 +269,7 @@ class RedisStore:
         raise RuntimeError("Redis lost the scripts right after loading them")
 
     async def _per_key_cas(
-        self, keys: list[str], args_of: list[tuple[str, str, str, bytes, str]]
+        self, keys: list[str], args_of: list[tuple[str | int, int, int, bytes, int]]
     ) -> list[int]:
         flags: list[int] = [0] * len(keys)
         pending = list(range(len(keys)))
