@@ -372,6 +372,9 @@ async def _passthrough_loop(argv: list[str]) -> int:
     consumer.subscribe([s.input_topic])
     partitioner = DefaultPartitioner()
     part, kind = b"0", b"pass"
+    # Partitions remembered per key across batches, as the worker does.
+    partition_of: dict[bytes, int] = {}
+    known: list[int] = []
     try:
         while not stopping.is_set():
             batch = await consumer.getmany(timeout_ms=s.poll_timeout_ms, max_records=s.max_batch)
@@ -380,7 +383,9 @@ async def _passthrough_loop(argv: list[str]) -> int:
             # Produced the way the worker produces (worker/runner.py `_send_batches`): one
             # record batch per output partition, `send_batch`, every ack awaited.
             partitions = sorted(await producer.partitions_for(s.output_topic))
-            partition_of: dict[bytes, int] = {}
+            if partitions != known:
+                partition_of.clear()
+                known = partitions
             builders: dict[int, Any] = {}
             futures = []
             offsets = {}
@@ -410,7 +415,15 @@ async def _passthrough_loop(argv: list[str]) -> int:
 
 
 def passthrough_main(argv: list[str]) -> int:
-    return asyncio.run(_passthrough_loop(argv))
+    """On the worker's event loop (`--event-loop`, uvloop by default when installed)."""
+    from worker.cli import event_loop_factory
+    from worker.settings import add_flags, from_args
+
+    parser = argparse.ArgumentParser(prog="worker_bench.py _passthrough")
+    add_flags(parser, environ={})
+    s = from_args(parser.parse_args(argv))
+    with asyncio.Runner(loop_factory=event_loop_factory(s.event_loop)) as runner:
+        return runner.run(_passthrough_loop(argv))
 
 
 # -- processes, metrics, CPU ------------------------------------------------------------
