@@ -939,6 +939,11 @@ def median_peak(runs: list[Run], system: System, chunk: int) -> tuple[float, lis
     return (statistics.median(xs) if xs else math.nan), xs
 
 
+def median_tokens(runs: list[Run], system: System, chunk: int) -> float:
+    xs = [r.peak.tokens_per_s for r in runs if r.system == system and r.chunk == chunk]
+    return statistics.median(xs) if xs else math.nan
+
+
 def render(
     runs: list[Run], info: dict[str, str], prof: Profile, quick: bool, elapsed: float
 ) -> str:
@@ -962,7 +967,8 @@ def render(
         f"(×{PASSTHROUGH_COPIES} for the passthrough); latency points: {prof.point_s:g} s each "
         f"of fresh requests in bursts every {TICK_S * 1000:g} ms; topics of {PARTITIONS} "
         f"partitions; `--max-batch` {runs[0].max_batch if runs else '?'}; producer acks=all, "
-        "linger 2 ms (the worker's settings, also in the passthrough)",
+        "linger 0 (the worker's defaults, also in the passthrough); both on the worker's "
+        "default event loop (uvloop)",
         f"- other load: up to {worst_other(runs):.2f} cores during a measured phase"
         + (
             " — **the machine was busy with other work: the figures understate the worker**"
@@ -988,7 +994,8 @@ def render(
             if not xs:
                 continue
             lines.append(
-                f"| {system.label} | {chunk} | {med:,.0f} | {med * chunk:,.0f} | "
+                f"| {system.label} | {chunk} | {med:,.0f} | "
+                f"{median_tokens(runs, system, chunk):,.0f} | "
                 + ", ".join(f"{x:,.0f}" for x in xs)
                 + f" | {med / ceiling:.2f} |"
             )

@@ -24,8 +24,8 @@ from tests.servers import free_port
 pytestmark = pytest.mark.integration
 
 
-# Lanes 1: one batch at a time (on asyncio's own loop); 2: the defaults; 5: more lanes
-# than the 4 input partitions (one lane idles).
+# Lanes 1: one batch at a time (on asyncio's own loop); 2: two partitions a lane; 5: more
+# lanes than the 4 input partitions (one lane idles).
 @pytest.mark.parametrize(("lanes", "loop"), [(1, "asyncio"), (2, "auto"), (5, "auto")])
 def test_hundreds_of_interleaved_requests_are_exact(
     deepseek: Tokenizer,
