@@ -15,6 +15,12 @@ Python object cannot be serialised, so we keep its two lists ourselves:
 A step is two one-shot decodes (window, and window + pending + new), one Rust call each
 whatever the record's length; `DecodeStream` runs only when a multi-id record ends in an
 unfinished character, to release the finished part now.
+
+Byte-level decoders (GPT-2 style: DeepSeek, Llama 3, Qwen) need no window, and there a
+step with nothing pending is usually not a decode at all: the text of one id that is whole
+UTF-8 on its own is memoised, and ids that all have such a text decode to the
+concatenation of their texts (the decoder joins the ids' bytes, so whole pieces join into
+whole text). Ids with an incomplete character go the long way, as before.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ PROMPT_SEED_IDS = 5
 # pending ids they are resolved the way a one-shot decode would.
 PENDING_MAX_IDS = 64
 
+# Memoised texts of single ids (byte-level decoders), at most this many: a vocabulary's
+# worth (~10 MB for 200k entries), beyond which new ids are decoded every time.
+MEMO_MAX_IDS = 262_144
+
 
 class DecodeSlot(Protocol):
     """The two lists a decoder needs; `core.state.ChoiceState` is one."""
@@ -57,7 +67,7 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_context_free", "_decode", "_skip", "_tok")
+    __slots__ = ("_context_free", "_decode", "_memo", "_skip", "_tok")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
@@ -69,6 +79,8 @@ class Detokenizer:
         # state). Decoders that strip or merge across pieces (SentencePiece's leading
         # space, WordPiece's "##") keep the window.
         self._context_free = isinstance(tokenizer.decoder, decoders.ByteLevel)
+        # id → its text, for ids whose bytes are whole UTF-8 alone (context-free only).
+        self._memo: dict[int, str] = {}
 
     def decode(self, ids: list[int]) -> str:
         """One-shot decode: the text all chunkings must concatenate to."""
@@ -85,7 +97,39 @@ class Detokenizer:
         """Feed new ids; return the text that is now final (possibly "")."""
         if not ids:
             return ""
-        return self._settle(slot, slot.pending + ids if slot.pending else ids, per_id=True)
+        if slot.pending:
+            return self._settle(slot, slot.pending + ids, per_id=True)
+        if self._context_free:
+            text = self._whole(ids)
+            if text is not None:
+                return text  # (the window stays empty, nothing is pending)
+        return self._settle(slot, ids, per_id=True)
+
+    def _whole(self, ids: list[int]) -> str | None:
+        """The text of ids that are each whole UTF-8 alone, from the memo; None when one
+        is not (or cannot be memoised), and the ids must be decoded together."""
+        memo = self._memo
+        if len(ids) == 1:
+            text = memo.get(ids[0])
+            return text if text is not None else self._learn(ids[0])
+        parts = []
+        for i in ids:
+            text = memo.get(i)
+            if text is None:
+                text = self._learn(i)
+                if text is None:
+                    return None
+            parts.append(text)
+        return "".join(parts)
+
+    def _learn(self, token_id: int) -> str | None:
+        text: str = self._decode([token_id], self._skip)
+        # U+FFFD marks bytes that are not whole UTF-8 alone (or, rarely, a piece that is
+        # U+FFFD itself): such ids are decoded with their neighbours every time.
+        if REPLACEMENT_CHAR in text or len(self._memo) >= MEMO_MAX_IDS:
+            return None
+        self._memo[token_id] = text
+        return text
 
     def flush(self, slot: DecodeSlot) -> str:
         """The choice ended: release what is pending exactly as a one-shot decode shows it."""
