@@ -67,7 +67,7 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_context_free", "_decode", "_memo", "_skip", "_tok")
+    __slots__ = ("_context_free", "_decode", "_memo", "_partial", "_skip", "_tok")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
@@ -81,6 +81,7 @@ class Detokenizer:
         self._context_free = isinstance(tokenizer.decoder, decoders.ByteLevel)
         # id → its text, for ids whose bytes are whole UTF-8 alone (context-free only).
         self._memo: dict[int, str] = {}
+        self._partial: set[int] = set()  # ids that are not whole alone (never memoised)
 
     def decode(self, ids: list[int]) -> str:
         """One-shot decode: the text all chunkings must concatenate to."""
@@ -123,10 +124,13 @@ class Detokenizer:
         return "".join(parts)
 
     def _learn(self, token_id: int) -> str | None:
+        if token_id in self._partial or len(self._memo) >= MEMO_MAX_IDS:
+            return None
         text: str = self._decode([token_id], self._skip)
         # U+FFFD marks bytes that are not whole UTF-8 alone (or, rarely, a piece that is
         # U+FFFD itself): such ids are decoded with their neighbours every time.
-        if REPLACEMENT_CHAR in text or len(self._memo) >= MEMO_MAX_IDS:
+        if REPLACEMENT_CHAR in text:
+            self._partial.add(token_id)
             return None
         self._memo[token_id] = text
         return text
