@@ -126,6 +126,39 @@ def test_any_chunking_concatenates_to_one_shot_decode(
         assert not any(REPLACEMENT_CHAR in d for d in deltas)
 
 
+# One detokenizer per tokenizer and flag, shared by every example of the next test: the
+# worker keeps one per model for its whole life, so its memo of single-id texts is warm
+# with other requests' ids.
+_shared: dict[tuple[str, bool], Detokenizer] = {}
+
+
+@_settings
+@given(text=texts, data=st.data(), skip=st.booleans())
+def test_a_detokenizer_shared_by_many_streams_still_matches_one_shot(
+    named: Named, text: str, data: st.DataObject, skip: bool
+) -> None:
+    tok = named.tok
+    ids = tok.encode(text, add_special_tokens=False).ids
+    detok = _shared.setdefault((named.name, skip), Detokenizer(tok, skip_special_tokens=skip))
+    deltas = stream(detok, split(ids, data.draw(chunkings(len(ids)))))
+    assert "".join(deltas) == tok.decode(ids, skip_special_tokens=skip)
+
+
+def test_byte_level_memo_holds_only_ids_that_are_whole_alone(deepseek: Tokenizer) -> None:
+    ids = deepseek.encode("🎉 party 🎉", add_special_tokens=False).ids
+    detok = Detokenizer(deepseek, skip_special_tokens=False)
+    for _ in range(2):  # cold, then warm: the same deltas
+        cs = ChoiceState(0)
+        assert "".join(detok.step(cs, [i]) for i in ids) == "🎉 party 🎉"
+    emoji = deepseek.encode("🎉", add_special_tokens=False).ids  # two byte pieces
+    party = deepseek.encode(" party", add_special_tokens=False).ids
+    memo, partial = detok._memo, detok._partial
+    assert emoji[0] in partial  # tried alone (nothing pending), found not whole
+    assert not set(emoji) & set(memo)
+    assert set(party) <= set(memo)
+    assert all(memo[i] == deepseek.decode([i], skip_special_tokens=False) for i in memo)
+
+
 @_settings
 @given(data=st.data())
 def test_random_ids_including_broken_utf8_match_one_shot(named: Named, data: st.DataObject) -> None:
