@@ -10,7 +10,7 @@ Per `getmany` batch, in this order (CONTRACT.md §4, §6):
 A crash anywhere before 6 redelivers the batch; the seq check then turns what was
 already applied into no-ops and the rest produces the same bytes again.
 
-Lanes (`--lanes`, default 4): the assigned partitions are dealt out to a few lanes, each
+Lanes (`--lanes`, default 2): the assigned partitions are dealt out to a few lanes, each
 running the loop above over its own partitions (`getmany(*partitions)`), all on one event
 loop. One lane's core runs while another waits for acks or Redis, which a single batch
 at a time leaves idle (about a quarter of a batch at peak). A request's records all sit

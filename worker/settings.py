@@ -57,7 +57,7 @@ FLAGS: list[Flag] = [
     Flag("max-batch", 500, "records per poll batch at most", int),
     Flag(
         "lanes",
-        4,
+        2,
         "batches in flight at once, each over its own share of the assigned partitions: "
         "one lane's core runs while another waits on the broker and Redis (1 = one batch "
         "at a time)",
