@@ -6,6 +6,7 @@ a test fails when the committed files and the types disagree.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -27,9 +28,22 @@ SCHEMAS: dict[str, Any] = {
 
 
 def render(tp: Any) -> str:
-    schema = msgspec.json.schema(tp)
+    schema = _clean(msgspec.json.schema(tp))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _clean(node: Any) -> Any:
+    """Descriptions (docstrings) with their indentation removed: msgspec 0.23 does that
+    itself and 0.22 did not, so the files come out the same with either."""
+    if isinstance(node, dict):
+        return {
+            k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _clean(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_clean(v) for v in node]
+    return node
 
 
 def write_all(folder: Path) -> list[Path]:
