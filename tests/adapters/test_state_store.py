@@ -421,12 +421,15 @@ def test_commands_are_packed_by_hiredis_byte_for_byte_as_redis_py_would() -> Non
         ("SCRIPT LOAD", "return 1"),
         ("EVALSHA", "ab" * 20, 2, "derender:{ü}", "k2", "", "7", b"\x00\r\n" * 3, 3600000),
         ("HMGET", "k", "seq", "state"),
+        ("SET", "k", memoryview(b"mv"), bytearray(b"ba"), 2.5),
     ]
     try:
         assert type(conn).__name__ == "HiredisConnection"
         for cmd in cmds:
             assert b"".join(conn.pack_command(*cmd)) == b"".join(plain.pack_command(*cmd))
         assert b"".join(conn.pack_commands(cmds)) == b"".join(plain.pack_commands(cmds))
+        with pytest.raises(redis.exceptions.DataError):
+            conn.pack_command("SET", "k", object())
     finally:
         asyncio.run(store.close())
 

@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import DataError, NoScriptError
 
 try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
     import hiredis
@@ -136,7 +136,14 @@ class _HiredisPacking:
             head = head.encode()
         if b" " in head:
             args = (*head.split(), *args[1:])
-        return [hiredis.pack_command(args)]
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # (bytearray, memoryview, or a type neither packer takes)
+            args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
+            try:
+                return [hiredis.pack_command(args)]
+            except TypeError as exc:
+                raise DataError(f"cannot send {exc}") from None
 
     def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
