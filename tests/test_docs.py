@@ -8,7 +8,8 @@ from pathlib import Path
 
 from worker.cli import build_parser
 from worker.metrics import Metrics
-from worker.settings import FLAGS
+from worker.processes import Supervisor
+from worker.settings import FLAGS, from_args
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
@@ -27,6 +28,8 @@ def test_documented_flags_exist() -> None:
 
 def test_every_metric_is_documented_and_exists() -> None:
     families = {m.name for m in Metrics().registry.collect()}
+    supervisor = Supervisor(from_args(build_parser().parse_args(["run"])))
+    families |= {m.name for m in supervisor.registry.collect()}  # run --processes N
     section = README[README.index("## Metrics") : README.index("## Layout")]
     documented = {re.sub(r"_total$", "", n) for n in re.findall(r"`(derender_[a-z_]+)", section)}
     assert families <= documented, f"README lacks metrics: {sorted(families - documented)}"

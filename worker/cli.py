@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from worker.config import ConfigError, load_registry
+from worker.logs import PROCESS_INDEX_ENV
 from worker.settings import ENV_PREFIX, SettingsError
 
 
@@ -107,8 +108,13 @@ def _run(args: argparse.Namespace) -> int:
     from worker.settings import from_args
 
     settings = from_args(args)
-    configure(settings.log_format, settings.log_level)
+    configure(settings.log_format, settings.log_level, os.environ.get(PROCESS_INDEX_ENV))
     log = logging.getLogger("derender.worker")
+    if settings.processes > 1:
+        from worker.processes import Supervisor
+
+        log.info("settings: %s", settings.redacted())
+        return asyncio.run(Supervisor(settings).run())
     registry = load_registry(settings.models)
     _tune_gc()
     log.info("models: %s (default %s)", ", ".join(registry.models), registry.default)
@@ -294,9 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
     try:
+        args = build_parser().parse_args(argv)
         if args.command == "replay":
             return _replay(args)
         if args.command == "run":

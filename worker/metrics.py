@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import HistogramMetricFamily
@@ -164,9 +164,24 @@ class Metrics:
         return bytes(generate_latest(self.registry))
 
 
+# What an HTTP endpoint answers for a path: status line, content type, body.
+Response = tuple[str, str, bytes]
+
+
 async def serve(
     metrics: Metrics, host: str, port: int, is_ready: Callable[[], bool] | None = None
 ) -> asyncio.Server:
+    async def respond(path: str) -> Response:
+        return route(metrics, path, is_ready)
+
+    return await serve_http(respond, host, port)
+
+
+async def serve_http(
+    respond: Callable[[str], Awaitable[Response]], host: str, port: int
+) -> asyncio.Server:
+    """A minimal HTTP/1.1 GET server: enough for Prometheus and probes, no thread."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), timeout=5)
@@ -178,7 +193,7 @@ async def serve(
                 pass
             parts = line.decode("latin-1").split()
             path = parts[1] if len(parts) > 1 else "/"
-            status, ctype, body = route(metrics, path, is_ready)
+            status, ctype, body = await respond(path.split("?", 1)[0])
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()

@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 ENV_PREFIX = "DERENDER_"
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def count_or_auto(raw: str) -> int:
+    """A positive count, or `auto`: the CPUs this process may use (cgroup quota included)."""
+    if raw.strip().lower() == "auto":
+        from worker.processes import usable_cpus
+
+        return usable_cpus()
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -19,7 +33,7 @@ class Flag:
     name: str  # the long flag without dashes, e.g. "bootstrap-servers"
     default: Any
     help: str
-    type: type = str
+    type: Callable[[str], Any] = str
     secret: bool = False  # never logged
 
     @property
@@ -62,6 +76,13 @@ FLAGS: list[Flag] = [
         "one lane's core runs while another waits on the broker and Redis (1 = one batch "
         "at a time)",
         int,
+    ),
+    Flag(
+        "processes",
+        1,
+        "worker processes in this pod, each its own consumer-group member, under one "
+        "supervisor that serves the metrics port ('auto' = one per usable CPU)",
+        count_or_auto,
     ),
     Flag("poll-timeout-ms", 100, "how long a poll waits for records", int),
     Flag("state-ttl-s", 3600, "TTL of a live request's state, refreshed on every write", int),
@@ -124,6 +145,7 @@ class Settings:
     metrics_host: str
     max_batch: int
     lanes: int
+    processes: int
     poll_timeout_ms: int
     state_ttl_s: int
     done_ttl_s: int
@@ -165,7 +187,10 @@ def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = 
     env = os.environ if environ is None else environ
     for f in FLAGS:
         raw = env.get(f.env)
-        default = f.default if raw is None else f.type(raw)
+        try:
+            default = f.default if raw is None else f.type(raw)
+        except ValueError:
+            raise SettingsError(f"{f.env}: invalid value {raw!r}") from None
         parser.add_argument(
             f"--{f.name}",
             type=f.type,
@@ -174,15 +199,17 @@ def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = 
         )
 
 
+def to_env(s: Settings) -> dict[str, str | None]:
+    """The settings as `DERENDER_*` variables (None = unset): how a supervisor hands them
+    to its worker processes, so that no secret shows on a command line."""
+    return {f.env: None if (v := getattr(s, f.attr)) is None else str(v) for f in FLAGS}
+
+
 def from_args(args: argparse.Namespace) -> Settings:
     values = {f.attr: getattr(args, f.attr) for f in FLAGS}
     s = Settings(**values)
     validate(s)
     return s
-
-
-class SettingsError(ValueError):
-    pass
 
 
 def validate(s: Settings) -> None:
@@ -200,6 +227,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("--max-batch must be at least 1")
     if s.lanes < 1:
         raise SettingsError("--lanes must be at least 1")
+    if s.processes < 1:
+        raise SettingsError("--processes must be at least 1 (or auto)")
     if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
         raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
     if len({s.input_topic, s.output_topic, s.dlq_topic}) != 3:

@@ -1,0 +1,131 @@
+"""The supervisor's pure parts: how many processes `auto` means, what each is given, and
+how their metrics merge into one exposition (tests/integration/test_processes.py runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from worker.metrics import Metrics
+from worker.processes import Supervisor, cgroup_cpu_quota, child_env, merge_expositions, usable_cpus
+from worker.settings import Settings, SettingsError, add_flags, from_args, to_env
+
+
+def _parse(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_flags(parser, environ=environ or {})
+    return from_args(parser.parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    ("files", "quota", "cpus"),
+    [
+        ({"cpu.max": "max 100000\n"}, None, 8),
+        ({"cpu.max": "200000 100000\n"}, 2.0, 2),
+        ({"cpu.max": "150000 100000\n"}, 1.5, 2),  # a fractional quota rounds up
+        ({"cpu.max": "50000 100000\n"}, 0.5, 1),
+        ({"cpu.max": "3200000 100000\n"}, 32.0, 8),  # never more than the affinity mask
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3.0, 3),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None, 8),
+        ({}, None, 8),
+    ],
+)
+def test_usable_cpus_follow_the_cgroup_quota(
+    tmp_path: Path, files: dict[str, str], quota: float | None, cpus: int
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_quota(tmp_path) == quota
+    assert usable_cpus(tmp_path, affinity=8) == cpus
+
+
+def test_processes_flag_takes_a_count_or_auto() -> None:
+    assert _parse([]).processes == 1
+    assert _parse(["--processes", "3"]).processes == 3
+    assert _parse([], {"DERENDER_PROCESSES": "4"}).processes == 4
+    assert _parse(["--processes", "auto"]).processes == usable_cpus()
+    with pytest.raises(SettingsError, match="--processes must be at least 1"):
+        _parse(["--processes", "0"])
+    with pytest.raises(SettingsError, match="DERENDER_PROCESSES: invalid value 'many'"):
+        _parse([], {"DERENDER_PROCESSES": "many"})
+
+
+def test_settings_survive_the_trip_through_the_environment() -> None:
+    s = _parse(
+        [
+            "--processes", "2", "--sasl-password", "hunter2", "--security-protocol",
+            "SASL_SSL", "--sasl-mechanism", "PLAIN", "--sasl-username", "u",
+            "--outage-limit-s", "12.5", "--reset", "earliest",
+        ]
+    )  # fmt: skip
+    env = {k: v for k, v in to_env(s).items() if v is not None}
+    assert _parse([], env) == s
+
+
+def test_a_worker_process_gets_its_settings_by_environment() -> None:
+    s = _parse(
+        ["--processes", "3", "--redis-url", "redis://:pw@r:6379/0", "--group-instance-id", "pod-a"]
+    )
+    base = {"PATH": "/bin", "DERENDER_LANES": "7", "DERENDER_SASL_PASSWORD": "stale"}
+    env = child_env(s, 2, 45678, base)
+    assert env["PATH"] == "/bin"
+    assert env["DERENDER_REDIS_URL"] == "redis://:pw@r:6379/0"  # secrets: never in argv
+    # The settings win over whatever the environment held (they were read from it).
+    assert "DERENDER_SASL_PASSWORD" not in env and env["DERENDER_LANES"] == "2"
+    assert env["DERENDER_PROCESSES"] == "1"
+    assert env["DERENDER_METRICS_HOST"] == "127.0.0.1"
+    assert env["DERENDER_METRICS_PORT"] == "45678"
+    assert env["DERENDER_GROUP_INSTANCE_ID"] == "pod-a-2"  # static membership per process
+    assert env["DERENDER_PROCESS_INDEX"] == "2"
+    child = _parse([], env)
+    assert child.processes == 1 and child.redis_url == s.redis_url
+    assert Supervisor(s).command == [sys.executable, "-m", "worker", "run"]  # no flags
+
+
+def test_expositions_merge_with_a_process_label() -> None:
+    a, b = Metrics(), Metrics()
+    a.records.labels("ok").inc(5)
+    b.records.labels("ok").inc(7)
+    b.records.labels("dlq").inc(1)
+    a.lag.labels("0").set(3)
+    b.lag.labels("1").set(4)
+    a.latency.observe_many([0.001, 0.002])
+    merged = merge_expositions([("0", a.exposition()), ("1", b.exposition())]).decode()
+    families = {f.name: f for f in text_string_to_metric_families(merged)}
+    alone = [f.name for f in text_string_to_metric_families(a.exposition().decode())]
+    assert sorted(families) == sorted(alone)  # each family once
+    records = {
+        (s.labels["process"], s.labels["result"]): s.value
+        for s in families["derender_records"].samples
+        if s.name == "derender_records_total"
+    }
+    assert records[("0", "ok")] == 5 and records[("1", "ok")] == 7 and records[("1", "dlq")] == 1
+    lag = {(s.labels["process"], s.labels["partition"]): s.value
+           for s in families["derender_consumer_lag"].samples}  # fmt: skip
+    assert lag == {("0", "0"): 3.0, ("1", "1"): 4.0}
+    counts = {
+        s.labels["process"]: s.value
+        for s in families["derender_record_latency_seconds"].samples
+        if s.name.endswith("_count")
+    }
+    assert counts == {"0": 2.0, "1": 0.0}
+    assert merge_expositions([]) == b""
+
+
+def test_probes_need_every_process() -> None:
+    s = _parse(["--processes", "2"])
+    sup = Supervisor(s)
+
+    async def ask() -> tuple[str, bytes]:
+        status, _, body = await sup.respond("/readyz")
+        return status, body
+
+    status, body = asyncio.run(ask())  # no process started yet
+    assert status.startswith("503") and body == b""
+    assert asyncio.run(sup.respond("/nope"))[0].startswith("404")

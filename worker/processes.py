@@ -1,0 +1,314 @@
+"""`run --processes N`: several worker processes in one pod, under one supervisor.
+
+One worker process is bound by one core: most of its ~24 µs of CPU per record is Python
+(bench/README.md). A pod given more CPUs runs one consumer-group member per process; the
+group deals the partitions out to them as it would to separate pods, and they share
+nothing (a request lives in one partition). The supervisor holds no partition and no
+state. It
+- starts the processes: `derender-worker run` again, with its settings in `DERENDER_*`
+  variables (never on a command line, where `ps` would show the secrets), metrics on a
+  loopback port of their own and, with static membership, instance ids `<id>-<index>`;
+- forwards SIGTERM/SIGINT, and stops them all when one exits: the pod's own supervisor
+  (Kubernetes, systemd, compose) then restarts it whole, exactly as it would restart a
+  single-process worker that exited;
+- serves the metrics port: /metrics merges the processes' expositions, every sample
+  labelled `process="<index>"`; /healthz and /readyz answer 200 only when every process
+  does, so `derender-worker check` and the probes work unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from worker.logs import PROCESS_INDEX_ENV
+from worker.metrics import Response, serve_http
+from worker.settings import Settings, to_env
+
+log = logging.getLogger("derender.supervisor")
+
+# A process that does not answer a scrape or probe within this long counts as down.
+ASK_TIMEOUT_S = 5.0
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+# -- how many ---------------------------------------------------------------------------
+
+
+def usable_cpus(cgroup: Path = CGROUP_ROOT, affinity: int | None = None) -> int:
+    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota (a
+    container's `limits.cpu`; a fractional quota rounds up, so all of it is used)."""
+    n = affinity if affinity is not None else _affinity()
+    quota = cgroup_cpu_quota(cgroup)
+    if quota is not None:
+        n = min(n, math.ceil(quota))
+    return max(1, n)
+
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def cgroup_cpu_quota(root: Path = CGROUP_ROOT) -> float | None:
+    """The CPU quota in CPUs, or None when there is none: cgroup v2's `cpu.max`
+    ("<quota> <period>" or "max <period>"), else cgroup v1's `cpu.cfs_quota_us`."""
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    with contextlib.suppress(OSError, ValueError):
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota_us <= 0 else quota_us / period_us
+    return None
+
+
+# -- one worker process -----------------------------------------------------------------
+
+
+def child_env(
+    settings: Settings, index: int, metrics_port: int, base: dict[str, str]
+) -> dict[str, str]:
+    """The environment of worker process `index`: the supervisor's settings, as one
+    process, its metrics on a loopback port (0 = off)."""
+    env = dict(base)
+    for name, value in to_env(settings).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    env["DERENDER_PROCESSES"] = "1"
+    env["DERENDER_METRICS_HOST"] = "127.0.0.1"
+    env["DERENDER_METRICS_PORT"] = str(metrics_port)
+    if settings.group_instance_id:
+        env["DERENDER_GROUP_INSTANCE_ID"] = f"{settings.group_instance_id}-{index}"
+    env[PROCESS_INDEX_ENV] = str(index)
+    return env
+
+
+def free_loopback_port() -> int:
+    # Another program could take it before the child binds it; the child then exits
+    # non-zero and the whole pod restarts, which is rare and harmless.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: ask the kernel to SIGTERM a worker process when the supervisor dies (even
+    by kill -9), so that no orphan goes on consuming. Resolved before the fork: the hook
+    that runs in the child only calls into libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent:  # the supervisor died before the call above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return hook
+
+
+@dataclass
+class Child:
+    index: int
+    port: int  # of its metrics server on 127.0.0.1 (0 = off)
+    proc: asyncio.subprocess.Process
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    async def ask(self, path: str) -> tuple[int, bytes]:
+        """GET `path` from the process's metrics server: (status, body); (0, b"") when
+        it is down or does not answer."""
+        if not self.port or not self.alive:
+            return 0, b""
+        try:
+            async with asyncio.timeout(ASK_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                raw = await reader.read()  # the server closes after one answer
+                writer.close()
+        except (OSError, TimeoutError):
+            return 0, b""
+        head, _, body = raw.partition(b"\r\n\r\n")
+        try:
+            return int(head.split(None, 2)[1]), body
+        except (IndexError, ValueError):
+            return 0, b""
+
+
+# -- metrics ----------------------------------------------------------------------------
+
+
+class _Families:
+    """What `generate_latest` needs of a registry: families to collect."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def merge_expositions(parts: Sequence[tuple[str, bytes]]) -> bytes:
+    """One exposition from several processes' (label, exposition) pairs: each family
+    once, every sample labelled `process="<label>"`."""
+    families: dict[str, Metric] = {}
+    for label, text in parts:
+        for fam in text_string_to_metric_families(text.decode()):
+            merged = families.get(fam.name)
+            if merged is None:
+                merged = families[fam.name] = Metric(
+                    fam.name, fam.documentation, fam.type, fam.unit
+                )
+            merged.samples.extend(
+                Sample(s.name, {"process": label, **s.labels}, s.value, s.timestamp, s.exemplar)
+                for s in fam.samples
+            )
+    return bytes(generate_latest(_Families(families.values())))
+
+
+# -- the supervisor ---------------------------------------------------------------------
+
+
+class Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        command: Sequence[str] = (sys.executable, "-m", "worker", "run"),
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.s = settings
+        self.command = list(command)
+        self.environ = dict(os.environ if environ is None else environ)
+        self.children: list[Child] = []
+        self.stopping = False
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.running = Gauge(
+            "derender_worker_processes",
+            "worker processes running under this supervisor (run --processes)",
+            registry=self.registry,
+        )
+
+    def stop(self) -> None:
+        """Ask every process to finish its batch, commit and leave (idempotent)."""
+        self.stopping = True
+        for c in self.children:
+            if c.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+
+    async def run(self) -> int:
+        """Until every process has exited: the first non-zero exit code (1 for a process
+        killed by a signal), else 0."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        log.info("starting %d worker processes", self.s.processes)
+        server = None
+        code = 1
+        try:
+            hook = _die_with_parent()
+            for index in range(self.s.processes):
+                if self.stopping:
+                    break
+                self.children.append(await self._spawn(index, hook))
+            if self.s.metrics_port:
+                server = await serve_http(self.respond, self.s.metrics_host, self.s.metrics_port)
+            if self.stopping:  # a signal arrived while they were starting
+                self.stop()
+            code = await self._watch()
+        finally:
+            self.stop()
+            for c in self.children:
+                await c.proc.wait()
+            if server is not None:
+                server.close()
+                await server.wait_closed()
+        codes = ", ".join(str(c.proc.returncode) for c in self.children)
+        log.info("stopped %d worker processes (exit codes %s)", len(self.children), codes)
+        return code
+
+    async def _spawn(self, index: int, hook: Callable[[], None] | None) -> Child:
+        port = free_loopback_port() if self.s.metrics_port else 0
+        proc = await asyncio.create_subprocess_exec(
+            *self.command,
+            env=child_env(self.s, index, port, self.environ),
+            stdin=subprocess.DEVNULL,
+            preexec_fn=hook,
+        )
+        self.running.inc()
+        log.info("worker process %d started (pid %d)", index, proc.pid)
+        return Child(index, port, proc)
+
+    async def _watch(self) -> int:
+        waits = {asyncio.ensure_future(c.proc.wait()): c for c in self.children}
+        code = 0
+        pending = set(waits)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                child, rc = waits[fut], fut.result()
+                self.running.dec()
+                if not self.stopping:
+                    log.error(
+                        "worker process %d (pid %d) exited with %d: stopping the others",
+                        child.index,
+                        child.proc.pid,
+                        rc,
+                    )
+                    self.stop()
+                if rc != 0 and code == 0:
+                    code = rc if rc > 0 else 1
+        return code
+
+    async def respond(self, path: str) -> Response:
+        if path == "/metrics":
+            answers = await asyncio.gather(*(c.ask("/metrics") for c in self.children))
+            parts = [
+                (str(c.index), body)
+                for c, (status, body) in zip(self.children, answers, strict=True)
+                if status == 200
+            ]
+            own = bytes(generate_latest(self.registry))
+            return "200 OK", CONTENT_TYPE_LATEST, own + merge_expositions(parts)
+        if path in ("/healthz", "/readyz"):
+            answers = await asyncio.gather(*(c.ask(path) for c in self.children))
+            ok = len(self.children) == self.s.processes and all(s == 200 for s, _ in answers)
+            lines = "".join(
+                f"process {c.index}: {status or 'down'}\n"
+                for c, (status, _) in zip(self.children, answers, strict=True)
+            )
+            status_line = "200 OK" if ok else "503 Service Unavailable"
+            return status_line, "text/plain", lines.encode()
+        return "404 Not Found", "text/plain", b"not found\n"
