@@ -129,3 +129,47 @@ def test_probes_need_every_process() -> None:
     status, body = asyncio.run(ask())  # no process started yet
     assert status.startswith("503") and body == b""
     assert asyncio.run(sup.respond("/nope"))[0].startswith("404")
+
+
+# -- the supervisor's lifecycle, with stand-in worker processes (no broker needed) -------
+
+_SLEEPER = "import time; time.sleep(60)"
+
+
+def _supervise(
+    code_of: list[str], stop_after_s: float | None = None
+) -> tuple[int, list[int | None]]:
+    """Run a Supervisor whose process i runs `python -c code_of[i]`; stop it after
+    `stop_after_s` (None: wait until it ends by itself). → (exit code, children's codes)."""
+    s = _parse(["--processes", str(len(code_of)), "--metrics-port", "0"])
+    # Process i runs code_of[i], picked by the index the supervisor hands it.
+    pick = "import os, sys; exec(sys.argv[1 + int(os.environ['DERENDER_PROCESS_INDEX'])])"
+    sup = Supervisor(s, command=[sys.executable, "-c", pick, *code_of])
+
+    async def main() -> int:
+        task = asyncio.create_task(sup.run())
+        if stop_after_s is not None:
+            await asyncio.sleep(stop_after_s)
+            sup.stop()
+        return await asyncio.wait_for(task, 30)
+
+    code = asyncio.run(main())
+    return code, [c.proc.returncode for c in sup.children]
+
+
+def test_one_process_exiting_stops_the_others_with_its_code() -> None:
+    code, codes = _supervise([_SLEEPER, "import sys; sys.exit(3)"])
+    assert code == 3
+    assert codes[1] == 3 and codes[0] == -15  # the sleeper got SIGTERM from the supervisor
+
+
+def test_a_stop_ends_every_process_and_exits_0() -> None:
+    # The sleepers have no handlers: SIGTERM kills them, as it kills a worker that is still
+    # starting; asked to stop, that is a clean stop.
+    code, codes = _supervise([_SLEEPER, _SLEEPER], stop_after_s=0.5)
+    assert code == 0 and codes == [-15, -15]
+
+
+def test_a_process_killed_by_another_signal_fails_the_pod() -> None:
+    code, codes = _supervise(["import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert code == 1 and codes == [-9]

@@ -43,6 +43,9 @@ from worker.settings import Settings, to_env
 
 log = logging.getLogger("derender.supervisor")
 
+# A worker process killed by the stop signal we sent it (it had not installed its
+# handlers yet) stopped as asked.
+_STOPPED_BY_US = (-signal.SIGTERM, -signal.SIGINT)
 # A process that does not answer a scrape or probe within this long counts as down.
 ASK_TIMEOUT_S = 5.0
 
@@ -288,6 +291,8 @@ class Supervisor:
                         rc,
                     )
                     self.stop()
+                if self.stopping and rc in _STOPPED_BY_US:
+                    rc = 0  # still starting up when asked to stop: nothing to finish
                 if rc != 0 and code == 0:
                     code = rc if rc > 0 else 1
         return code
