@@ -157,9 +157,11 @@ class Child:
         try:
             async with asyncio.timeout(ASK_TIMEOUT_S):
                 reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
-                raw = await reader.read()  # the server closes after one answer
-                writer.close()
+                try:
+                    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                    raw = await reader.read()  # the server closes after one answer
+                finally:
+                    writer.close()
         except (OSError, TimeoutError):
             return 0, b""
         head, _, body = raw.partition(b"\r\n\r\n")
