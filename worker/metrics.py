@@ -210,8 +210,8 @@ async def serve_http(
 
 def route(
     metrics: Metrics, path: str, is_ready: Callable[[], bool] | None
-) -> tuple[str, str, bytes]:
-    path = path.split("?", 1)[0]
+) -> Response:
+    """`path` without its query string (serve_http strips it)."""
     if path == "/metrics":
         return "200 OK", CONTENT_TYPE_LATEST, metrics.exposition()
     if path == "/healthz":
