@@ -208,9 +208,7 @@ async def serve_http(
     return await asyncio.start_server(handle, host, port)
 
 
-def route(
-    metrics: Metrics, path: str, is_ready: Callable[[], bool] | None
-) -> Response:
+def route(metrics: Metrics, path: str, is_ready: Callable[[], bool] | None) -> Response:
     """`path` without its query string (serve_http strips it)."""
     if path == "/metrics":
         return "200 OK", CONTENT_TYPE_LATEST, metrics.exposition()
