@@ -11,6 +11,7 @@ max_logprobs = 20
 default = true
 # optional: eos_token_ids = [1]   (default: the eos_token of a tokenizer_config.json beside it)
 # optional: reasoning_field = "reasoning_content"
+# optional: strict_tool_calling = false   (tool_choice required/named expect bare JSON)
 ```
 """
 
@@ -40,6 +41,7 @@ class ModelEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     default: bool = False
     eos_token_ids: list[int] | None = None
     reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning"
+    strict_tool_calling: bool = True
 
 
 class RegistryFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -117,6 +119,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
             reasoning_parser=entry.reasoning_parser,
             tool_parser=entry.tool_parser,
             reasoning_field=entry.reasoning_field,
+            strict_tool_calling=entry.strict_tool_calling,
         )
     default = next((n for n, m in reg.models.items() if m.default), next(iter(reg.models)))
     return Registry(models=models, default=default)

@@ -255,7 +255,9 @@ def _open(record: ChunkRecord, registry: Registry, timestamp_ms: int | None) -> 
         opts=opts,
     )
     if api == "chat":
-        template = open_parser(model.parser, req, prompt_ids, record.request_id)
+        template = open_parser(
+            model.parser, req, prompt_ids, record.request_id, strict=model.strict_tool_calling
+        )
         if uses_parser(model.parser, template):
             state.parser = template
             # The parser reads its markers in the text: special tokens stay in (it drops

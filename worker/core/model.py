@@ -29,6 +29,10 @@ class Model:
     tool_parser: str | None = None
     # `reasoning` (current vLLM) or `reasoning_content` (older clients).
     reasoning_field: str = "reasoning"
+    # vLLM 0.33's VLLM_ENFORCE_STRICT_TOOL_CALLING (default on): with tool_choice
+    # "required" or a named function the model writes its own tool-call format, which
+    # is parsed as with "auto". Off: the output is the constrained JSON of those modes.
+    strict_tool_calling: bool = True
     vocab_size: int = field(init=False)
     # The reasoning and tool-call formats compiled against the tokenizer (markers
     # that are single added tokens are matched by id).

@@ -192,9 +192,10 @@ class Parser:
     tok: Tokenizer
     req: ChatRequest | None = None
     prompt: list[int] | None = None
+    strict: bool = True  # the model's strict_tool_calling
 
     def open(self) -> ParserState:
-        return open_parser(self.spec, self.req, self.prompt, "req-1", 0)
+        return open_parser(self.spec, self.req, self.prompt, "req-1", 0, strict=self.strict)
 
     def ids(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False).ids)
@@ -298,5 +299,6 @@ def parser(
     tools: str | None = None,
     req: ChatRequest | None = None,
     prompt: list[int] | None = None,
+    strict: bool = True,
 ) -> Parser:
-    return Parser(compile_parser(reasoning, tools, tok), tok, req, prompt)
+    return Parser(compile_parser(reasoning, tools, tok), tok, req, prompt, strict)

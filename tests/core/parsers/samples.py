@@ -213,6 +213,7 @@ class Setup:
     many_calls: bool = True
     tool_choice: str | dict[str, Any] | None = None
     markers: tuple[str, ...] = field(default=())  # texts that must never leak
+    strict: bool = True  # the model's strict_tool_calling
 
 
 MARKER_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
@@ -248,13 +249,26 @@ SETUPS: dict[str, Setup] = {
               reasoning=False, content_with_calls=False, markers=('{"name"',)),
         Setup("pythonic", None, "pythonic", "llama", render_pythonic, reasoning=False,
               content_with_calls=False),
+        # Strict tool calling off: the forced modes' output is bare JSON.
         Setup("required", "deepseek_v4", "deepseek_v4", "deepseek", render_required,
               "<｜Assistant｜><think>", content_with_calls=False, tool_choice="required",
-              markers=_THINK_MARKERS),
+              markers=_THINK_MARKERS, strict=False),
         Setup("named", "deepseek_v4", "deepseek_v4", "deepseek", render_named,
               "<｜Assistant｜><think>", content_with_calls=False, many_calls=False,
               tool_choice={"type": "function", "function": {"name": "get_weather"}},
-              markers=_THINK_MARKERS),
+              markers=_THINK_MARKERS, strict=False),
+        # Strict (the default): the forced modes' output is the model's own format.
+        Setup("required_strict", "deepseek_v4", "deepseek_v4", "deepseek",
+              render_deepseek_v4, "<｜Assistant｜><think>", tool_choice="required",
+              markers=(*_THINK_MARKERS, "｜DSML｜")),
+        Setup("named_strict", "deepseek_v4", "deepseek_v4", "deepseek", render_deepseek_v4,
+              "<｜Assistant｜><think>", many_calls=False,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}},
+              markers=(*_THINK_MARKERS, "｜DSML｜")),
+        # tool_choice "none": the block is parsed and its calls dropped.
+        Setup("none", "deepseek_v4", "deepseek_v4", "deepseek", render_deepseek_v4,
+              "<｜Assistant｜><think>", tool_choice="none",
+              markers=(*_THINK_MARKERS, "｜DSML｜")),
     ]
 }  # fmt: skip
 

@@ -104,10 +104,11 @@ def test_a_think_marker_written_as_prose_is_text(deepseek: Tokenizer) -> None:
     for cut in range(1, len(ids)):
         per_chunk, _ = p.stream_ids(ids, [cut])
         assert merge([e for c in per_chunk for e in c]).reasoning == text
-    # Without token ids there is nothing to tell them apart: text decides.
+    # Without token ids there is nothing to tell them apart: text decides (and the
+    # reasoning's trailing space goes, as vLLM strips it).
     st = p.open()
     assert merge(feed(p.spec, st, text, None, final=True).events) == Result(
-        "I could write ", " here."
+        "I could write", " here."
     )
 
 
@@ -157,15 +158,20 @@ def test_other_special_tokens_are_dropped(deepseek: Tokenizer) -> None:
         assert merge([e for c in per_chunk for e in c]) == Result("plan", "ok")
 
 
-def test_special_markers_without_a_transition_are_dropped_added_ones_shown() -> None:
+def test_tool_choice_none_parses_the_block_and_drops_its_calls() -> None:
+    """Markup never reaches content, whatever the tool_choice (vLLM 0.33 parses and
+    drops the block too); text around the block stays content."""
     kimi = marker_tokenizer(special=KIMI_SPECIAL)
-    p = parser(kimi, None, "kimi_k2", req=request(["f"], tool_choice="none"))
     text = 'a<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"x": 1}<|tool_call_end|>'  # noqa: E501
-    assert p.whole(text) == Result(None, 'afunctions.f:0{"x": 1}')
+    for req in (request(["f"], tool_choice="none"), request([]), None):
+        p = parser(kimi, None, "kimi_k2", req=req)
+        assert p.whole(text) == Result(None, "a"), req
     qwen = marker_tokenizer(added=QWEN_ADDED, special=QWEN_SPECIAL)
     p = parser(qwen, None, "hermes", req=request(["f"], tool_choice="none"))
     call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
-    assert p.whole(call + "<|im_end|>") == Result(None, call)
+    assert p.whole("Sure. " + call + "<|im_end|>") == Result(None, "Sure. ")
+    for _, got in p.all_streams("Sure. " + call):
+        assert got == Result(None, "Sure. ")
 
 
 # -- whitespace around calls -------------------------------------------------------------
@@ -286,7 +292,7 @@ def test_a_tool_block_inside_reasoning_ends_it_and_is_parsed() -> None:
     want = [("bash", '{"command": "cat /etc/hosts"}')]
     for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
         assert (got.reasoning, got.content, got.calls) == (
-            "I need to read the file.\n\n",
+            "I need to read the file.",
             None,
             want,
         )

@@ -246,8 +246,9 @@ Q_CASES = [
     Case("Q05", "<think>This is a reasoning\nsection</think>This is the rest\nThat",
          "This is a reasoning\nsection", "This is the rest\nThat"),
     Case("Q06", "<think>This is a reasoning section", "This is a reasoning section", None),
-    Case("Q07", READ + TOOL_CALL_BODY, READ, TOOL_CALL_BODY),
-    Case("Q08", "<think>" + READ + TOOL_CALL_BODY, READ, TOOL_CALL_BODY),
+    # vLLM 0.33 strips the reasoning's trailing whitespace.
+    Case("Q07", READ + TOOL_CALL_BODY, READ.rstrip(), TOOL_CALL_BODY),
+    Case("Q08", "<think>" + READ + TOOL_CALL_BODY, READ.rstrip(), TOOL_CALL_BODY),
 ]  # fmt: skip
 
 
@@ -279,8 +280,8 @@ def test_qwen3(qwen_tok: Tokenizer, case: Case) -> None:
         pytest.param(["<think>reasoning</think>"], "reasoning", None, id="Q11"),
         pytest.param(["reasoning section", "</think>content"], "reasoning section", "content",
                      id="Q12"),
-        pytest.param([READ, "<tool_call>\n<function=bash>"], READ, "<tool_call>\n<function=bash>",
-                     id="Q13"),
+        pytest.param([READ, "<tool_call>\n<function=bash>"], READ.rstrip(),
+                     "<tool_call>\n<function=bash>", id="Q13"),
     ],
 )  # fmt: skip
 def test_qwen3_deltas(
@@ -341,12 +342,12 @@ def test_v4r01_dsml_block_ends_reasoning(deepseek: Tokenizer) -> None:
     thinking = request(chat_template_kwargs={"thinking": True})
     _check(
         parser(deepseek, "deepseek_v4", req=thinking),
-        Case("V4R01", text, "Let me search.\n\n", DSML_READ),
+        Case("V4R01", text, "Let me search.", DSML_READ),
     )
     # … and the tool parser turns that block into the call.
     with_tools = request(["read_file"], chat_template_kwargs={"thinking": True})
     p = parser(deepseek, "deepseek_v4", "deepseek_v4", req=with_tools)
-    want = Result("Let me search.\n\n", None, [("read_file", '{"path": "/tmp/example.lean"}')])
+    want = Result("Let me search.", None, [("read_file", '{"path": "/tmp/example.lean"}')])
     got = p.whole(text)
     assert (got.reasoning, got.content, got.calls) == (want.reasoning, want.content, want.calls)
     for how, streamed in p.all_streams(text):

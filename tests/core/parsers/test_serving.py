@@ -46,6 +46,7 @@ from worker.core.parsers.state import (
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
+    TOOLS_SUPPRESS,
 )
 from worker.wire.outbound import encode
 
@@ -107,19 +108,30 @@ def test_e06_qwen3_thinking_off_in_the_prompt(qwen_tok: Tokenizer) -> None:
 def test_tool_modes(qwen_tok: Tokenizer) -> None:
     spec = compile_parser("qwen3", "hermes", qwen_tok)
     no_parser = compile_parser("qwen3", None, qwen_tok)
-    table = [
-        (spec, None, TOOLS_NONE),
-        (spec, request(), TOOLS_NONE),
-        (spec, request(["f"]), TOOLS_AUTO),
-        (spec, request(["f"], tool_choice="auto"), TOOLS_AUTO),
-        (spec, request(["f"], tool_choice="none"), TOOLS_NONE),
-        (spec, request(["f"], tool_choice="required"), TOOLS_REQUIRED),
-        (spec, request(["f"], tool_choice=NAMED), TOOLS_NAMED),
-        (no_parser, request(["f"]), TOOLS_NONE),
-        (no_parser, request(["f"], tool_choice="required"), TOOLS_REQUIRED),
+    pythonic = compile_parser(None, "pythonic", qwen_tok)  # vLLM: no structural tag
+    mistral = compile_parser(None, "mistral", qwen_tok)  # vLLM: never the JSON path
+    required, named = request(["f"], tool_choice="required"), request(["f"], tool_choice=NAMED)
+    table = [  # spec, request, strict_tool_calling, mode
+        (spec, None, True, TOOLS_SUPPRESS),
+        (spec, request(), True, TOOLS_SUPPRESS),
+        (spec, request(["f"]), True, TOOLS_AUTO),
+        (spec, request(["f"], tool_choice="auto"), True, TOOLS_AUTO),
+        (spec, request(["f"], tool_choice="none"), True, TOOLS_SUPPRESS),
+        (spec, required, True, TOOLS_AUTO),
+        (spec, named, True, TOOLS_AUTO),
+        (spec, required, False, TOOLS_REQUIRED),
+        (spec, named, False, TOOLS_NAMED),
+        (pythonic, required, True, TOOLS_REQUIRED),
+        (pythonic, named, True, TOOLS_NAMED),
+        (mistral, required, False, TOOLS_AUTO),
+        (mistral, named, False, TOOLS_AUTO),
+        (no_parser, request(["f"]), True, TOOLS_NONE),
+        (no_parser, request(["f"], tool_choice="none"), True, TOOLS_NONE),
+        (no_parser, required, True, TOOLS_REQUIRED),
+        (no_parser, named, True, TOOLS_NAMED),
     ]
-    got = [open_parser(s, r, None, "r").mode for s, r, _ in table]
-    assert got == [m for _, _, m in table]
+    got = [open_parser(s, r, None, "r", strict=strict).mode for s, r, strict, _ in table]
+    assert got == [m for *_, m in table]
 
 
 def test_e02_auto_call_finishes_with_tool_calls(qwen_tok: Tokenizer) -> None:
@@ -135,20 +147,62 @@ def test_e02_auto_call_finishes_with_tool_calls(qwen_tok: Tokenizer) -> None:
 
 
 def test_e03_named_tool_choice(deepseek: Tokenizer) -> None:
+    """Strict tool calling off: the output is the arguments object, verbatim (vLLM)."""
     p = parser(deepseek, "deepseek_v4", "deepseek_v4", req=request(["get_weather"],
-               tool_choice=NAMED), prompt=_ids(deepseek, "<｜Assistant｜></think>"))  # fmt: skip
+               tool_choice=NAMED), prompt=_ids(deepseek, "<｜Assistant｜></think>"),
+               strict=False)  # fmt: skip
     text = ' {"city": "Paris"}'
     st = p.open()
     ids = _ids(deepseek, text)
     parsed = parse_whole(p.spec, st, p.decode(ids), ids)
     assert parsed.content == ""  # vLLM answers a forced call with "" (§3.6)
     assert [(c.function.name, c.function.arguments) for c in parsed.tool_calls] == [
-        ("get_weather", '{"city": "Paris"}')
+        ("get_weather", text)
     ]
     assert finish_reason(st, "stop") == "stop"  # OpenAI keeps "stop" for forced calls
     for how, got in p.all_streams(text):
-        assert got.calls == [("get_weather", '{"city": "Paris"}')], how
+        assert got.calls == [("get_weather", text)], how
     assert p.whole("  \n").calls == []  # nothing generated: no call
+    # Nothing after the object is dropped either: it is arguments, as vLLM has it.
+    assert p.whole('{"city": "Paris"} ok').calls == [("get_weather", '{"city": "Paris"} ok')]
+
+
+def test_named_tool_choice_never_loses_text(deepseek: Tokenizer) -> None:
+    """Regression (#11): prose under a named tool_choice came out as arguments `"It"`
+    with the rest dropped. What is no arguments object is content, whole."""
+    prose = "It is sunny in Hangzhou today."
+    for strict in (False, True):
+        p = parser(deepseek, "deepseek_v4", "deepseek_v4", strict=strict,
+                   req=request(["get_weather"], tool_choice=NAMED),
+                   prompt=_ids(deepseek, "<｜Assistant｜></think>"))  # fmt: skip
+        for got in (p.whole(prose), *[r for _, r in p.all_streams(prose)]):
+            assert (got.content, got.calls) == (prose, []), strict
+
+
+def test_strict_forced_choices_parse_the_models_format(deepseek: Tokenizer) -> None:
+    """Regression (#11): with strict tool calling (vLLM 0.33's default) "required" and
+    a named function are written in the model's own format (DSML), and parsed as such."""
+    dsml = (
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+        '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+    )
+    for choice, finish in (("required", "tool_calls"), (NAMED, "stop")):
+        p = parser(deepseek, "deepseek_v4", "deepseek_v4",
+                   req=request(["get_weather"], tool_choice=choice),
+                   prompt=_ids(deepseek, "<｜Assistant｜><think>"))  # fmt: skip
+        text = "Use it.</think>" + dsml
+        st = p.open()
+        ids = _ids(deepseek, text)
+        parsed = parse_whole(p.spec, st, p.decode(ids), ids)
+        assert parsed.reasoning == "Use it." and parsed.content == ""
+        assert [(c.function.name, c.function.arguments) for c in parsed.tool_calls] == [
+            ("get_weather", '{"city": "Paris"}')
+        ]
+        assert finish_reason(st, "stop") == finish
+        for how, got in p.all_streams(text):
+            assert got.calls == [("get_weather", '{"city": "Paris"}')], how
+            assert "DSML" not in (got.content or ""), how
 
 
 def test_e04_required_tool_choice(deepseek: Tokenizer) -> None:
@@ -158,6 +212,7 @@ def test_e04_required_tool_choice(deepseek: Tokenizer) -> None:
         "deepseek_v4",
         req=request(["f", "g"], tool_choice="required"),
         prompt=_ids(deepseek, "<｜Assistant｜><think>"),
+        strict=False,  # strict: the model's own format instead (test below)
     )
     text = 'Pick f.</think>[{"name": "f", "parameters": {"a": 1}}, {"name": "g", "parameters": {}}]'
     st = p.open()
@@ -175,18 +230,36 @@ def test_e04_required_tool_choice(deepseek: Tokenizer) -> None:
 
 
 def test_e07_tool_choice_none_keeps_reasoning_and_text(qwen_tok: Tokenizer) -> None:
+    """Regression (#11): the call's markup used to be the answer, verbatim. vLLM 0.33
+    parses the block and drops the calls; the text around it stays."""
     p = parser(qwen_tok, "qwen3", "hermes", req=request(["get_weather"], tool_choice="none"))
     st = p.open()
-    text = "think</think>" + WEATHER
+    text = "think</think>Here." + WEATHER
     ids = _ids(qwen_tok, text)
     events = feed(p.spec, st, p.decode(ids), ids, final=True).events
     got = Result(
         "".join(e.text for e in events if isinstance(e, Reasoning)),
         "".join(e.text for e in events if isinstance(e, Content)),
     )
-    assert got == Result("think", WEATHER)  # the call's text is the answer, verbatim
+    assert got == Result("think", "Here.")
     assert not any(isinstance(e, ToolCallStart) for e in events)
     assert finish_reason(st, "stop") == "stop"
+
+
+def test_dsml_never_reaches_content_without_tools(deepseek: Tokenizer) -> None:
+    """Regression (#11): with tool_choice "none", or no tools, a DSML block leaked."""
+    dsml = (
+        '\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+        '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+    )
+    text = "Hm.</think>Sunny." + dsml
+    for req in (request(["get_weather"], tool_choice="none"), request(), None):
+        p = parser(deepseek, "deepseek_v4", "deepseek_v4", req=req,
+                   prompt=_ids(deepseek, "<｜Assistant｜><think>"))  # fmt: skip
+        for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
+            assert (got.reasoning, got.calls) == ("Hm.", []), req
+            assert "DSML" not in (got.content or "") and got.content.startswith("Sunny."), req
 
 
 def test_parallel_tool_calls_false_keeps_the_first_call(qwen_tok: Tokenizer) -> None:
@@ -259,7 +332,8 @@ def test_uses_parser(qwen_tok: Tokenizer) -> None:
     tools_only = compile_parser(None, "hermes", qwen_tok)
     with_reasoning = compile_parser("qwen3", None, qwen_tok)
     none = request(["f"], tool_choice="none")
-    assert not uses_parser(tools_only, open_parser(tools_only, none, None, "r"))
+    # tool_choice "none" still parses the format (its markup must not become content).
+    assert uses_parser(tools_only, open_parser(tools_only, none, None, "r"))
     assert uses_parser(tools_only, open_parser(tools_only, request(["f"]), None, "r"))
     assert uses_parser(with_reasoning, open_parser(with_reasoning, none, None, "r"))
     plain = compile_parser(None, None, qwen_tok)

@@ -24,7 +24,7 @@ from worker.core.parsers.render import (
     to_message,
 )
 from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
-from worker.core.parsers.state import HIDE_REASONING, TOOLS_NAMED, TOOLS_REQUIRED, ParserState
+from worker.core.parsers.state import FORCED_CHOICE, HIDE_REASONING, ParserState
 
 
 def parse_whole(
@@ -37,7 +37,7 @@ def parse_whole(
         reasoned=st.reasoned,
         hide_reasoning=bool(st.flags & HIDE_REASONING),
         # vLLM answers a forced call with `content: ""` rather than null (§3.6).
-        content_default="" if st.mode in (TOOLS_NAMED, TOOLS_REQUIRED) else None,
+        content_default="" if st.flags & FORCED_CHOICE else None,
     )
     parsed.reasoning_tokens = st.reasoning_tokens
     parsed.hidden = fed.hidden

@@ -36,6 +36,7 @@ from worker.core.parsers.convert import (
 )
 from worker.core.parsers.events import Event, ToolCallArgs, ToolCallStart
 from worker.core.parsers.formats import (
+    ARGS_JSON,
     ARGS_PARAMS,
     HEAD_KIMI,
     HEAD_MISTRAL,
@@ -48,7 +49,7 @@ from worker.core.parsers.formats import (
     CallShape,
     ToolFormat,
 )
-from worker.core.parsers.state import SINGLE_CALL, Call, ParserState
+from worker.core.parsers.state import SINGLE_CALL, TOOLS_SUPPRESS, Call, ParserState
 
 # A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
 HEAD_MAX = 256
@@ -116,8 +117,9 @@ def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
     st = run.st
     if call.skip:
         return False
-    if not name or (st.flags & SINGLE_CALL and st.calls >= 1):
-        call.skip = True  # no name, or parallel_tool_calls: false and one call was made
+    if not name or st.mode == TOOLS_SUPPRESS or (st.flags & SINGLE_CALL and st.calls >= 1):
+        # No name, tool_choice "none", or parallel_tool_calls: false and one call was made.
+        call.skip = True
         return False
     index = st.calls
     st.calls += 1
@@ -176,7 +178,7 @@ def call_end(run: Run, call: Call) -> None:
         return
     if call.kind == ARGS_PARAMS:
         _send(run, call, "}" if call.count else "{}")
-    elif call.phase == J_BEFORE:
+    elif call.kind == ARGS_JSON and call.phase == J_BEFORE:
         _send(run, call, "{}")
 
 
@@ -235,6 +237,12 @@ def scan_json(call: Call, text: str, i: int) -> int:
             if call.depth == 0:
                 return i
     return -1
+
+
+def verbatim(run: Run, call: Call, text: str) -> None:
+    """A named tool_choice's output: all of it is the arguments, as vLLM returns it
+    (constrained decoding makes it one JSON object; nothing after it is dropped)."""
+    _send(run, call, text)
 
 
 def _value_opens(call: Call, c: str) -> None:

@@ -35,6 +35,7 @@ from worker.core.parsers.formats import (
     ARGS_CALLS,
     ARGS_JSON,
     ARGS_PYTHONIC,
+    ARGS_VERBATIM,
     CALL_END,
     CALL_START,
     CONTENT,
@@ -62,6 +63,7 @@ from worker.core.parsers.state import (
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
+    TOOLS_SUPPRESS,
     Call,
     ParserState,
 )
@@ -257,7 +259,7 @@ class _Run:
         self.spec = spec
         self.st = st
         self.out = out
-        self.machine = spec.auto if st.mode == TOOLS_AUTO else spec.plain
+        self.machine = spec.auto if st.mode in (TOOLS_AUTO, TOOLS_SUPPRESS) else spec.plain
         self.lexers = self.machine.lex_text if text_only else self.machine.lex_ids
 
     @property
@@ -397,6 +399,7 @@ class _Run:
             st.reasoned = True
         elif prev == REASONING:
             st.started = False  # the answer starts now: sniff and whitespace rules apply
+            st.rws = ""
         if tr.keep:
             again = self.machine.transitions.get((st.state, literal))
             if again is not None and not again.keep:
@@ -439,7 +442,7 @@ class _Run:
             return self.content(text)
         if state == REASONING:
             if not st.flags & HIDE_REASONING:
-                self.out.append(Reasoning(text))
+                self.reasoning(text)
             return len(text)
         call = st.call
         if call is None:
@@ -451,6 +454,8 @@ class _Run:
                 return args.calls(self, call, text, self.calls_shape())
             elif call.kind == ARGS_PYTHONIC:
                 return args.pythonic(self, call, text)
+            elif call.kind == ARGS_VERBATIM:
+                args.verbatim(self, call, text)
             # ARGS_PARAMS: the whitespace between parameters
         elif state == NAME:
             call.head = (call.head + text)[: args.HEAD_MAX]
@@ -461,6 +466,20 @@ class _Run:
         elif state == PVALUE:
             args.value(self, call, text)
         return len(text)
+
+    def reasoning(self, text: str) -> None:
+        """Reasoning text, less its trailing whitespace, which waits in `rws` until more
+        reasoning follows; the reasoning's end drops it (vLLM strips it)."""
+        st = self.st
+        body = text.rstrip()
+        if not body:
+            st.rws += text
+            if len(st.rws) > WS_HOLD_MAX:
+                self.out.append(Reasoning(st.rws))
+                st.rws = ""
+            return
+        self.out.append(Reasoning(st.rws + body if st.rws else body))
+        st.rws = text[len(body) :]
 
     def content(self, text: str) -> int:
         st = self.st
@@ -473,7 +492,7 @@ class _Run:
                     st.ws = ""
                 return len(text)
             at = len(text) - len(stripped)
-            if not st.started and self._sniff(stripped[0]):
+            if not st.started and self._sniff(stripped[0], text[:at]):
                 return at
             st.started = True
             if st.ws:
@@ -483,15 +502,19 @@ class _Run:
         self.out.append(Content(text))
         return len(text)
 
-    def _sniff(self, first: str) -> bool:
+    def _sniff(self, first: str, lead: str) -> bool:
         """The first character of the answer may open a call list (formats without an
-        opening marker, and the constrained tool_choice modes)."""
+        opening marker, and the constrained tool_choice modes); `lead` is the
+        whitespace before it in this text."""
         st = self.st
         if st.mode == TOOLS_NAMED:
+            if first != "{":
+                return False  # prose is no arguments object: it stays content
             st.started = True
-            st.ws = ""
-            call = self.open_call(ARGS_JSON)
+            call = self.open_call(ARGS_VERBATIM)
             args.header(self, call, st.named)
+            held, st.ws = st.ws + lead, ""
+            args.verbatim(self, call, held)  # vLLM's arguments keep the leading space
             st.state = ARGS
             return True
         if st.mode == TOOLS_REQUIRED:
@@ -522,6 +545,7 @@ class _Run:
     def finish(self) -> None:
         st = self.st
         st.pending = []
+        st.rws = ""
         if st.held:  # (not reached: a final feed lexes with boundary=True)
             held, st.held = st.held, ""
             self.lex(held, 0, len(held), boundary=True)

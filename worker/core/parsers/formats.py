@@ -36,10 +36,11 @@ PARAM_START = 8
 VALUE_START = 16
 
 # -- how ARGS text becomes arguments ---------------------------------------------------
-ARGS_JSON = 0  # raw JSON text, streamed as written (Kimi, Mistral v11, named tool_choice)
+ARGS_JSON = 0  # raw JSON text, streamed as written (Kimi, Mistral v11)
 ARGS_PARAMS = 1  # parameter markup → JSON object, converted per value (XML, DSML)
 ARGS_CALLS = 2  # JSON objects holding name + arguments (hermes, llama3, required)
 ARGS_PYTHONIC = 3  # a Python list of calls with keyword arguments
+ARGS_VERBATIM = 4  # every later character is arguments (a named tool_choice's JSON output)
 
 # -- JSON call lists (ARGS_CALLS) --------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -53,6 +54,11 @@ HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
 ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
 ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
 ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back
+
+# -- what tool_choice "required" / named expect (vLLM 0.33 `supports_required_and_named`) --
+FORCED_STRICT = 0  # the model's own format with strict tool calling, else bare JSON
+FORCED_JSON = 1  # always the bare JSON of constrained decoding (no structural tag)
+FORCED_NATIVE = 2  # always the model's own format (its JSON path does not apply)
 
 
 class Transition(NamedTuple):
@@ -120,6 +126,10 @@ class ToolFormat:
     fallback: bool = False
     # The request tools' parameter types are needed (argument conversion, name inference).
     schema: bool = False
+    # What the output of tool_choice "required" / a named function looks like: with
+    # strict tool calling vLLM constrains formats that have a structural tag to the
+    # model's own syntax, so that is what gets parsed.
+    forced: int = FORCED_STRICT
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""
@@ -300,6 +310,7 @@ MISTRAL_V11 = ToolFormat(
     ARGS_JSON,
     header=HEAD_MISTRAL,
     ids=ID_MISTRAL,
+    forced=FORCED_NATIVE,
 )
 
 MISTRAL_PRE_V11 = ToolFormat(
@@ -312,6 +323,7 @@ MISTRAL_PRE_V11 = ToolFormat(
     calls=CallShape(SHAPE_ARRAY),
     ids=ID_MISTRAL,
     fallback=True,
+    forced=FORCED_NATIVE,
 )
 
 # -- llama3_json (§2.9) ----------------------------------------------------------------------
@@ -340,6 +352,7 @@ PYTHONIC = ToolFormat(
     ARGS_PYTHONIC,
     sniff="[",
     fallback=True,
+    forced=FORCED_JSON,  # vLLM has no structural tag for it
 )
 
 # -- DeepSeek V3 / V3.1 (§2.11; not asked for, but two more tables cost nothing) ---------

@@ -10,14 +10,17 @@ import msgspec
 
 from worker.core.parsers.convert import schema_type
 from worker.core.parsers.engine import ParserSpec
-from worker.core.parsers.formats import CONTENT, REASONING
+from worker.core.parsers.formats import CONTENT, FORCED_JSON, FORCED_NATIVE, REASONING
 from worker.core.parsers.state import (
+    FORCED_CHOICE,
     HIDE_REASONING,
+    NAMED_CHOICE,
     SINGLE_CALL,
     TOOLS_AUTO,
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
+    TOOLS_SUPPRESS,
     ParserState,
     ToolSchema,
 )
@@ -33,11 +36,18 @@ def open_parser(
     prompt_token_ids: list[int] | None,
     request_id: str,
     choice_index: int = 0,
+    strict: bool = True,
 ) -> ParserState:
-    """The parser state of one choice at the start of its output."""
-    mode, named = tool_mode(spec, request)
+    """The parser state of one choice at the start of its output. `strict` is the
+    model's `strict_tool_calling` (vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING)."""
+    mode, named = tool_mode(spec, request, strict)
     state = start_state(spec, request, prompt_token_ids)
     flags = 0
+    choice = request.tool_choice if request is not None else None
+    if isinstance(choice, NamedToolChoice):
+        flags |= NAMED_CHOICE | FORCED_CHOICE
+    elif choice == "required":
+        flags |= FORCED_CHOICE
     if request is not None and not request.include_reasoning:
         flags |= HIDE_REASONING
     if request is not None and request.parallel_tool_calls is False:
@@ -76,20 +86,32 @@ def uses_parser(spec: ParserSpec, st: ParserState) -> bool:
     return spec.reasoning is not None or st.mode != TOOLS_NONE
 
 
-def tool_mode(spec: ParserSpec, request: ChatRequest | None) -> tuple[int, str]:
-    """Which tool parsing applies (§3.2, §3.3): none, the model's format (auto), or the
-    constrained shapes of "required" and a named function. Returns (mode, name)."""
+def tool_mode(
+    spec: ParserSpec, request: ChatRequest | None, strict: bool = True
+) -> tuple[int, str]:
+    """Which tool parsing applies (§3.2, §3.3): the model's format with its calls
+    returned (auto) or dropped (none / no tools: its markup must not become content),
+    or the constrained JSON of "required" and a named function — unless the model's
+    own format is what those produce (strict tool calling). Returns (mode, name)."""
+    fmt = spec.tools
+    quiet = TOOLS_NONE if fmt is None else TOOLS_SUPPRESS
     if request is None:
-        return TOOLS_NONE, ""
+        return quiet, ""
     choice = request.tool_choice
-    if isinstance(choice, NamedToolChoice):
-        return TOOLS_NAMED, choice.function.name
+    named = choice.function.name if isinstance(choice, NamedToolChoice) else ""
+    native = fmt is not None and (
+        fmt.forced == FORCED_NATIVE or (strict and fmt.forced != FORCED_JSON)
+    )
+    if native and (named or choice == "required"):
+        return TOOLS_AUTO, named
+    if named:
+        return TOOLS_NAMED, named
     if not request.tools or choice == "none":
-        return TOOLS_NONE, ""
+        return quiet, ""
     if choice == "required":
         return TOOLS_REQUIRED, ""
     # "auto", or unset with tools (§3.1); needs a configured tool parser.
-    return (TOOLS_AUTO, "") if spec.tools is not None else (TOOLS_NONE, "")
+    return (TOOLS_AUTO, "") if fmt is not None else (TOOLS_NONE, "")
 
 
 def start_state(
@@ -161,6 +183,6 @@ def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:
 def finish_reason(st: ParserState, engine_reason: str | None) -> str | None:
     """`tool_calls` when calls were made, the engine stopped naturally and the tool
     choice was not a named function (§3.4 step 6); otherwise the engine's reason."""
-    if engine_reason == FINISH_STOP and st.calls and st.mode != TOOLS_NAMED:
+    if engine_reason == FINISH_STOP and st.calls and not st.flags & NAMED_CHOICE:
         return FINISH_TOOL_CALLS
     return engine_reason

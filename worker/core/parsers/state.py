@@ -6,6 +6,8 @@ Bounded by construction: no copy of the output is kept. What is held is at most
 - `pending`: marker token ids whose text the detokenizer has not released yet
   (capped at `PENDING_MAX`);
 - `ws`: whitespace-only content waiting to see whether a tool call follows (capped);
+- `rws`: the reasoning's trailing whitespace, waiting to see whether reasoning goes on
+  (capped);
 - in `Call`: the piece of one tool call that is not final yet (a name, one parameter
   value that must be converted whole, the head of a call whose name comes after its
   arguments). That is bounded by one call, never by the generation.
@@ -23,10 +25,18 @@ TOOLS_NONE = 0  # no tool parsing: reasoning split only
 TOOLS_AUTO = 1  # the model's own tool-call format
 TOOLS_REQUIRED = 2  # output is `[{"name": …, "parameters": {…}}, …]` (constrained decoding)
 TOOLS_NAMED = 3  # output is the named function's arguments object itself
+# tool_choice "none" or no tools: the model's format is still parsed, so its markup never
+# reaches content, and the calls are dropped (vLLM 0.33's engine parsers do the same).
+TOOLS_SUPPRESS = 4
 
 # ParserState.flags
 HIDE_REASONING = 1  # include_reasoning: false
 SINGLE_CALL = 2  # parallel_tool_calls: false
+# tool_choice named a function (whichever output shape is parsed): the finish reason
+# stays the engine's, as OpenAI reports a forced named call.
+NAMED_CHOICE = 4
+# tool_choice "required" or named: a whole response's content is "" rather than null.
+FORCED_CHOICE = 8
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -81,3 +91,6 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     named: str = ""  # the named tool_choice function
     tools: list[ToolSchema] = []
     finished: bool = False
+    # Trailing whitespace of the reasoning so far: sent only if more reasoning follows
+    # (vLLM strips it from the end of the reasoning). Capped at engine.WS_HOLD_MAX.
+    rws: str = ""
