@@ -411,3 +411,35 @@ def test_state_round_trips_through_msgpack(qwen_tok: Tokenizer) -> None:
     assert st.call is not None  # mid-call: the richest state
     blob = msgspec.msgpack.encode(st)
     assert msgspec.msgpack.decode(blob, type=ParserState) == st
+
+
+DSML_PARIS = (
+    '\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+)
+
+
+def test_whitespace_before_a_dropped_block_follows_vllm(deepseek: Tokenizer) -> None:
+    """tool_choice "none" with tools: the calls are never made, the "\\n\\n" before the
+    block stays content; no tools: vLLM makes the calls and drops them, and whitespace
+    before a call is not content (both observed on vLLM 0.33)."""
+    text = "Hm.</think>" + DSML_PARIS
+    prompt = _ids(deepseek, "<｜Assistant｜><think>")
+    for req, content in ((request(["get_weather"], tool_choice="none"), "\n\n"), (request(), None)):
+        p = parser(deepseek, "deepseek_v4", "deepseek_v4", req=req, prompt=prompt)
+        for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
+            assert (got.reasoning, got.content, got.calls) == ("Hm.", content, []), req
+
+
+def test_unconstrained_forced_choices_still_parse_native_calls(deepseek: Tokenizer) -> None:
+    """Strict tool calling off, but the model wrote its own format anyway: the block is
+    parsed as a call (vLLM returns the markup as arguments, or drops it for "required")."""
+    prompt = _ids(deepseek, "<｜Assistant｜><think>")
+    for choice in ("required", NAMED):
+        p = parser(deepseek, "deepseek_v4", "deepseek_v4", strict=False, prompt=prompt,
+                   req=request(["get_weather"], tool_choice=choice))  # fmt: skip
+        text = "Hm.</think>Ok." + DSML_PARIS
+        for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
+            assert got.calls == [("get_weather", '{"city": "Paris"}')], choice
+            assert got.content == "Ok.\n\n", choice

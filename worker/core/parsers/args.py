@@ -49,7 +49,7 @@ from worker.core.parsers.formats import (
     CallShape,
     ToolFormat,
 )
-from worker.core.parsers.state import SINGLE_CALL, TOOLS_SUPPRESS, Call, ParserState
+from worker.core.parsers.state import NO_TOOLS, SINGLE_CALL, TOOLS_SUPPRESS, Call, ParserState
 
 # A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
 HEAD_MAX = 256
@@ -117,9 +117,13 @@ def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
     st = run.st
     if call.skip:
         return False
-    if not name or st.mode == TOOLS_SUPPRESS or (st.flags & SINGLE_CALL and st.calls >= 1):
-        # No name, tool_choice "none", or parallel_tool_calls: false and one call was made.
+    if st.mode == TOOLS_SUPPRESS:  # tool_choice "none", or no tools: parsed, not sent
+        if st.flags & NO_TOOLS:
+            st.ws = ""
         call.skip = True
+        return False
+    if not name or (st.flags & SINGLE_CALL and st.calls >= 1):
+        call.skip = True  # no name, or parallel_tool_calls: false and one call was made
         return False
     index = st.calls
     st.calls += 1

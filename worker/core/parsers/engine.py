@@ -59,11 +59,9 @@ from worker.core.parsers.formats import (
 from worker.core.parsers.formats import REASONING_FORMATS as REASONING_FORMATS
 from worker.core.parsers.state import (
     HIDE_REASONING,
-    TOOLS_AUTO,
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
-    TOOLS_SUPPRESS,
     Call,
     ParserState,
 )
@@ -259,7 +257,9 @@ class _Run:
         self.spec = spec
         self.st = st
         self.out = out
-        self.machine = spec.auto if st.mode in (TOOLS_AUTO, TOOLS_SUPPRESS) else spec.plain
+        # Every mode with tool parsing reads the model's own format: its markup never
+        # reaches content (tool_choice none, or a forced choice written natively).
+        self.machine = spec.plain if st.mode == TOOLS_NONE else spec.auto
         self.lexers = self.machine.lex_text if text_only else self.machine.lex_ids
 
     @property
@@ -420,14 +420,14 @@ class _Run:
             return
         self.st.call = None
         if call.kind == ARGS_CALLS:
-            args.calls_end(self, call, self.calls_shape())
+            args.calls_end(self, call, self.calls_shape(call))
         elif call.kind == ARGS_PYTHONIC:
             args.pythonic_end(self, call)
         else:
             args.call_end(self, call)
 
-    def calls_shape(self) -> CallShape:
-        if self.st.mode == TOOLS_REQUIRED or self.spec.tools is None:
+    def calls_shape(self, call: Call) -> CallShape:
+        if call.required or self.spec.tools is None:
             return REQUIRED_CALLS
         return self.spec.tools.calls or REQUIRED_CALLS
 
@@ -451,7 +451,7 @@ class _Run:
             if call.kind == ARGS_JSON:
                 args.json_args(self, call, text)
             elif call.kind == ARGS_CALLS:
-                return args.calls(self, call, text, self.calls_shape())
+                return args.calls(self, call, text, self.calls_shape(call))
             elif call.kind == ARGS_PYTHONIC:
                 return args.pythonic(self, call, text)
             elif call.kind == ARGS_VERBATIM:
@@ -528,6 +528,7 @@ class _Run:
         st.started = True
         call = self.open_call(kind, fallback=True)
         call.raw, st.ws = st.ws, ""
+        call.required = st.mode == TOOLS_REQUIRED
         st.state = ARGS
         return True
 

@@ -15,6 +15,7 @@ from worker.core.parsers.state import (
     FORCED_CHOICE,
     HIDE_REASONING,
     NAMED_CHOICE,
+    NO_TOOLS,
     SINGLE_CALL,
     TOOLS_AUTO,
     TOOLS_NAMED,
@@ -48,12 +49,14 @@ def open_parser(
         flags |= NAMED_CHOICE | FORCED_CHOICE
     elif choice == "required":
         flags |= FORCED_CHOICE
+    if mode == TOOLS_SUPPRESS and (request is None or not request.tools):
+        flags |= NO_TOOLS
     if request is not None and not request.include_reasoning:
         flags |= HIDE_REASONING
     if request is not None and request.parallel_tool_calls is False:
         flags |= SINGLE_CALL
     tools: list[ToolSchema] = []
-    if mode == TOOLS_AUTO and spec.tools is not None and spec.tools.schema and request:
+    if mode != TOOLS_SUPPRESS and spec.tools is not None and spec.tools.schema and request:
         tools = tool_schemas(request.tools)
     return ParserState(
         state=state,

@@ -37,6 +37,10 @@ SINGLE_CALL = 2  # parallel_tool_calls: false
 NAMED_CHOICE = 4
 # tool_choice "required" or named: a whole response's content is "" rather than null.
 FORCED_CHOICE = 8
+# TOOLS_SUPPRESS because the request has no tools: vLLM parses such calls and drops them
+# afterwards, so whitespace before one goes as before a call; with tools and "none" the
+# calls are never made and that whitespace stays content.
+NO_TOOLS = 16
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -70,6 +74,7 @@ class Call(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     name: str = ""  # the call's name once known
     args: bool = False  # an arguments key was seen (JSON lists)
     fallback: bool = False  # `raw` is kept: no header yet in a sniffed block
+    required: bool = False  # the `[{"name", "parameters"}, …]` of tool_choice "required"
 
 
 class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
