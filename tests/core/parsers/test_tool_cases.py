@@ -469,6 +469,26 @@ def test_dsml_schema_types_convert_values(deepseek: Tokenizer) -> None:
     check(p, Case("dsml-schema", text, None, (("f", want),), (NS, S, CHARS)))
 
 
+def test_dsml_json_values_corrected_as_vllm(deepseek: Tokenizer) -> None:
+    """string="false" values (JSON), corrected by the schema as vLLM 0.33 does (found
+    by `make parity`): arrays and objects stay as written even for a string parameter,
+    a JSON string is parsed as its parameter's type, other scalars of a string
+    parameter become their JSON text."""
+    schema = tool("f", a="string", o="string", n="integer", b="string")
+    p = parser(deepseek, None, "deepseek_v4", req=request([schema]))
+    params = {"a": "[1, 2]", "o": '{"k": 1}', "n": '"7"', "b": "true"}
+    text = (
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="f">\n'
+        + "".join(
+            f'<｜DSML｜parameter name="{k}" string="false">{v}</｜DSML｜parameter>\n'
+            for k, v in params.items()
+        )
+        + "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+    )
+    want = {"a": [1, 2], "o": {"k": 1}, "n": 7, "b": "true"}
+    check(p, Case("dsml-json", text, None, (("f", want),), (NS, S, CHARS)))
+
+
 # -- §5.11 kimi_k2 -------------------------------------------------------------------------
 
 _SB, _SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"

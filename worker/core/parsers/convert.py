@@ -94,15 +94,21 @@ def typed_value(raw: str, type_name: str) -> str:
 
 def json_value(raw: str, type_name: str) -> str:
     """DSML `string="false"` values: JSON text; a value that does not parse stays a
-    string (reference §2.12), and a schema string type keeps the text as written."""
+    string (reference §2.12). Then the schema type corrects it as vLLM 0.33 does: a
+    string parsed as the type, a scalar of a string parameter as its JSON text; arrays
+    and objects stay as the model wrote them."""
     try:
         value = json.loads(raw)
     except ValueError:
         return dumps(raw)
     if isinstance(value, float) and not math.isfinite(value):
         return dumps(raw)
-    if type_name == STRING and not isinstance(value, str):
-        return dumps(raw)
+    if isinstance(value, list | dict) or type_name == UNKNOWN:
+        return dumps(value)
+    if isinstance(value, str):
+        return typed_value(value, type_name)
+    if type_name == STRING:
+        return dumps(json.dumps(value))
     return dumps(value)
 
 
