@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SRC    := worker tests $(wildcard bench)
 
-.PHONY: venv test test-fast lint typecheck format schemas bench demo clean
+.PHONY: venv test test-fast lint typecheck format schemas bench demo clean parity
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,20 @@ bench-worker: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/derender-worker demo
+
+## Our derender against vLLM 0.33.0's real one, case by case: sets up the vLLM peer venv
+## and model folder outside the repo (tests/peer/setup_peer.sh; the first run installs
+## ~3.7 GB), installs the `peer` extra, then the tests start three render servers on free
+## local ports. Writes .parity/summary.json; `make test` never runs these.
+PEER_STAMP := $(VENV)/.installed-peer
+
+$(PEER_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test,peer]'
+	touch $(PEER_STAMP)
+
+parity: $(PEER_STAMP)
+	bash tests/peer/setup_peer.sh
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m peer tests/peer
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

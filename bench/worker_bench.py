@@ -203,7 +203,8 @@ def make_workload(
                 rec["created"] = CREATED
             recs.append(rec)
         recs.append({"request_id": rid, "seq": len(recs), "type": "end"})
-        gens.append(Generation(rid, ids, tok.decode(ids), recs))
+        # The built-in model streams it all as reasoning, less its trailing whitespace.
+        gens.append(Generation(rid, ids, tok.decode(ids).rstrip(), recs))
     records = [
         (r["request_id"], r["seq"], json.dumps(r, ensure_ascii=False).encode())
         for r in interleave(gens, seed + 1)

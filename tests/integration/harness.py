@@ -129,7 +129,9 @@ def make_generations(
     ]  # fmt: skip
     gens = []
     for n in range(count):
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 25)))
+        # Ends in a word: the built-in model streams all of it as reasoning, whose trailing
+        # whitespace is stripped (as vLLM does), so whitespace there would not add up.
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 25))) + " ok."
         ids = list(tok.encode(text, add_special_tokens=False).ids)
         rid = f"{prefix}-{seed}-{n}"
         recs: list[dict[str, Any]] = []

