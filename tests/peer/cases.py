@@ -110,10 +110,17 @@ def dsml(calls: list[tuple[str, dict[str, Any]]]) -> str:
     return "<｜DSML｜tool_calls>\n" + "\n".join(invokes) + "\n</｜DSML｜tool_calls>"
 
 
+# Logprob alternatives (DeepSeek V4 ids): words, lone UTF-8 bytes, a partial emoji.
+ALTERNATIVES = (100, 225, 3574, 102, 19923, 1031, 30594, 3, 260, 53769)
+
+
 class Builder:
-    def __init__(self, tok: Tokenizer, seed: int = SEED) -> None:
+    def __init__(
+        self, tok: Tokenizer, seed: int = SEED, alternatives: tuple[int, ...] = ALTERNATIVES
+    ) -> None:
         self.tok = tok
         self.rng = random.Random(seed)
+        self.alternatives = list(alternatives)
         self.cases: list[Case] = []
         self.names: set[str] = set()
 
@@ -145,7 +152,7 @@ class Builder:
             if self.rng.random() < 0.4:
                 alts.append(t)
             while len(alts) < top:
-                a = self.rng.choice([100, 225, 3574, 102, 19923, 1031, 30594, 3, 260, 53769])
+                a = self.rng.choice(self.alternatives)
                 if a not in alts:
                     alts.append(a)
             entry = {"token_id": t, "logprob": lp, "rank": 1 if alts[:1] == [t] else 2}

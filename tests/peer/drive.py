@@ -24,9 +24,16 @@ if TYPE_CHECKING:
     from tests.peer.vllm_server import Peer
 
 MODEL = "deepseek-v4"
+# The second tokenizer family: Llama 3.2 on the servers named llama-*.
+LLAMA_MODEL = "llama-3.2"
 REQUEST_ID = "req-parity"
 CHAT_PATH = "/v1/chat/completions/derender"
 COMPLETION_PATH = "/v1/completions/derender"
+
+
+def served_model(server: str) -> str:
+    """The model name a server serves (and our registry for it holds)."""
+    return LLAMA_MODEL if server.startswith("llama-") else MODEL
 
 
 @dataclass
@@ -47,7 +54,10 @@ class Gen:
 @dataclass
 class Case:
     name: str
-    server: str  # "on" (parsers), "off" (no parsers), "lax" (parsers, strict tool calling off)
+    # DeepSeek V4: "on" (parsers), "off" (no parsers), "lax" (parsers, strict tool calling
+    # off); Llama 3.2: "llama-off", "llama-tools" (llama3_json), "llama-lax" (the same,
+    # strict tool calling off).
+    server: str
     api: str  # "chat" | "completion"
     stream: bool
     # The client's request as rendered: a chat request (with messages) or a completion
@@ -64,8 +74,9 @@ class Case:
     order: list[int] | None = None
     # Prompt ids per generate output, filled in from vLLM's render (or set explicitly).
     prompts: list[list[int]] | None = None
-    # Other settings: "model" (the served name sent; default deepseek-v4), "shape" (what
-    # a tool-choice case's output is: dsml, json-required, json-named, prose).
+    # Other settings: "model" (the served name sent; default the server's), "shape" (what
+    # a tool-choice case's output is: dsml, json-required, json-named, prose, and for
+    # Llama python-tag, bare, …).
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,7 +86,7 @@ class Case:
 
     @property
     def model(self) -> str:
-        return str(self.extra.get("model", MODEL))
+        return str(self.extra.get("model", served_model(self.server)))
 
     def describe(self, decode: Callable[[list[int]], str] | None = None) -> str:
         gens = self.outputs

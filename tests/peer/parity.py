@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.peer.compare import Diff, compare, compare_to_whole
 from tests.peer.differences import DIFFERENCES, PROPOSED, explain
-from tests.peer.drive import MODEL, Case, run_ours, run_vllm
+from tests.peer.drive import Case, run_ours, run_vllm, served_model
 from worker.core.model import Registry
 
 if TYPE_CHECKING:
@@ -136,8 +136,9 @@ class Prompts:
         if case.prompts is not None:
             return
         req = case.request
+        model = served_model(case.server)
         if case.api == "chat":
-            render = {"model": MODEL, "messages": req["messages"]}
+            render = {"model": model, "messages": req["messages"]}
             for k in ("tools", "chat_template_kwargs"):
                 if k in req:
                     render[k] = req[k]
@@ -145,7 +146,7 @@ class Prompts:
             if key not in self.cache:
                 self.cache[key] = [peer.render_chat(render)]
         else:
-            render = {"model": MODEL, "prompt": req["prompt"]}
+            render = {"model": model, "prompt": req["prompt"]}
             key = "completion:" + json.dumps(render, sort_keys=True)
             if key not in self.cache:
                 self.cache[key] = peer.render_completion(render)

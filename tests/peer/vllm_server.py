@@ -20,19 +20,23 @@ from typing import Any
 
 import httpx
 
+from tests.peer.drive import LLAMA_MODEL, MODEL
+
 HOST = "127.0.0.1"
-SERVED_NAME = "deepseek-v4"
 PEER_HOME = Path(os.environ.get("DERENDER_PEER_HOME", Path.home() / ".cache" / "derender-peer"))
 VENV = PEER_HOME / "venv"
 MODEL_DIR = PEER_HOME / "models" / "dsv4"
+LLAMA_DIR = PEER_HOME / "models" / "llama32"
+MODEL_DIRS = (MODEL_DIR, LLAMA_DIR)
 
-PARSER_ARGS = [
+DSV4_PARSERS = (
     "--reasoning-parser",
     "deepseek_v4",
     "--tool-call-parser",
     "deepseek_v4",
     "--enable-auto-tool-choice",
-]
+)
+LLAMA_PARSERS = ("--tool-call-parser", "llama3_json", "--enable-auto-tool-choice")
 SERVER_ENV = {
     # vLLM cannot infer a device on a GPU-less machine; the render server needs none.
     "VLLM_TARGET_DEVICE": "cpu",
@@ -44,18 +48,27 @@ SERVER_ENV = {
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """One render server configuration: `on` (parsers), `off` (none), `lax` (parsers,
-    strict tool calling off)."""
+    """One render server configuration: a model folder, its served name, parser flags and
+    environment."""
 
     name: str
-    parsers: bool
+    model_dir: Path
+    served_name: str
+    parser_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
 
 
+LAX = {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
 SPECS = {
-    "on": ServerSpec("on", True),
-    "off": ServerSpec("off", False),
-    "lax": ServerSpec("lax", True, {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}),
+    # DeepSeek V4: parsers on, off, and on with strict tool calling off.
+    "on": ServerSpec("on", MODEL_DIR, MODEL, DSV4_PARSERS),
+    "off": ServerSpec("off", MODEL_DIR, MODEL),
+    "lax": ServerSpec("lax", MODEL_DIR, MODEL, DSV4_PARSERS, LAX),
+    # Llama 3.2: no parser, the llama3_json tool parser (no reasoning parser), and that
+    # parser with strict tool calling off.
+    "llama-off": ServerSpec("llama-off", LLAMA_DIR, LLAMA_MODEL),
+    "llama-tools": ServerSpec("llama-tools", LLAMA_DIR, LLAMA_MODEL, LLAMA_PARSERS),
+    "llama-lax": ServerSpec("llama-lax", LLAMA_DIR, LLAMA_MODEL, LLAMA_PARSERS, LAX),
 }
 
 
@@ -83,10 +96,9 @@ class Server:
         self.port = free_port()
         self.log_path = log_dir / f"vllm-{spec.name}.log"
         vllm = VENV / "bin" / "vllm"
-        cmd = [str(vllm), "launch", "render", str(MODEL_DIR), "--host", HOST]
-        cmd += ["--port", str(self.port), "--served-model-name", SERVED_NAME]
-        if spec.parsers:
-            cmd += PARSER_ARGS
+        cmd = [str(vllm), "launch", "render", str(spec.model_dir), "--host", HOST]
+        cmd += ["--port", str(self.port), "--served-model-name", spec.served_name]
+        cmd += spec.parser_args
         env = {**os.environ, **SERVER_ENV, **spec.env}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -140,7 +152,7 @@ class Server:
             self.proc.wait(timeout)
 
 
-def start_servers(names: list[str], log_dir: Path, timeout: float = 240.0) -> dict[str, Server]:
+def start_servers(names: list[str], log_dir: Path, timeout: float = 300.0) -> dict[str, Server]:
     """Start the servers concurrently and wait for all; on any failure stop them all."""
     servers: dict[str, Server] = {}
     try:
@@ -172,7 +184,8 @@ class Running:
 
 
 def running_servers(spec: str) -> dict[str, Running]:
-    """`on=18100,off=18101,lax=18102`: servers already listening on 127.0.0.1."""
+    """`on=18100,off=18101,lax=18102,llama-off=18103,…`: servers already listening on
+    127.0.0.1 (every name of SPECS)."""
     out = {}
     for item in spec.split(","):
         name, _, port = item.strip().partition("=")

@@ -127,6 +127,20 @@ def render_qwen3_coder(conv: Conversation) -> str:
     return text
 
 
+def render_glm(conv: Conversation) -> str:
+    """GLM-4.5 … 5.x: values are written as text (JSON for non-strings), the schema types
+    them back."""
+    text = _think(conv) + conv.content
+    for call in conv.calls:
+        params = "".join(
+            f"<arg_key>{k}</arg_key>\n<arg_value>"
+            f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</arg_value>\n"
+            for k, v in call.args.items()
+        )
+        text += f"<tool_call>{call.name}\n{params}</tool_call>"
+    return text
+
+
 def render_hermes(conv: Conversation) -> str:
     text = _think(conv) + conv.content
     for call in conv.calls:
@@ -236,6 +250,8 @@ SETUPS: dict[str, Setup] = {
         Setup("qwen3_coder", "qwen3", "qwen3_coder", "qwen", render_qwen3_coder,
               "<|im_start|>assistant\n<think>\n",
               markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),
+        Setup("glm47", "glm47", "glm47", "glm", render_glm, "<|assistant|><think>",
+              markers=(*_THINK_MARKERS, "<tool_call>", "<arg_key>", "<arg_value>")),
         Setup("hermes", "qwen3", "hermes", "qwen", render_hermes,
               "<|im_start|>assistant\n<think>\n",
               markers=(*_THINK_MARKERS, "<tool_call>", "</tool_call>")),

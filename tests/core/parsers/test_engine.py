@@ -104,11 +104,10 @@ def test_a_think_marker_written_as_prose_is_text(deepseek: Tokenizer) -> None:
     for cut in range(1, len(ids)):
         per_chunk, _ = p.stream_ids(ids, [cut])
         assert merge([e for c in per_chunk for e in c]).reasoning == text
-    # Without token ids there is nothing to tell them apart: text decides (and the
-    # reasoning's trailing space goes, as vLLM strips it).
+    # Without token ids there is nothing to tell them apart: text decides.
     st = p.open()
     assert merge(feed(p.spec, st, text, None, final=True).events) == Result(
-        "I could write", " here."
+        "I could write ", " here."
     )
 
 
@@ -292,7 +291,7 @@ def test_a_tool_block_inside_reasoning_ends_it_and_is_parsed() -> None:
     want = [("bash", '{"command": "cat /etc/hosts"}')]
     for got in (p.whole(text), *[r for _, r in p.all_streams(text)]):
         assert (got.reasoning, got.content, got.calls) == (
-            "I need to read the file.",
+            "I need to read the file.\n\n",  # qwen3 keeps trailing whitespace (vLLM 0.33)
             None,
             want,
         )

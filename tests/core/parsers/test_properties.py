@@ -37,7 +37,8 @@ from tests.core.parsers.samples import (
     render_deepseek_v4,
     render_deepseek_v32,
 )
-from worker.core.parsers import compile_parser
+from tests.offline_tokenizers import offline_tokenizer
+from worker.core.parsers import REASONING_FORMATS, compile_parser
 
 # Text pieces: nothing here, alone or joined, spells a marker of any format.
 PIECES = [
@@ -134,8 +135,8 @@ def conversations(draw: st.DrawFn, setup: Setup) -> Conversation:
 
 
 def truth(setup: Setup, conv: Conversation) -> Result:
-    """What the parser must say: reasoning (less its trailing whitespace, as vLLM), the
-    answer text, the calls."""
+    """What the parser must say: reasoning (less its trailing whitespace where the
+    format strips it, as vLLM 0.33 does), the answer text, the calls."""
     content: str | None = conv.content
     dsml = setup.render in (render_deepseek_v4, render_deepseek_v32)
     if dsml and conv.calls and (conv.content.strip() or setup.tool_choice == "none"):
@@ -145,12 +146,17 @@ def truth(setup: Setup, conv: Conversation) -> Result:
         calls = []  # the block is parsed, and its calls dropped
     elif conv.calls and not conv.content.strip():
         content = None  # whitespace-only text before a call is not sent
-    reasoning = conv.reasoning.rstrip()
+    fmt = REASONING_FORMATS.get(setup.reasoning_parser or "")
+    reasoning = (
+        conv.reasoning.rstrip() if fmt is not None and fmt.strip_trailing else conv.reasoning
+    )
     return Result(reasoning or None, content or None, calls)  # type: ignore[arg-type]
 
 
 @functools.cache
 def _tokenizer(key: str) -> Tokenizer:
+    if key == "glm":
+        return offline_tokenizer("glm-4.7-flash")  # the real one: every marker one token
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()
 
 

@@ -32,9 +32,10 @@ def parse_whole(
 ) -> Parsed:
     """A whole output (`type = "response"`): the same engine, fed once with `final`."""
     fed = feed(spec, st, text, token_ids, final=True)
+    fmt = spec.reasoning
     parsed = collect(
         fed.events,
-        reasoned=st.reasoned,
+        empty="" if fmt is not None and fmt.empty_as_text and st.reasoned else None,
         hide_reasoning=bool(st.flags & HIDE_REASONING),
         # vLLM answers a forced call with `content: ""` rather than null (§3.6).
         content_default="" if st.flags & FORCED_CHOICE else None,

@@ -122,8 +122,10 @@ def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
             st.ws = ""
         call.skip = True
         return False
-    if not name or (st.flags & SINGLE_CALL and st.calls >= 1):
-        call.skip = True  # no name, or parallel_tool_calls: false and one call was made
+    if not name or (st.flags & SINGLE_CALL and st.calls >= 1) or not _known(run, name):
+        # No name, parallel_tool_calls: false and one call was made, or a name the
+        # format must find among the request's tools.
+        call.skip = True
         return False
     index = st.calls
     st.calls += 1
@@ -138,6 +140,13 @@ def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
     st.ws = ""  # whitespace-only content before a call is not sent
     call.fallback, call.raw = False, ""
     return True
+
+
+def _known(run: Run, name: str) -> bool:
+    fmt = run.fmt
+    if fmt is None or not fmt.known_names or not run.st.tools:
+        return True
+    return any(t.name == name for t in run.st.tools)
 
 
 def _send(run: Run, call: Call, text: str) -> None:

@@ -41,6 +41,7 @@ from worker.core.parsers.formats import (
     CONTENT,
     N_STATES,
     NAME,
+    NAME_END,
     PARAM_END,
     PARAM_START,
     PKEY,
@@ -59,6 +60,7 @@ from worker.core.parsers.formats import (
 from worker.core.parsers.formats import REASONING_FORMATS as REASONING_FORMATS
 from worker.core.parsers.state import (
     HIDE_REASONING,
+    NO_REASONING,
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
@@ -129,14 +131,18 @@ class TokenizerLike(Protocol):
 class ParserSpec:
     """A model's parsers compiled against its tokenizer; built once per model.
 
-    `plain` serves requests without native tool parsing (tool_choice none, required,
-    named), `auto` those with it.
+    `plain` serves requests without tool parsing, `auto` those with it; `bare` and
+    `tools_only` are the same without the reasoning rules.
     """
 
     reasoning: ReasoningFormat | None
     tools: ToolFormat | None
     plain: Machine
     auto: Machine
+    # The same without the reasoning rules (thinking switched off, `off_is_plain`).
+    bare: Machine
+    tools_only: Machine
+    strip_reasoning: bool  # the reasoning format's `strip_trailing`
     marker_text: dict[int, str]  # token id → text, for markers and dropped specials
     marker_ids: frozenset[int]
     drop_ids: frozenset[int]  # special tokens that are not markers: removed
@@ -166,6 +172,7 @@ def compile_parser(
         tools = tool_format(tool_parser, set(added))
     plain: Table = dict(reasoning.table()) if reasoning else {}
     auto: Table = dict(plain)
+    tools_only: Table = dict(tools.transitions) if tools is not None else {}
     if tools is not None:
         auto.update(tools.transitions)
         if reasoning is not None:
@@ -190,6 +197,9 @@ def compile_parser(
         tools,
         _machine(plain, token_markers),
         _machine(auto, token_markers),
+        _machine({}, token_markers),
+        _machine(tools_only, token_markers),
+        reasoning is not None and reasoning.strip_trailing,
         marker_text,
         frozenset(marker_text),
         frozenset(drop),
@@ -259,7 +269,10 @@ class _Run:
         self.out = out
         # Every mode with tool parsing reads the model's own format: its markup never
         # reaches content (tool_choice none, or a forced choice written natively).
-        self.machine = spec.plain if st.mode == TOOLS_NONE else spec.auto
+        if st.flags & NO_REASONING:
+            self.machine = spec.bare if st.mode == TOOLS_NONE else spec.tools_only
+        else:
+            self.machine = spec.plain if st.mode == TOOLS_NONE else spec.auto
         self.lexers = self.machine.lex_text if text_only else self.machine.lex_ids
 
     @property
@@ -380,7 +393,7 @@ class _Run:
         call = st.call
         if act & PARAM_END and call is not None:
             args.param_end(self, call)
-        if prev == NAME and call is not None and not act & CALL_END:
+        if prev == NAME and call is not None and (not act & CALL_END or act & NAME_END):
             args.name_done(self, call)
         if act & CALL_END:
             self.close_call()
@@ -441,8 +454,12 @@ class _Run:
         if state == CONTENT:
             return self.content(text)
         if state == REASONING:
-            if not st.flags & HIDE_REASONING:
+            if st.flags & HIDE_REASONING:
+                pass
+            elif self.spec.strip_reasoning:
                 self.reasoning(text)
+            else:
+                self.out.append(Reasoning(text))
             return len(text)
         call = st.call
         if call is None:

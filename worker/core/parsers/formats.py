@@ -34,6 +34,7 @@ CALL_END = 2
 CALL_START = 4
 PARAM_START = 8
 VALUE_START = 16
+NAME_END = 32  # the call's name is complete even though the call ends too (GLM zero-arg)
 
 # -- how ARGS text becomes arguments ---------------------------------------------------
 ARGS_JSON = 0  # raw JSON text, streamed as written (Kimi, Mistral v11)
@@ -93,6 +94,15 @@ class ReasoningFormat:
     reenter: bool = True  # a start marker in content opens reasoning again
     # Markers that end reasoning implicitly (a tool block opening inside reasoning).
     implicit_end: tuple[str, ...] = ()
+    # Thinking switched off by chat_template_kwargs means no reasoning parsing at all:
+    # the think markers are then plain text (vLLM's GLM config drops its think rules).
+    off_is_plain: bool = False
+    # The reasoning's trailing whitespace is dropped (vLLM 0.33's engine parsers, unless
+    # their config says otherwise; its older think-tag classes keep it).
+    strip_trailing: bool = True
+    # A whole response that was in reasoning but wrote none says `reasoning: ""` (the
+    # older think-tag classes); the engine parsers say null.
+    empty_as_text: bool = False
 
     def table(self) -> Table:
         t: Table = {
@@ -126,6 +136,9 @@ class ToolFormat:
     fallback: bool = False
     # The request tools' parameter types are needed (argument conversion, name inference).
     schema: bool = False
+    # Calls whose name is not among the request's tools are dropped (vLLM's
+    # `validate_tool_names`); with no tools in the request every name is taken.
+    known_names: bool = False
     # What the output of tool_choice "required" / a named function looks like: with
     # strict tool calling vLLM constrains formats that have a structural tag to the
     # model's own syntax, so that is what gets parsed.
@@ -146,9 +159,24 @@ MISTRAL_TOOL_CALLS = "[TOOL_CALLS]"
 
 REASONING_FORMATS: dict[str, ReasoningFormat] = {
     # §2.2: no <think> in the output means the template put it in the prompt.
-    "deepseek_r1": ReasoningFormat("deepseek_r1", THINK, END_THINK, thinking_default=True),
+    # vLLM 0.33 still runs both with its older think-tag class.
+    "deepseek_r1": ReasoningFormat(
+        "deepseek_r1",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        strip_trailing=False,
+        empty_as_text=True,
+    ),
     # §2.4: V3.1/V3.2 think only when asked to.
-    "deepseek_v3": ReasoningFormat("deepseek_v3", THINK, END_THINK, thinking_default=False),
+    "deepseek_v3": ReasoningFormat(
+        "deepseek_v3",
+        THINK,
+        END_THINK,
+        thinking_default=False,
+        strip_trailing=False,
+        empty_as_text=True,
+    ),
     # §2.3: Qwen3.5 may open a tool call without closing </think>.
     "qwen3": ReasoningFormat(
         "qwen3",
@@ -157,6 +185,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         thinking_default=True,
         reenter=False,
         implicit_end=(QWEN_TOOL_CALL,),
+        strip_trailing=False,  # vLLM 0.33's qwen3 config keeps it
     ),
     # §2.4: thinking on by default; a DSML block inside reasoning ends it.
     "deepseek_v4": ReasoningFormat(
@@ -177,13 +206,32 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         from_kwargs=False,
         implicit_end=(MISTRAL_TOOL_CALLS,),
     ),
+    # §3.3: GLM-4.5 … 5.x; thinking on unless `thinking` / `enable_thinking` is false,
+    # and then the think tags are text.
+    "glm45": ReasoningFormat(
+        "glm45",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        implicit_end=(QWEN_TOOL_CALL,),
+        off_is_plain=True,
+    ),
 }
 REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
+REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
 
 
 def think_tags(name: str, start: str, end: str, thinking_default: bool) -> ReasoningFormat:
-    """The generic think-tag parser with other markers (`<seed:think>`, tests)."""
-    return ReasoningFormat(name, start, end, thinking_default=thinking_default)
+    """The generic think-tag parser with other markers (`<seed:think>`, tests): vLLM's
+    older base class."""
+    return ReasoningFormat(
+        name,
+        start,
+        end,
+        thinking_default=thinking_default,
+        strip_trailing=False,
+        empty_as_text=True,
+    )
 
 
 # -- DSML: deepseek_v4, deepseek_v32 (§2.12) ----------------------------------------------
@@ -253,6 +301,33 @@ def _qwen3_xml(name: str) -> ToolFormat:
         ARGS_PARAMS,
         value_newlines=True,
         schema=True,
+    )
+
+
+# -- GLM-4.5 … 5.x (vllm-parsers-0.33.md §3.3) ---------------------------------------------
+
+
+def _glm() -> ToolFormat:
+    call, call_end = QWEN_TOOL_CALL, "</tool_call>"
+    key, key_end, value, value_end = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
+    return ToolFormat(
+        "glm45",
+        {
+            (CONTENT, call): Transition(NAME, CALL_START),
+            (NAME, key): Transition(PKEY, PARAM_START),
+            (NAME, call_end): Transition(CONTENT, NAME_END | CALL_END),  # no arguments
+            (PKEY, key_end): Transition(ARGS),  # the key waits in the call for its value
+            (PKEY, call_end): Transition(CONTENT, CALL_END),
+            (ARGS, value): Transition(PVALUE, VALUE_START),
+            (ARGS, key): Transition(PKEY, PARAM_START),
+            (ARGS, call_end): Transition(CONTENT, CALL_END),
+            (PVALUE, value_end): Transition(ARGS, PARAM_END),
+            # A value left open: the call's end closes it (the JSON stays valid).
+            (PVALUE, call_end): Transition(CONTENT, PARAM_END | CALL_END),
+        },
+        ARGS_PARAMS,
+        schema=True,
+        known_names=True,
     )
 
 
@@ -402,7 +477,9 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "llama4_pythonic": PYTHONIC,
     "deepseek_v31": DEEPSEEK_V31,
     "deepseek_v3": DEEPSEEK_V3,
+    "glm45": _glm(),
 }
+TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

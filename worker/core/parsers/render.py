@@ -97,7 +97,7 @@ class Parsed:
 
 
 def collect(
-    events: list[Event], reasoned: bool, hide_reasoning: bool, content_default: str | None
+    events: list[Event], hide_reasoning: bool, content_default: str | None, empty: str | None
 ) -> Parsed:
     """Merge a whole output's events (the non-streaming answer)."""
     content: list[str] = []
@@ -116,7 +116,9 @@ def collect(
             args.setdefault(ev.index, []).append(ev.text)
     text = "".join(reasoning)
     return Parsed(
-        reasoning=None if hide_reasoning else (text if (text or reasoned) else None),
+        # Empty reasoning (`</think>` first) is `empty`: null for vLLM 0.33's engine
+        # parsers, "" for its older think-tag classes.
+        reasoning=None if hide_reasoning else (text or empty),
         content="".join(content) or content_default,
         tool_calls=[
             ToolCall(h.id, FUNCTION, FunctionCall(h.name, "".join(args[i])))

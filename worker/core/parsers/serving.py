@@ -15,6 +15,7 @@ from worker.core.parsers.state import (
     FORCED_CHOICE,
     HIDE_REASONING,
     NAMED_CHOICE,
+    NO_REASONING,
     NO_TOOLS,
     SINGLE_CALL,
     TOOLS_AUTO,
@@ -44,6 +45,11 @@ def open_parser(
     mode, named = tool_mode(spec, request, strict)
     state = start_state(spec, request, prompt_token_ids)
     flags = 0
+    kwargs = request.chat_template_kwargs if request is not None else None
+    off = bool(kwargs) and thinking_from_kwargs(kwargs or {}) is False
+    if off and spec.reasoning is not None and spec.reasoning.off_is_plain:
+        flags |= NO_REASONING
+        state = CONTENT
     choice = request.tool_choice if request is not None else None
     if isinstance(choice, NamedToolChoice):
         flags |= NAMED_CHOICE | FORCED_CHOICE
@@ -84,8 +90,8 @@ def for_choice(template: ParserState, choice_index: int) -> ParserState:
 
 
 def uses_parser(spec: ParserSpec, st: ParserState) -> bool:
-    """Whether the request needs the parser path at all: a reasoning format, or tool
-    parsing that applies (a tool parser with tool_choice "none" changes nothing)."""
+    """Whether the request needs the parser path at all: a reasoning format, or a tool
+    format (whose markup is parsed out even when its calls are dropped)."""
     return spec.reasoning is not None or st.mode != TOOLS_NONE
 
 

@@ -41,6 +41,9 @@ FORCED_CHOICE = 8
 # afterwards, so whitespace before one goes as before a call; with tools and "none" the
 # calls are never made and that whitespace stays content.
 NO_TOOLS = 16
+# chat_template_kwargs switched thinking off for a format whose think tags are then text
+# (ReasoningFormat.off_is_plain): the request is parsed without the reasoning rules.
+NO_REASONING = 32
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
