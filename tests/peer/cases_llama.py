@@ -131,10 +131,11 @@ def _eos(b: Builder) -> None:
         g = Gen([*ids[:3], EOT, *ids[3:], EOT], "stop")
         b.both(Case(f"llama-eos-inside-{server}", server, "chat", False, chat_request(), [[g]]), 1)
         # finish "stop" with a stop_reason naming a different token than the last.
-        g = Gen([*ids, EOS], "stop", EOM)
-        b.add(
-            Case(f"llama-eos-other-reason-{server}", server, "chat", False, chat_request(), [[g]])
-        )
+        for skip in (True, False):
+            g = Gen([*ids, EOS], "stop", EOM)
+            req = chat_request(skip_special_tokens=skip)
+            name = f"llama-eos-other-reason-skip-{skip}-{server}"
+            b.add(Case(name, server, "chat", False, req, [[g]]))
     # Completion: EOS variants.
     for name, (eos, reported) in ends.items():
         g = Gen([*ids, eos], "stop", reported)
@@ -424,6 +425,11 @@ SHAPES: dict[str, str] = {
     "bare-multi": calls(CALLS[1:4]),
     "arguments-key": call(NAME, ARGS, key="arguments"),
     "prose-then-call": "Let me check the weather.\n" + calls(CALLS[2:3]),
+    # A `{` in the text before the call that opens no JSON.
+    "brace-then-call": "Use {braces} wisely.\n" + calls(CALLS[2:3]),
+    "call-then-prose": calls(CALLS[:1]) + "\nI asked for the forecast.",
+    # A built-in tool call (code after the tag), which is no JSON call.
+    "python-tag-code": '<|python_tag|>brave_search.call(query="weather in Paris")',
     "prose": "I cannot call tools right now. 😀",
     "json-not-call": json.dumps({"city": "Paris", "temperature": 21}),
     "json-required": json.dumps([{"name": NAME, "parameters": ARGS}], ensure_ascii=False),
@@ -495,6 +501,18 @@ def _tools(b: Builder) -> None:
     )
     case.extra["shape"] = "bare"
     b.both(case, "random")
+    # A call with no arguments (`{}`), streamed one token at a time.
+    ids = [*b.ids(calls([("search", {})], tag=True)), EOM]
+    case = Case(
+        "llama-tools-auto-empty-args",
+        "llama-tools",
+        "chat",
+        False,
+        chat_request(tools=TOOLS),
+        [[Gen(ids, "stop", EOM)]],
+    )
+    case.extra["shape"] = "python-tag"
+    b.both(case, 1)
     # Leading whitespace before the call, and a call whose arguments hold nested JSON.
     nested = call("search", {"query": "a {b} [c]", "filters": {"x": [1, {"y": None}]}})
     for name, text in (("leading-space", "  " + SHAPES["bare"]), ("nested", nested)):

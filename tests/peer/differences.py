@@ -141,6 +141,45 @@ def _lax_required_stream(case: Any, diff: Any) -> bool:
     return ".tool_calls." in diff.path and diff.vllm == "<absent>"
 
 
+# Llama 3.2: the servers with the llama3_json tool parser, its call marker, and the text of
+# its special tokens (`<|eot_id|>`, `<|reserved_special_token_2|>`, …).
+LLAMA_TOOL_SERVERS = ("llama-tools", "llama-lax")
+PYTHON_TAG = "<|python_tag|>"
+PYTHON_TAG_ID = 128010
+_LLAMA_SPECIAL = re.compile(r"<\|[a-z0-9_]+\|>")
+_CHOICE = re.compile(r"^\.choices\.(\d+)\.")
+
+
+def _field(diff: Any) -> str:
+    """The diff's path below its choice (`content`, `tool_calls.0.arguments`, …)."""
+    return re.sub(r"^\.choices\.\d+\.(message\.)?", "", diff.path)
+
+
+def _gen(case: Any, diff: Any) -> Any:
+    """The generated choice a diff is about (the first output's, by choice index)."""
+    m = _CHOICE.match(diff.path)
+    index = int(m.group(1)) if m else 0
+    return next((g for g in case.outputs[0] if g.index == index), None)
+
+
+def _llama_tools_chat(case: Any) -> bool:
+    return case.api == "chat" and case.server in LLAMA_TOOL_SERVERS
+
+
+def _complete_call(call: Any) -> bool:
+    """A streamed call (compare.fold_stream's entry) with a name and JSON-object arguments."""
+    if not isinstance(call, dict) or not call.get("name"):
+        return False
+    return _json_object(call.get("arguments"))
+
+
+def _json_object(text: Any) -> bool:
+    try:
+        return isinstance(text, str) and isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 def _special_skip_set(case: Any, diff: Any) -> bool:
     """`skip_special_tokens` (and the parser path, which always drops specials):
     vLLM's derender decodes with its slow incremental path, which skips only the
@@ -148,17 +187,25 @@ def _special_skip_set(case: Any, diff: Any) -> bool:
     (`<｜▁pad▁｜>`, placeholders) stay in the text; vLLM's own engine (tokenizers'
     DecodeStream) and we skip every token tokenizer.json marks special."""
     req = case.request
+    if not (
+        diff.path.rsplit(".", 1)[-1] in ("text", "content")
+        and isinstance(diff.vllm, str)
+        and isinstance(diff.ours, str)
+    ):
+        return False
+    if case.server.startswith("llama-"):
+        # Llama's legacy llama3_json parser drops nothing: with it vLLM's text keeps every
+        # special token (BOS and EOS too). Ours is vLLM's text less exactly those tokens.
+        skipping = _llama_tools_chat(case) or req.get("skip_special_tokens", True) is not False
+        return (
+            skipping
+            and _LLAMA_SPECIAL.search(diff.vllm) is not None
+            and _LLAMA_SPECIAL.sub("", diff.vllm) == diff.ours
+        )
     # With a parser vLLM decodes with specials kept and its parser drops BOS and EOS
     # only; ours drops every special token that is not a marker.
     skipping = case.server != "off" or req.get("skip_special_tokens", True) is not False
-    return (
-        skipping
-        and diff.path.rsplit(".", 1)[-1] in ("text", "content")
-        and isinstance(diff.vllm, str)
-        and isinstance(diff.ours, str)
-        and len(diff.ours) < len(diff.vllm)
-        and "<｜" in diff.vllm
-    )
+    return skipping and len(diff.ours) < len(diff.vllm) and "<｜" in diff.vllm
 
 
 def _hidden_reasoning_logprobs(case: Any, diff: Any) -> bool:
@@ -181,7 +228,7 @@ def _lax_unconstrained(case: Any, diff: Any) -> bool:
     choice = case.request.get("tool_choice")
     forced = "json-named" if isinstance(choice, dict) else "json-required"
     if not (
-        case.server == "lax"
+        case.server in ("lax", "llama-lax")
         and (choice == "required" or isinstance(choice, dict))
         and case.extra.get("shape") not in (None, forced)
     ):
@@ -189,8 +236,179 @@ def _lax_unconstrained(case: Any, diff: Any) -> bool:
     field = re.sub(r"^\.choices\.\d+\.(message\.)?", "", diff.path)
     if field in ("content", "finish_reason"):
         # Ours keeps the text, never the markup.
-        return "｜DSML｜" not in json.dumps(diff.ours, ensure_ascii=False)
+        ours = json.dumps(diff.ours, ensure_ascii=False)
+        return "｜DSML｜" not in ours and PYTHON_TAG not in ours
     return field.startswith("tool_calls") or field == "order"
+
+
+def _python_tag_in_content(case: Any, diff: Any) -> bool:
+    """llama3_json, no call returned (tool_choice "none", no tools, or no JSON call after
+    the tag): vLLM's legacy parser returns the raw text, `<|python_tag|>` included, as
+    content; ours is the same text without the marker."""
+    return (
+        _llama_tools_chat(case)
+        and _field(diff) == "content"
+        and isinstance(diff.vllm, str)
+        and PYTHON_TAG in diff.vllm
+        and diff.vllm.replace(PYTHON_TAG, "") == diff.ours
+    )
+
+
+def _stream_no_call(case: Any, diff: Any) -> bool:
+    """llama3_json, streaming: an output that starts like a call (`<|python_tag|>` or `{`)
+    but is none. vLLM's streaming parser keeps waiting for JSON and sends nothing (its
+    whole response returns the text as content); we stream it as content."""
+    if not (case.stream and _llama_tools_chat(case) and _field(diff) == "content"):
+        return False
+    g = _gen(case, diff)
+    tagged = g is not None and g.token_ids[:1] == [PYTHON_TAG_ID]
+    ours = diff.ours
+    return diff.vllm == "" and isinstance(ours, str) and (tagged or ours.startswith("{"))
+
+
+# Shapes whose text comes before the call (prose, whitespace, the `[` of a JSON list).
+TEXT_FIRST = ("prose-then-call", "brace-then-call", "json-required", "leading-space")
+
+
+def _call_after_text(case: Any, diff: Any) -> bool:
+    """llama3_json, a call after some text. vLLM's whole response finds the call anywhere
+    and drops the text before it (content null, or "" for a forced choice) — unless that
+    text holds a `{` that opens no JSON: then it gives up and returns everything as
+    content, with no call. Its stream looks for a call only at the very start, so the
+    text and the call's JSON are content and no call is made. We keep the text as content
+    and make the call, both ways."""
+    if not (_llama_tools_chat(case) and case.extra.get("shape") in TEXT_FIRST):
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        if not isinstance(o, str) or '{"name"' in o:
+            return False
+        # vLLM: our text, then the call's JSON as text; or (whole) the text dropped
+        raw = isinstance(v, str) and v.startswith(o) and '{"name"' in v[len(o) :]
+        return raw or (not case.stream and v in (None, "") and o.strip() != "")
+    if field == "tool_calls":  # whole, vLLM made no call
+        return (
+            v == []
+            and isinstance(o, list)
+            and len(o) > 0
+            and all(_json_object(c.get("arguments")) for c in o)
+        )
+    if field == "finish_reason":
+        return v in ("stop", ["stop"]) and o in ("tool_calls", ["tool_calls"])
+    if not case.stream:
+        return False
+    if field == "order":
+        return v == ["content"] and o in (["content", "tool:0"], ["tool:0"])
+    return re.fullmatch(r"tool_calls\.\d+", field) is not None and v == "<absent>"
+
+
+def _legacy_stream_chunks(case: Any, diff: Any) -> bool:
+    """llama3_json streamed in chunks of several tokens: vLLM's streaming parser moves at
+    most one step (new call, name, arguments) per chunk, and a chunk that completes a
+    call together with text after it fails its partial-JSON parse; what such a chunk
+    completes is lost — a call, its header, or its arguments' rest. Its whole response
+    has every call; we stream every call, whole."""
+    if not (case.stream and _llama_tools_chat(case)):
+        return False
+    if case.extra.get("shape") in TEXT_FIRST:
+        return False
+    g = _gen(case, diff)
+    if g is None or not any(size > 1 for size in g.cuts or ()):
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "finish_reason":
+        return v == ["stop"] and o == ["tool_calls"]
+    if field == "order":
+        v_tools = [x for x in v if str(x).startswith("tool:")]
+        o_tools = [x for x in o if str(x).startswith("tool:")]
+        rest_v = [x for x in v if x not in v_tools]
+        rest_o = [x for x in o if x not in o_tools]
+        return rest_v == rest_o and set(v_tools) <= set(o_tools) and v != o
+    m = re.fullmatch(r"tool_calls\.\d+(\.(\w+))?", field)
+    if m is None:
+        return False
+    key = m.group(2)
+    if key is None:
+        return v == "<absent>" and _complete_call(o)
+    if key == "arguments":
+        return isinstance(v, str) and _json_object(o) and o.startswith(v) and v != o
+    return (key, v) in (("name", ""), ("type", []), ("headers", 0)) and bool(o)
+
+
+def _stream_empty_args(case: Any, diff: Any) -> bool:
+    """llama3_json streaming, a call whose arguments are `{}`: vLLM's streaming parser
+    sends argument text only for a non-empty object, so the call streams with `""` (its
+    whole response says `"{}"`); we stream `{}`."""
+    return (
+        case.stream
+        and _llama_tools_chat(case)
+        and re.fullmatch(r"tool_calls\.\d+\.arguments", _field(diff)) is not None
+        and diff.vllm == ""
+        and diff.ours == "{}"
+    )
+
+
+def _cut_call(case: Any, diff: Any) -> bool:
+    """llama3_json, the output ends inside a call (finish "length", or cut at a stop
+    string): vLLM's whole response returns the raw text, markup included, as content and
+    no call; its stream sends the header with the arguments it could complete. We send
+    the call with its arguments as far as they were written, both ways."""
+    if not _llama_tools_chat(case):
+        return False
+    g = _gen(case, diff)
+    if g is None or not (g.finish_reason == "length" or case.request.get("stop")):
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        return o is None and isinstance(v, str) and '{"name"' in v
+    if field == "tool_calls":  # whole: vLLM made no call; our last call is the cut one
+        return (
+            v == []
+            and isinstance(o, list)
+            and len(o) > 0
+            and not _json_object(o[-1].get("arguments"))
+        )
+    if field == "finish_reason":
+        return v == "stop" and o == "tool_calls"
+    if re.fullmatch(r"tool_calls\.\d+\.arguments", field):
+        return (
+            isinstance(v, str)
+            and isinstance(o, str)
+            and o.startswith(v)
+            and v != o
+            and not _json_object(o)
+        )
+    return False
+
+
+_FFFD = "\ufffd"
+_FFFD_BYTES = [239, 191, 189]
+
+
+def _logprob_char_inside(case: Any, diff: Any) -> bool:
+    """A logprob token that starts with the last bytes of a character the previous token
+    began and goes on (byte-level BPE: `Ńå·ŀ` = the end of 杭 + 州): vLLM repairs only a
+    U+FFFD at a token's end, so it says `�州`; ours is what the text grew by, `杭州`
+    (the first token, holding the character's first bytes, is `""` on both sides)."""
+    if not re.search(r"\.logprobs\[\d+\](\.top_logprobs\[\d+\])?\.(token|bytes)$", diff.path):
+        return False
+    v, o = diff.vllm, diff.ours
+    if diff.path.endswith(".token"):
+        return (
+            isinstance(v, str)
+            and isinstance(o, str)
+            and v.startswith(_FFFD)
+            and _FFFD not in o
+            and len(o) > len(v) - 1
+            and o.endswith(v[1:])
+        )
+    return (
+        isinstance(v, list)
+        and isinstance(o, list)
+        and v[:3] == _FFFD_BYTES
+        and len(o) > len(v) - 3
+        and o[len(o) - len(v) + 3 :] == v[3:]
+    )
 
 
 DIFFERENCES: list[Difference] = [
@@ -230,8 +448,13 @@ DIFFERENCES: list[Difference] = [
         _error_we_raise("out-of-vocab", stream_only=False),
     ),
     Difference(
+        "python-tag-in-content",
+        "llama3_json, no call returned: vLLM's content keeps `<|python_tag|>`; we drop the marker",
+        _python_tag_in_content,
+    ),
+    Difference(
         "special-skip-set",
-        "skip_special_tokens: vLLM's derender keeps special added tokens other than BOS/EOS",
+        "skip_special_tokens / parser path: vLLM's derender keeps special tokens we drop",
         _special_skip_set,
     ),
     Difference(
@@ -248,6 +471,36 @@ DIFFERENCES: list[Difference] = [
         "hidden-reasoning-logprobs",
         "include_reasoning false: vLLM drops all logprobs; we drop the reasoning tokens' only",
         _hidden_reasoning_logprobs,
+    ),
+    Difference(
+        "llama-call-after-text",
+        "llama3_json call after text: vLLM drops the text (whole) or makes no call (stream)",
+        _call_after_text,
+    ),
+    Difference(
+        "llama-stream-no-call",
+        "llama3_json stream starting like a call but none: vLLM sends nothing; we send content",
+        _stream_no_call,
+    ),
+    Difference(
+        "llama-stream-chunks",
+        "llama3_json streamed in multi-token chunks: vLLM loses calls, names or argument text",
+        _legacy_stream_chunks,
+    ),
+    Difference(
+        "llama-stream-empty-args",
+        'llama3_json stream, a call with `{}` arguments: vLLM streams `""`; we stream `{}`',
+        _stream_empty_args,
+    ),
+    Difference(
+        "llama-cut-call",
+        "llama3_json call cut short: vLLM returns the raw text or an empty call; we send it",
+        _cut_call,
+    ),
+    Difference(
+        "logprob-char-inside",
+        "Logprob token ending a split character and going on: vLLM says `�…`; we give the char",
+        _logprob_char_inside,
     ),
 ]
 

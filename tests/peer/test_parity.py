@@ -177,15 +177,17 @@ def llama_conversations(draw: Any) -> Case:
         # What guided decoding lets the model write without strict tool calling.
         if choice == "required":
             out = json.dumps([{"name": n, "parameters": a} for n, a in items], ensure_ascii=False)
+            shape = "json-required"
         else:
-            out = json.dumps(items[0][1], ensure_ascii=False)
-    else:
+            out, shape = json.dumps(items[0][1], ensure_ascii=False), "json-named"
+    elif items:
         tag = draw(st.booleans())
-        out = L.calls(items, tag=tag) if items else ""
-        if prose and items and draw(st.booleans()):
+        out, shape = L.calls(items, tag=tag), "python-tag" if tag else "bare"
+        if prose and draw(st.booleans()):
             out = prose + draw(st.sampled_from(["\n", " ", "\n\n"])) + out
-        elif not items:
-            out = prose
+            shape = "prose-then-call"
+    else:
+        out, shape = prose, "prose"
     ids = b.ids(out) if out else b.ids("ok")
     finish = draw(st.sampled_from(["stop", "stop", "length"]))
     stop_reason: int | None = None
@@ -207,7 +209,7 @@ def llama_conversations(draw: Any) -> Case:
     g = Gen(ids, finish, stop_reason, cuts=_cuts(draw, len(ids)) if stream else None)
     usage = "final" if "stream_options" in extra else "none"
     case = Case("hypothesis-llama", server, "chat", stream, req, [[g]], engine_usage=usage)
-    case.extra["shape"] = "hypothesis"
+    case.extra["shape"] = shape
     return case
 
 

@@ -141,6 +141,22 @@ def render_glm(conv: Conversation) -> str:
     return text
 
 
+def render_minimax_m2(conv: Conversation) -> str:
+    """MiniMax M2: the template opened `<think>`; values written as text."""
+    text = _think(conv) + conv.content
+    if conv.calls:
+        text += "<minimax:tool_call>\n"
+        for call in conv.calls:
+            params = "".join(
+                f'<parameter name="{k}">'
+                f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</parameter>\n"
+                for k, v in call.args.items()
+            )
+            text += f'<invoke name="{call.name}">\n{params}</invoke>\n'
+        text += "</minimax:tool_call>"
+    return text
+
+
 def render_hermes(conv: Conversation) -> str:
     text = _think(conv) + conv.content
     for call in conv.calls:
@@ -252,6 +268,9 @@ SETUPS: dict[str, Setup] = {
               markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),
         Setup("glm47", "glm47", "glm47", "glm", render_glm, "<|assistant|><think>",
               markers=(*_THINK_MARKERS, "<tool_call>", "<arg_key>", "<arg_value>")),
+        Setup("minimax_m2", "minimax_m2", "minimax_m2", "minimax", render_minimax_m2,
+              "]~b]ai\n<think>\n",
+              markers=(*_THINK_MARKERS, "<minimax:tool_call>", "<invoke", "<parameter")),
         Setup("hermes", "qwen3", "hermes", "qwen", render_hermes,
               "<|im_start|>assistant\n<think>\n",
               markers=(*_THINK_MARKERS, "<tool_call>", "</tool_call>")),

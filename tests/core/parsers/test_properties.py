@@ -157,6 +157,8 @@ def truth(setup: Setup, conv: Conversation) -> Result:
 def _tokenizer(key: str) -> Tokenizer:
     if key == "glm":
         return offline_tokenizer("glm-4.7-flash")  # the real one: every marker one token
+    if key == "minimax":
+        return offline_tokenizer("minimax")  # the real M2 one
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()
 
 

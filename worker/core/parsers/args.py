@@ -306,6 +306,8 @@ def value_start(run: Run, call: Call) -> None:
     """A parameter's key (and DSML flag) are complete; its value begins."""
     fmt = run.fmt
     key = call.key.strip()
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
+        key = key[1:-1]  # MiniMax `<parameter name="city">`
     call.key = key
     type_name = _type_of(run.st, call.name, key)
     string = type_name in (STRING, UNKNOWN)

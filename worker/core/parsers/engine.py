@@ -59,6 +59,7 @@ from worker.core.parsers.formats import (
 )
 from worker.core.parsers.formats import REASONING_FORMATS as REASONING_FORMATS
 from worker.core.parsers.state import (
+    APPEND_THINK,
     HIDE_REASONING,
     NO_REASONING,
     TOOLS_NAMED,
@@ -234,6 +235,10 @@ def feed(
     out: list[Event] = []
     if st.finished:
         return Fed(out)
+    if st.flags & APPEND_THINK and spec.reasoning is not None:
+        st.flags &= ~APPEND_THINK
+        st.started = True
+        out.append(Content(spec.reasoning.start))
     run = _Run(spec, st, out, text_only=token_ids is None)
     hidden: list[bool] | None = None
     if token_ids is None:

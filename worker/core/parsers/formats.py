@@ -103,6 +103,9 @@ class ReasoningFormat:
     # A whole response that was in reasoning but wrote none says `reasoning: ""` (the
     # older think-tag classes); the engine parsers say null.
     empty_as_text: bool = False
+    # No separation at all: the output is content, after the start marker the template
+    # already wrote (MiniMax M2 "append think", so clients keep the trace in history).
+    append: bool = False
 
     def table(self) -> Table:
         t: Table = {
@@ -217,6 +220,20 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         off_is_plain=True,
     ),
 }
+MINIMAX_TOOL_CALL = "<minimax:tool_call>"
+# §3.5: the template opens <think>; the prompt decides, chat_template_kwargs do not.
+REASONING_FORMATS["minimax_m2"] = ReasoningFormat(
+    "minimax_m2",
+    THINK,
+    END_THINK,
+    thinking_default=True,
+    from_kwargs=False,
+    reenter=False,
+    implicit_end=(MINIMAX_TOOL_CALL,),
+)
+REASONING_FORMATS["minimax_m2_append_think"] = ReasoningFormat(
+    "minimax_m2_append_think", THINK, END_THINK, thinking_default=False, append=True
+)
 REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
 REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
 
@@ -329,6 +346,37 @@ def _glm() -> ToolFormat:
         schema=True,
         known_names=True,
     )
+
+
+# -- MiniMax M2 / M2.x (vllm-parsers-0.33.md §3.5) -----------------------------------------
+
+
+def _minimax_m2() -> ToolFormat:
+    block, block_end = MINIMAX_TOOL_CALL, "</minimax:tool_call>"
+    invokes = ('<invoke name="', "<invoke name='", "<invoke name=")  # quoted or bare
+    invoke_end, param, param_end = "</invoke>", "<parameter name=", "</parameter>"
+    t: Table = {
+        (CONTENT, block): Transition(PREAMBLE),
+        (CONTENT, block_end): Transition(CONTENT),  # stray: absorbed
+        (PREAMBLE, block_end): Transition(CONTENT),
+        (BETWEEN, block_end): Transition(CONTENT),
+        (NAME, invoke_end): Transition(BETWEEN, CALL_END),
+        (ARGS, param): Transition(PKEY, PARAM_START),
+        (ARGS, invoke_end): Transition(BETWEEN, CALL_END),
+        (ARGS, block_end): Transition(CONTENT, CALL_END),
+        (PKEY, ">"): Transition(PVALUE, VALUE_START),  # the key keeps its quotes
+        (PVALUE, param_end): Transition(ARGS, PARAM_END),
+        # A missing closer is tolerated: the next parameter or the call's end closes it.
+        (PVALUE, param): Transition(PKEY, PARAM_END | PARAM_START),
+        (PVALUE, invoke_end): Transition(BETWEEN, PARAM_END | CALL_END),
+        (PVALUE, block_end): Transition(CONTENT, PARAM_END | CALL_END),
+    }
+    for state in (CONTENT, PREAMBLE, BETWEEN):  # an invoke outside its block is a call too
+        for opener in invokes:
+            t[(state, opener)] = Transition(NAME, CALL_START)
+    for name_end in ('">', "'>", ">"):
+        t[(NAME, name_end)] = Transition(ARGS)
+    return ToolFormat("minimax_m2", t, ARGS_PARAMS, schema=True, known_names=True)
 
 
 # -- hermes (§2.8) -------------------------------------------------------------------------
@@ -478,6 +526,7 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "deepseek_v31": DEEPSEEK_V31,
     "deepseek_v3": DEEPSEEK_V3,
     "glm45": _glm(),
+    "minimax_m2": _minimax_m2(),
 }
 TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
 

@@ -12,6 +12,7 @@ from worker.core.parsers.convert import schema_type
 from worker.core.parsers.engine import ParserSpec
 from worker.core.parsers.formats import CONTENT, FORCED_JSON, FORCED_NATIVE, REASONING
 from worker.core.parsers.state import (
+    APPEND_THINK,
     FORCED_CHOICE,
     HIDE_REASONING,
     NAMED_CHOICE,
@@ -49,6 +50,9 @@ def open_parser(
     off = bool(kwargs) and thinking_from_kwargs(kwargs or {}) is False
     if off and spec.reasoning is not None and spec.reasoning.off_is_plain:
         flags |= NO_REASONING
+        state = CONTENT
+    if spec.reasoning is not None and spec.reasoning.append:
+        flags |= NO_REASONING | APPEND_THINK
         state = CONTENT
     choice = request.tool_choice if request is not None else None
     if isinstance(choice, NamedToolChoice):

@@ -44,6 +44,9 @@ NO_TOOLS = 16
 # chat_template_kwargs switched thinking off for a format whose think tags are then text
 # (ReasoningFormat.off_is_plain): the request is parsed without the reasoning rules.
 NO_REASONING = 32
+# ReasoningFormat.append: the start marker the template wrote is still to be sent as the
+# first content.
+APPEND_THINK = 64
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
