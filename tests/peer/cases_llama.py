@@ -292,6 +292,19 @@ def _logprobs(b: Builder) -> None:
     creq = completion_request(logprobs=2)
     name = "llama-logprobs-split-candidates-completion"
     b.both(Case(name, "llama-off", "completion", False, creq, [[Gen(ids, logprobs=lp)]]), 1)
+    # A token holding a character's last byte and the next character (`Ńå·ŀ`: the end of
+    # 杭, then 州), sampled and as a candidate, in chat and completion logprobs.
+    ids = [*b.ids('Weather in "杭州" for 5 days'), EOS]
+    lp = b.logprobs(ids, 2)
+    for e in lp:
+        e["top_logprobs"].insert(1, {"token_id": 122704, "logprob": -6.0, "rank": 2})
+    req = chat_request(logprobs=True, top_logprobs=3)
+    g = Gen(ids, logprobs=lp)
+    b.both(Case("llama-logprobs-char-inside", "llama-off", "chat", False, req, [[g]]))
+    creq = completion_request(logprobs=2)
+    g = Gen(ids, logprobs=lp)
+    name = "llama-logprobs-char-inside-completion"
+    b.both(Case(name, "llama-off", "completion", False, creq, [[g]]))
     # Special tokens among the sampled tokens and the candidates.
     ids = [*b.ids("Hi"), PYTHON_TAG, *b.ids(" there"), EOS]
     lp = [

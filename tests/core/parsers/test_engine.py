@@ -183,8 +183,9 @@ def test_whitespace_only_text_before_and_after_calls_is_not_sent(deepseek: Token
     assert (got.reasoning, got.content, len(got.calls)) == ("plan", None, 1)
     got = p.whole("plan</think>\n\n")  # no call follows: the text is the answer
     assert got.content == "\n\n"
+    # A DSML block ends the turn: vLLM 0.33 drops the text after it.
     got = p.whole("plan</think>" + block + "\nDone.")
-    assert got.content == "\nDone."
+    assert (got.content, len(got.calls)) == (None, 1)
 
 
 def test_whitespace_hold_is_bounded(deepseek: Tokenizer) -> None:

@@ -403,7 +403,17 @@ S_V4 = [
     Case("S01", "Let me check. " + block("get_weather", {"location": "Beijing", "unit": "celsius"}),
          "Let me check. ", (("get_weather", {"location": "Beijing", "unit": "celsius"}),),
          (NS, S, CHARS)),
-    Case("S02", _S02, _S02, (), (NS, S, CHARS)),
+    # vLLM 0.33: an invoke is a call even outside a block of the right spelling.
+    Case("S02", _S02, "<｜DSML｜function_calls>\n", (("search", {"query": "vllm"}),),
+         (NS, S, CHARS)),
+    Case("S/variant-opener", _S02.replace("function_calls>", "toolcalls>", 1), None,
+         (("search", {"query": "vllm"}),), (NS, S, CHARS)),
+    Case("S/text-after-block-dropped", "Sure. " + block("search", {"query": "q"}) + "\nDone.",
+         "Sure. ", (("search", {"query": "q"}),), (NS, S, CHARS)),
+    Case("S/missing-flag-is-json", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="f">\n'
+         '<｜DSML｜parameter name="n">5</｜DSML｜parameter>\n'
+         '<｜DSML｜parameter name="q">q</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+         "</｜DSML｜tool_calls>", None, (("f", {"n": 5, "q": "q"}),), (NS, S, CHARS)),
     Case("S03", block("search", {"query": "deepseek v4"}), None,
          (("search", {"query": "deepseek v4"}),), (NS, S, CHARS)),
     Case("S/two-calls", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="a">\n</｜DSML｜invoke>\n'

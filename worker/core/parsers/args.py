@@ -312,7 +312,8 @@ def value_start(run: Run, call: Call) -> None:
     type_name = _type_of(run.st, call.name, key)
     string = type_name in (STRING, UNKNOWN)
     if fmt is not None and fmt.typed_flag:
-        string = string and call.flag.strip() != "false"
+        # DSML: only `string="true"` is raw text; a missing flag means JSON (vLLM).
+        string = string and call.flag.strip() == "true"
     call.held = ""
     call.phase = P_LEAD if fmt is not None and fmt.value_newlines else 0
     if string:
@@ -355,7 +356,7 @@ def param_end(run: Run, call: Call) -> None:
             raw = raw[1:] if raw.startswith("\n") else raw
             raw = raw[:-1] if raw.endswith("\n") else raw
         type_name = _type_of(run.st, call.name, call.key)
-        if fmt is not None and fmt.typed_flag and call.flag.strip() == "false":
+        if fmt is not None and fmt.typed_flag and call.flag.strip() != "true":
             converted = json_value(raw, type_name)
         else:
             converted = typed_value(raw, type_name)

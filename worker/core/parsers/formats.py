@@ -156,6 +156,8 @@ class ToolFormat:
 
 THINK, END_THINK = "<think>", "</think>"
 DSML_V4_BLOCK = "<｜DSML｜tool_calls>"
+DSML_V4_VARIANTS = ("<｜DSML｜toolcalls>", "<｜DSML｜tool>")
+DSML_V41_BLOCK = "<｜DSML｜ calls>"
 QWEN_TOOL_CALL = "<tool_call>"
 KIMI_SECTION = "<|tool_calls_section_begin|>"
 MISTRAL_TOOL_CALLS = "[TOOL_CALLS]"
@@ -192,7 +194,15 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
     ),
     # §2.4: thinking on by default; a DSML block inside reasoning ends it.
     "deepseek_v4": ReasoningFormat(
-        "deepseek_v4", THINK, END_THINK, thinking_default=True, implicit_end=(DSML_V4_BLOCK,)
+        "deepseek_v4",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        implicit_end=(DSML_V4_BLOCK, *DSML_V4_VARIANTS),
+    ),
+    # vllm-parsers-0.33.md §3.6: V4 with spaced DSML.
+    "deepseek_v41": ReasoningFormat(
+        "deepseek_v41", THINK, END_THINK, thinking_default=True, implicit_end=(DSML_V41_BLOCK,)
     ),
     # §2.6
     "kimi_k2": ReasoningFormat(
@@ -254,37 +264,41 @@ def think_tags(name: str, start: str, end: str, thinking_default: bool) -> Reaso
 # -- DSML: deepseek_v4, deepseek_v32 (§2.12) ----------------------------------------------
 
 
-def _dsml(name: str, wrapper: str) -> ToolFormat:
-    block, block_end = f"<｜DSML｜{wrapper}>", f"</｜DSML｜{wrapper}>"
-    invoke, invoke_end = '<｜DSML｜invoke name="', "</｜DSML｜invoke>"
-    param, param_end = '<｜DSML｜parameter name="', "</｜DSML｜parameter>"
+def _dsml(name: str, wrapper: str, space: str = "", variants: tuple[str, ...] = ()) -> ToolFormat:
+    """DSML; `space` is V4.1's blank after `｜DSML｜`, `variants` other spellings of the
+    block opener seen in production (vLLM 0.33 accepts them)."""
+    d = f"｜DSML｜{space}"
+    block, block_end = f"<{d}{wrapper}>", f"</{d}{wrapper}>"
+    invoke, invoke_end = f'<{d}invoke name="', f"</{d}invoke>"
+    param, param_end = f'<{d}parameter name="', f"</{d}parameter>"
     flag, close = '" string="', '">'
-    return ToolFormat(
-        name,
-        {
-            (CONTENT, block): Transition(PREAMBLE),
-            (PREAMBLE, invoke): Transition(NAME, CALL_START),
-            (PREAMBLE, block_end): Transition(CONTENT),
-            (NAME, close): Transition(ARGS),
-            (NAME, invoke_end): Transition(BETWEEN, CALL_END),
-            (ARGS, param): Transition(PKEY, PARAM_START),
-            (ARGS, invoke_end): Transition(BETWEEN, CALL_END),
-            (ARGS, block_end): Transition(CONTENT, CALL_END),
-            (PKEY, flag): Transition(PTYPE),
-            (PKEY, close): Transition(PVALUE, VALUE_START),
-            (PTYPE, close): Transition(PVALUE, VALUE_START),
-            (PVALUE, param_end): Transition(ARGS, PARAM_END),
-            # A missing close tag is tolerated: the next parameter or the end closes it.
-            (PVALUE, param): Transition(PKEY, PARAM_END | PARAM_START),
-            (PVALUE, invoke_end): Transition(BETWEEN, PARAM_END | CALL_END),
-            (PVALUE, block_end): Transition(CONTENT, PARAM_END | CALL_END),
-            (BETWEEN, invoke): Transition(NAME, CALL_START),
-            (BETWEEN, block_end): Transition(CONTENT),
-        },
-        ARGS_PARAMS,
-        typed_flag=True,
-        schema=True,
-    )
+    t: Table = {
+        (CONTENT, block): Transition(PREAMBLE),
+        (CONTENT, invoke): Transition(NAME, CALL_START),  # an invoke without its block
+        (PREAMBLE, invoke): Transition(NAME, CALL_START),
+        (NAME, close): Transition(ARGS),
+        (NAME, invoke_end): Transition(BETWEEN, CALL_END),
+        (ARGS, param): Transition(PKEY, PARAM_START),
+        (ARGS, invoke_end): Transition(BETWEEN, CALL_END),
+        (PKEY, flag): Transition(PTYPE),
+        (PKEY, close): Transition(PVALUE, VALUE_START),
+        (PTYPE, close): Transition(PVALUE, VALUE_START),
+        (PVALUE, param_end): Transition(ARGS, PARAM_END),
+        # A missing close tag is tolerated: the next parameter or the end closes it.
+        (PVALUE, param): Transition(PKEY, PARAM_END | PARAM_START),
+        (PVALUE, invoke_end): Transition(BETWEEN, PARAM_END | CALL_END),
+        (BETWEEN, invoke): Transition(NAME, CALL_START),
+        (BETWEEN, block): Transition(PREAMBLE),
+        # A tool call ends the turn: text after the block is dropped (vLLM 0.33 stays in
+        # its TOOL_BETWEEN state), so the block's end leads nowhere else.
+        (PREAMBLE, block_end): Transition(BETWEEN),
+        (ARGS, block_end): Transition(BETWEEN, CALL_END),
+        (PVALUE, block_end): Transition(BETWEEN, PARAM_END | CALL_END),
+    }
+    for other in variants:
+        t[(CONTENT, other)] = Transition(PREAMBLE)
+        t[(BETWEEN, other)] = Transition(PREAMBLE)
+    return ToolFormat(name, t, ARGS_PARAMS, typed_flag=True, schema=True)
 
 
 # -- qwen3_coder / qwen3_xml (§2.13) ------------------------------------------------------
@@ -512,7 +526,8 @@ DEEPSEEK_V3 = ToolFormat(
 )
 
 TOOL_FORMATS: dict[str, ToolFormat] = {
-    "deepseek_v4": _dsml("deepseek_v4", "tool_calls"),
+    "deepseek_v4": _dsml("deepseek_v4", "tool_calls", variants=DSML_V4_VARIANTS),
+    "deepseek_v41": _dsml("deepseek_v41", "calls", space=" "),
     "deepseek_v32": _dsml("deepseek_v32", "function_calls"),
     "qwen3_coder": _qwen3_xml("qwen3_coder"),
     "qwen3_xml": _qwen3_xml("qwen3_xml"),
