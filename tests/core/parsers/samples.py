@@ -244,6 +244,7 @@ class Setup:
     tool_choice: str | dict[str, Any] | None = None
     markers: tuple[str, ...] = field(default=())  # texts that must never leak
     strict: bool = True  # the model's strict_tool_calling
+    kwargs: dict[str, Any] | None = None  # chat_template_kwargs
 
 
 MARKER_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
@@ -261,8 +262,10 @@ SETUPS: dict[str, Setup] = {
     for s in [
         Setup("deepseek_v4", "deepseek_v4", "deepseek_v4", "deepseek", render_deepseek_v4,
               "<｜Assistant｜><think>", markers=(*_THINK_MARKERS, "｜DSML｜")),
+        # vLLM's deepseek_v3 reasoning thinks only when the kwargs ask for it.
         Setup("deepseek_v32", "deepseek_v3", "deepseek_v32", "deepseek", render_deepseek_v32,
-              "<｜Assistant｜><think>", markers=(*_THINK_MARKERS, "｜DSML｜")),
+              "<｜Assistant｜><think>", markers=(*_THINK_MARKERS, "｜DSML｜"),
+              kwargs={"thinking": True}),
         Setup("qwen3_coder", "qwen3", "qwen3_coder", "qwen", render_qwen3_coder,
               "<|im_start|>assistant\n<think>\n",
               markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),
@@ -312,6 +315,8 @@ def chat_request(setup: Setup, conv: Conversation) -> dict[str, Any]:
     req: dict[str, Any] = {"tools": tools_for(conv)}
     if setup.tool_choice is not None:
         req["tool_choice"] = setup.tool_choice
+    if setup.kwargs is not None:
+        req["chat_template_kwargs"] = setup.kwargs
     return req
 
 

@@ -352,3 +352,22 @@ def test_v4r01_dsml_block_ends_reasoning(deepseek: Tokenizer) -> None:
     assert (got.reasoning, got.content, got.calls) == (want.reasoning, want.content, want.calls)
     for how, streamed in p.all_streams(text):
         assert streamed.calls == want.calls and streamed.reasoning == want.reasoning, how
+
+
+def test_deepseek_v3_and_holo2_think_only_when_on(deepseek: Tokenizer) -> None:
+    """vLLM 0.33's DeepSeek V3 reasoning parser hands off to an identity parser unless
+    `thinking` / `enable_thinking` is on (holo2: unless it is off), so then the think
+    tags are content text."""
+    prompt = list(deepseek.encode("<｜Assistant｜><think>", add_special_tokens=False).ids)
+    text = "plan</think>Hi"
+    on, off = {"thinking": True}, {"enable_thinking": False}
+    table = [
+        ("deepseek_v3", None, None, text),
+        ("deepseek_v3", on, "plan", "Hi"),
+        ("holo2", None, "plan", "Hi"),
+        ("holo2", off, None, text),
+    ]
+    for name, kwargs, reasoning, content in table:
+        p = parser(deepseek, name, None, req=request(chat_template_kwargs=kwargs), prompt=prompt)
+        for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
+            assert (got.reasoning, got.content) == (reasoning, content), (name, kwargs, how)

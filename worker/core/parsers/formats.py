@@ -94,8 +94,9 @@ class ReasoningFormat:
     reenter: bool = True  # a start marker in content opens reasoning again
     # Markers that end reasoning implicitly (a tool block opening inside reasoning).
     implicit_end: tuple[str, ...] = ()
-    # Thinking switched off by chat_template_kwargs means no reasoning parsing at all:
-    # the think markers are then plain text (vLLM's GLM config drops its think rules).
+    # Thinking off (by chat_template_kwargs, or by default) means no reasoning parsing at
+    # all: the think markers are then plain text (vLLM's GLM config drops its think
+    # rules; its DeepSeek V3 parser hands off to an identity parser).
     off_is_plain: bool = False
     # The reasoning's trailing whitespace is dropped (vLLM 0.33's engine parsers, unless
     # their config says otherwise; its older think-tag classes keep it).
@@ -173,7 +174,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         strip_trailing=False,
         empty_as_text=True,
     ),
-    # §2.4: V3.1/V3.2 think only when asked to.
+    # §2.4: V3.1/V3.2 think only when asked to (`thinking` / `enable_thinking`).
     "deepseek_v3": ReasoningFormat(
         "deepseek_v3",
         THINK,
@@ -181,6 +182,17 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         thinking_default=False,
         strip_trailing=False,
         empty_as_text=True,
+        off_is_plain=True,
+    ),
+    # vllm-parsers-0.33.md §3.7: deepseek_v3 thinking unless the kwargs switch it off.
+    "holo2": ReasoningFormat(
+        "holo2",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        strip_trailing=False,
+        empty_as_text=True,
+        off_is_plain=True,
     ),
     # §2.3: Qwen3.5 may open a tool call without closing </think>.
     "qwen3": ReasoningFormat(
@@ -246,6 +258,7 @@ REASONING_FORMATS["minimax_m2_append_think"] = ReasoningFormat(
 )
 REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
 REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
+REASONING_FORMATS["step5"] = REASONING_FORMATS["deepseek_r1"]  # vLLM: the same class
 
 
 def think_tags(name: str, start: str, end: str, thinking_default: bool) -> ReasoningFormat:
@@ -544,6 +557,7 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "minimax_m2": _minimax_m2(),
 }
 TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
+TOOL_FORMATS["qwen3_json"] = HERMES  # vLLM: the same class
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

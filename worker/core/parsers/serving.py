@@ -46,12 +46,14 @@ def open_parser(
     mode, named = tool_mode(spec, request, strict)
     state = start_state(spec, request, prompt_token_ids)
     flags = 0
-    kwargs = request.chat_template_kwargs if request is not None else None
-    off = bool(kwargs) and thinking_from_kwargs(kwargs or {}) is False
-    if off and spec.reasoning is not None and spec.reasoning.off_is_plain:
-        flags |= NO_REASONING
-        state = CONTENT
-    if spec.reasoning is not None and spec.reasoning.append:
+    fmt = spec.reasoning
+    if fmt is not None and fmt.off_is_plain:
+        kwargs = request.chat_template_kwargs if request is not None else None
+        thinking = thinking_from_kwargs(kwargs) if kwargs else None
+        if thinking is False or (thinking is None and not fmt.thinking_default):
+            flags |= NO_REASONING
+            state = CONTENT
+    if fmt is not None and fmt.append:
         flags |= NO_REASONING | APPEND_THINK
         state = CONTENT
     choice = request.tool_choice if request is not None else None
