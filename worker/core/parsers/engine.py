@@ -493,6 +493,9 @@ class _Run:
         """Reasoning text, less its trailing whitespace, which waits in `rws` until more
         reasoning follows; the reasoning's end drops it (vLLM strips it)."""
         st = self.st
+        if not st.rws and not text[-1:].isspace():  # the common case: nothing to hold
+            self.out.append(Reasoning(text))
+            return
         body = text.rstrip()
         if not body:
             st.rws += text
