@@ -24,8 +24,18 @@ if TYPE_CHECKING:
     from tests.peer.vllm_server import Peer
 
 MODEL = "deepseek-v4"
-# The second tokenizer family: Llama 3.2 on the servers named llama-*.
+# The other tokenizer families, each on the servers whose name starts with its prefix:
+# Llama 3.2 (llama-*), GLM-4.7 (glm-*), MiniMax M2 (minimax-*), Qwen3 (qwen-*).
 LLAMA_MODEL = "llama-3.2"
+GLM_MODEL = "glm-4.7"
+MINIMAX_MODEL = "minimax-m2"
+QWEN_MODEL = "qwen3"
+FAMILY_MODELS = {
+    "llama": LLAMA_MODEL,
+    "glm": GLM_MODEL,
+    "minimax": MINIMAX_MODEL,
+    "qwen": QWEN_MODEL,
+}
 REQUEST_ID = "req-parity"
 CHAT_PATH = "/v1/chat/completions/derender"
 COMPLETION_PATH = "/v1/completions/derender"
@@ -33,7 +43,8 @@ COMPLETION_PATH = "/v1/completions/derender"
 
 def served_model(server: str) -> str:
     """The model name a server serves (and our registry for it holds)."""
-    return LLAMA_MODEL if server.startswith("llama-") else MODEL
+    prefix, dash, _ = server.partition("-")
+    return FAMILY_MODELS.get(prefix, MODEL) if dash else MODEL
 
 
 @dataclass
@@ -56,7 +67,8 @@ class Case:
     name: str
     # DeepSeek V4: "on" (parsers), "off" (no parsers), "lax" (parsers, strict tool calling
     # off); Llama 3.2: "llama-off", "llama-tools" (llama3_json), "llama-lax" (the same,
-    # strict tool calling off).
+    # strict tool calling off); GLM-4.7: "glm-on", "glm-lax"; MiniMax M2: "minimax-on",
+    # "minimax-append"; Qwen3: "qwen-hermes", "qwen-coder" (vllm_server.SPECS).
     server: str
     api: str  # "chat" | "completion"
     stream: bool

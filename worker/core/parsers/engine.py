@@ -62,6 +62,7 @@ from worker.core.parsers.state import (
     APPEND_THINK,
     HIDE_REASONING,
     NO_REASONING,
+    TOOLS_AUTO,
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
@@ -508,7 +509,9 @@ class _Run:
 
     def content(self, text: str) -> int:
         st = self.st
-        if st.mode != TOOLS_NONE and (not st.started or st.calls):
+        fmt = self.spec.tools
+        keep = fmt is not None and fmt.keep_whitespace and st.mode == TOOLS_AUTO
+        if st.mode != TOOLS_NONE and not keep and (not st.started or st.calls):
             stripped = text.lstrip()
             if not stripped:
                 st.ws += text

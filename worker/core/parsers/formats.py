@@ -12,7 +12,7 @@ Formats follow reference/vllm-parsers.md §2 (the section is named at each confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 # -- engine states -----------------------------------------------------------------------
@@ -140,6 +140,8 @@ class ToolFormat:
     fallback: bool = False
     # The request tools' parameter types are needed (argument conversion, name inference).
     schema: bool = False
+    # Whitespace-only content before a call is content too (vLLM's step5 config).
+    keep_whitespace: bool = False
     # Calls whose name is not among the request's tools are dropped (vLLM's
     # `validate_tool_names`); with no tools in the request every name is taken.
     known_names: bool = False
@@ -259,6 +261,19 @@ REASONING_FORMATS["minimax_m2_append_think"] = ReasoningFormat(
 REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
 REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
 REASONING_FORMATS["step5"] = REASONING_FORMATS["deepseek_r1"]  # vLLM: the same class
+_QWEN3 = REASONING_FORMATS["qwen3"]
+REASONING_FORMATS["seed_oss"] = replace(
+    _QWEN3,
+    name="seed_oss",
+    start="<seed:think>",
+    end="</seed:think>",
+    implicit_end=("<seed:tool_call>",),
+)
+# The template always opens <think> (no switch) and the model ends it with "\n</think>\n".
+REASONING_FORMATS["step3p5"] = replace(
+    _QWEN3, name="step3p5", from_kwargs=False, strip_trailing=True
+)
+REASONING_FORMATS["mimo"] = replace(_QWEN3, name="mimo")
 
 
 def think_tags(name: str, start: str, end: str, thinking_default: bool) -> ReasoningFormat:
@@ -317,8 +332,15 @@ def _dsml(name: str, wrapper: str, space: str = "", variants: tuple[str, ...] = 
 # -- qwen3_coder / qwen3_xml (§2.13) ------------------------------------------------------
 
 
-def _qwen3_xml(name: str) -> ToolFormat:
-    block, block_end = QWEN_TOOL_CALL, "</tool_call>"
+def _qwen3_xml(
+    name: str,
+    block: str = QWEN_TOOL_CALL,
+    block_end: str = "</tool_call>",
+    value_newlines: bool = True,
+    keep_whitespace: bool = False,
+) -> ToolFormat:
+    """Qwen3 XML; the relatives rename the wrappers (seed_oss), keep values verbatim
+    (mimo) or keep whitespace-only content before calls (step5)."""
     fn, fn_end = "<function=", "</function>"
     param, param_end = "<parameter=", "</parameter>"
     return ToolFormat(
@@ -343,8 +365,9 @@ def _qwen3_xml(name: str) -> ToolFormat:
             (BETWEEN, fn): Transition(NAME, CALL_START),  # missing </tool_call> tolerated
         },
         ARGS_PARAMS,
-        value_newlines=True,
+        value_newlines=value_newlines,
         schema=True,
+        keep_whitespace=keep_whitespace,
     )
 
 
@@ -408,17 +431,22 @@ def _minimax_m2() -> ToolFormat:
 
 # -- hermes (§2.8) -------------------------------------------------------------------------
 
-HERMES = ToolFormat(
-    "hermes",
-    {
-        (CONTENT, QWEN_TOOL_CALL): Transition(ARGS, CALL_START),
-        (ARGS, "</tool_call>"): Transition(BETWEEN, CALL_END),
-        # Text after or between calls is not content (vLLM's streaming hermes).
-        (BETWEEN, QWEN_TOOL_CALL): Transition(ARGS, CALL_START),
-    },
-    ARGS_CALLS,
-    calls=CallShape(SHAPE_SINGLE),
-)
+
+def _hermes(name: str, call: str = QWEN_TOOL_CALL, call_end: str = "</tool_call>") -> ToolFormat:
+    return ToolFormat(
+        name,
+        {
+            (CONTENT, call): Transition(ARGS, CALL_START),
+            (ARGS, call_end): Transition(BETWEEN, CALL_END),
+            # Text after or between calls is not content (vLLM's streaming hermes).
+            (BETWEEN, call): Transition(ARGS, CALL_START),
+        },
+        ARGS_CALLS,
+        calls=CallShape(SHAPE_SINGLE),
+    )
+
+
+HERMES = _hermes("hermes")
 
 # -- kimi_k2 (§2.14) -----------------------------------------------------------------------
 
@@ -558,6 +586,12 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
 }
 TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
 TOOL_FORMATS["qwen3_json"] = HERMES  # vLLM: the same class
+# vllm-parsers-0.33.md §3.7, the Qwen3-grammar relatives.
+TOOL_FORMATS["seed_oss"] = _qwen3_xml("seed_oss", "<seed:tool_call>", "</seed:tool_call>")
+TOOL_FORMATS["step3p5"] = TOOL_FORMATS["qwen3_coder"]
+TOOL_FORMATS["step5"] = _qwen3_xml("step5", keep_whitespace=True)
+TOOL_FORMATS["mimo"] = _qwen3_xml("mimo", value_newlines=False)
+TOOL_FORMATS["longcat"] = _hermes("longcat", "<longcat_tool_call>", "</longcat_tool_call>")
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))
