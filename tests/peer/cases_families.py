@@ -268,7 +268,28 @@ def build(tok: Tokenizer, fam: Family) -> list[Case]:
     _errors(b, fam)
     if fam is QWEN:
         _logprobs(b, fam)
+    for case in b.cases:
+        mark_specials(case, tok)
     return b.cases
+
+
+def mark_specials(case: Case, tok: Tokenizer) -> Case:
+    """Record the texts of the special tokens (by tokenizer.json) in the case's output, for
+    the differences that are about them (`case.extra["specials"]`)."""
+    added = tok.get_added_tokens_decoder()
+    ids = {t for gen in case.outputs for g in gen for t in g.token_ids}
+    case.extra["specials"] = sorted(
+        added[t].content for t in ids if t in added and added[t].special
+    )
+    return case
+
+
+def _prefix_ids(b: Builder, ids: list[int], text: str) -> list[int]:
+    """The longest prefix of `ids` whose text is a prefix of `text` (an output cut there)."""
+    k = len(ids)
+    while k and not text.startswith(b.tok.decode(ids[:k], skip_special_tokens=False)):
+        k -= 1
+    return ids[:k]
 
 
 def build_all() -> list[Case]:
@@ -465,14 +486,17 @@ def _reasoning(b: Builder, fam: Family) -> None:
             b.both(_case(fam, f"reasoning-logprobs-hidden-{hidden}-{s.name}", s.name, req, [g]))
     if fam.no_think is None:
         return
-    # Thinking off by the template kwargs: the think markers are then text (or not).
-    s = fam.servers[0]
+    # Thinking switched by the template kwargs (`enable_thinking` is what the GLM and
+    # Qwen3 templates read; `thinking` is the other spelling vLLM parsers know): think
+    # markers in the output.
     text = "Answer <think>not a trace</think> done."
-    for kw in ({"enable_thinking": False}, {"thinking": False}, {"enable_thinking": True}):
-        key = "-".join(f"{k}-{v}" for k, v in kw.items())
-        req = fam.chat_request(chat_template_kwargs=kw)
-        g = Gen([*b.ids(text), eos])
-        b.both(_case(fam, f"reasoning-kwargs-{key}", s.name, req, [g]), "random")
+    for s in fam.servers:
+        for kw in ({"enable_thinking": False}, {"thinking": False}, {"enable_thinking": True}):
+            key = "-".join(f"{k}-{v}" for k, v in kw.items())
+            req = fam.chat_request(chat_template_kwargs=kw)
+            g = Gen([*b.ids(text), eos])
+            b.both(_case(fam, f"reasoning-kwargs-{key}-{s.name}", s.name, req, [g]), "random")
+    s = fam.servers[0]
     # Thinking off, then a tool call.
     req = fam.chat_request(tools=TOOLS, **fam.no_think)
     g = Gen([*b.ids("Checking.\n" + s.calls(CALLS[:1])), eos])
@@ -519,23 +543,44 @@ def _tools(b: Builder, fam: Family) -> None:
             "native",
         )
         b.both(case, 1)
-        # A call cut by length (unfinished block).
-        ids = b.ids(fam.think(REASONINGS[0], s.calls(CALLS[:1])))
+        # A call cut by length: inside a parameter's name, inside its value, after the
+        # value, and (where the closing tag is text of several tokens) inside that tag.
+        full = fam.think(REASONINGS[0], s.calls(CALLS[:1]))
+        ids = b.ids(full)
         req = fam.chat_request(tools=TOOLS)
-        g = Gen(ids[: len(ids) - 5], "length")
-        b.both(_case(fam, f"tools-cut-{s.name}", s.name, req, [g], "native"), "random")
+        value_end = full.index("5", full.index("days"))
+        cuts = {
+            "in-name": full.index("days") + 2,
+            "in-value": full.index("杭") + 1,
+            "after-value": value_end + 1,
+        }
+        if s.calls in (minimax_calls, coder_calls):
+            cuts["in-closer"] = full.index("</parameter>", value_end) + len("</param")
+        for where, at in cuts.items():
+            g = Gen(_prefix_ids(b, ids, full[:at]), "length")
+            b.both(_case(fam, f"tools-cut-{where}-{s.name}", s.name, req, [g], "cut"), "random")
         # Text after and between calls.
         text = fam.think(
             "Hm.", "A. " + s.calls(CALLS[:1]) + "\n\nB then. " + s.calls(CALLS[2:3]) + " after."
         )
         case = _case(
-            fam, f"tools-text-between-{s.name}", s.name, req, [Gen([*b.ids(text), eos])], "native"
+            fam,
+            f"tools-text-between-{s.name}",
+            s.name,
+            req,
+            [Gen([*b.ids(text), eos])],
+            "text-between",
         )
         b.both(case, 1)
         # A call of a function the request does not offer, next to one it does.
         text = fam.think("Hm.", s.calls([("img_gen", {"prompt": "cat"}), *CALLS[2:3]]))
         case = _case(
-            fam, f"tools-unknown-name-{s.name}", s.name, req, [Gen([*b.ids(text), eos])], "native"
+            fam,
+            f"tools-unknown-name-{s.name}",
+            s.name,
+            req,
+            [Gen([*b.ids(text), eos])],
+            "unknown-name",
         )
         b.both(case, 1)
         # parallel_tool_calls false with two calls.
@@ -571,15 +616,18 @@ def _typed(b: Builder, fam: Family) -> None:
                 fam, f"typed-{name}-{s.name}", s.name, req, [Gen([*b.ids(text), eos])], "native"
             )
             b.both(case, "random")
-    # Values the schema does not fit: a word for an integer, a parameter not in it.
-    for s in fam.servers:
-        items = [("book_hotel", {"city": "Rome", "nights": "three", "pets": 2})]
-        text = fam.think("Booking.", s.calls(items))
-        req = fam.chat_request(tools=TYPED_TOOLS)
-        case = _case(
-            fam, f"typed-misfit-{s.name}", s.name, req, [Gen([*b.ids(text), eos])], "native"
-        )
-        b.both(case, 1)
+    # Values the schema does not fit: a word for an integer, a parameter not in it; JSON
+    # of another type (a number for an integer, an array for an object, …).
+    misfits = {
+        "misfit": {"city": "Rome", "nights": "three", "pets": 2},
+        "json-misfit": {"city": "Rome", "nights": 2.5, "breakfast": [1], "prefs": [1, 2]},
+    }
+    for name, misfit in misfits.items():
+        for s in fam.servers:
+            text = fam.think("Booking.", s.calls([("book_hotel", misfit)]))
+            req = fam.chat_request(tools=TYPED_TOOLS)
+            g = Gen([*b.ids(text), eos])
+            b.both(_case(fam, f"typed-{name}-{s.name}", s.name, req, [g], "native"), 1)
 
 
 def _tool_choice(b: Builder, fam: Family) -> None:

@@ -1,5 +1,5 @@
-"""The parity session: six vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
-each), our registries, the tally.
+"""The parity session: twelve vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
+each; GLM-4.7, MiniMax M2 and Qwen3, two each), our registries, the tally.
 
 The parity tests run only when the marker expression selects `peer` (`make parity` runs
 `pytest -m peer tests/peer`); otherwise their modules are not even collected, so
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.peer.cases_families import FAMILIES
 from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
 from tests.peer.drive import LLAMA_MODEL
 from tests.peer.parity import Prompts, Tally
@@ -73,8 +74,10 @@ def prompts() -> Prompts:
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """DeepSeek V4 — `on`: parsers; `off`: none; `lax`: parsers with
     VLLM_ENFORCE_STRICT_TOOL_CALLING=0. Llama 3.2 — `llama-off`: no parser; `llama-tools`:
-    the llama3_json tool parser; `llama-lax`: the same with strict tool calling off. All
-    six start at once (~1.4 GB each).
+    the llama3_json tool parser; `llama-lax`: the same with strict tool calling off.
+    GLM-4.7 — `glm-on`, `glm-lax`; MiniMax M2 — `minimax-on`, `minimax-append`; Qwen3 —
+    `qwen-hermes`, `qwen-coder` (cases_families.py). All twelve start at once (~1.4 GB
+    each).
 
     DERENDER_PEER_SERVERS=on=PORT,off=PORT,…,llama-lax=PORT uses servers already running
     on 127.0.0.1 instead (while developing: they start once)."""
@@ -129,6 +132,48 @@ default = true
 """
 
 
+# GLM-4.7, MiniMax M2, Qwen3: the tokenizer.json setup_peer.sh unzipped into vLLM's model
+# folder, vLLM's EOS ids (cases_families.Family.eos: the tokenizer_config.json's eos_token
+# first, then config.json's eos_token_id), and each server's parsers.
+FAMILY_TOML = """
+[models."{name}"]
+tokenizer = "{tokenizer}"
+eos_token_ids = [{eos}]
+reasoning_parser = "{reasoning}"
+tool_parser = "{tool}"
+strict_tool_calling = {strict}
+max_model_len = 131072
+max_logprobs = 20
+default = true
+"""
+
+
+def family_registries(folder: Path) -> dict[str, Registry]:
+    out = {}
+    for fam in FAMILIES:
+        if not fam.tokenizer_path.is_file():
+            pytest.fail(
+                f"no {fam.tokenizer_path}: run `bash tests/peer/setup_peer.sh`", pytrace=False
+            )
+        for s in fam.servers:
+            path = folder / f"models-{s.name}.toml"
+            text = FAMILY_TOML.format(
+                name=fam.model,
+                tokenizer=fam.tokenizer_path,
+                eos=", ".join(map(str, fam.eos)),
+                reasoning=s.reasoning_parser,
+                tool=s.tool_parser,
+                strict=str(s.strict).lower(),
+            )
+            path.write_text(text, encoding="utf-8")
+            reg = load_registry(path)
+            model = reg.models[fam.model]
+            # The primary EOS is the one the registry would find by itself.
+            assert primary_eos_ids(model.tokenizer, fam.tokenizer_path) == [fam.eos[0]], s.name
+            out[s.name] = reg
+    return out
+
+
 def llama_registry(folder: Path, variant: str, extra: str = "") -> Registry:
     """Our registry for one Llama server, loaded from TOML like an operator's file."""
     path = folder / f"models-{variant}.toml"
@@ -169,4 +214,5 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Registry]:
         "llama-off": llama_off,
         "llama-tools": llama_registry(folder, "tools", tools),
         "llama-lax": llama_registry(folder, "lax", tools + "strict_tool_calling = false\n"),
+        **family_registries(folder),
     }

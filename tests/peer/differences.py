@@ -193,6 +193,15 @@ def _special_skip_set(case: Any, diff: Any) -> bool:
         and isinstance(diff.ours, str)
     ):
         return False
+    if case.server in LEGACY_FAMILY_SERVERS:
+        # The same with hermes (Qwen3) and minimax_m2_append_think (MiniMax M2), whose
+        # paths drop no special token either: ours is vLLM's text less exactly the special
+        # tokens of the output (`cases_families.mark_specials` lists their texts).
+        found = [t for t in case.extra.get("specials", ()) if t in diff.vllm]
+        rest = diff.vllm
+        for t in found:
+            rest = rest.replace(t, "")
+        return bool(found) and rest == diff.ours
     if case.server.startswith("llama-"):
         # Llama's legacy llama3_json parser drops nothing: with it vLLM's text keeps every
         # special token (BOS and EOS too). Ours is vLLM's text less exactly those tokens.
@@ -389,6 +398,229 @@ def _cut_call(case: Any, diff: Any) -> bool:
     return False
 
 
+# GLM-4.7, MiniMax M2, Qwen3 (cases_families.py). The servers whose tool parser runs on
+# vLLM's parser engine, and those on its older per-model classes (hermes, and MiniMax's
+# append-think reasoning, which keeps everything as content).
+ENGINE_FAMILY_SERVERS = ("glm-on", "glm-lax", "minimax-on", "minimax-append", "qwen-coder")
+LEGACY_FAMILY_SERVERS = ("qwen-hermes", "minimax-append")
+APPEND_SERVER = "minimax-append"
+END_THINK = "</think>"
+MINIMAX_END_THINK_ID = 200051
+_TOOL_BLOCK = (
+    r"(?:<tool_call>.*?(?:</tool_call>|$)|<minimax:tool_call>.*?(?:</minimax:tool_call>|$))"
+)
+# A run of tool-call blocks and the whitespace between them.
+_TOOL_BLOCKS = re.compile(rf"{_TOOL_BLOCK}(?:\s*{_TOOL_BLOCK})*", re.S)
+
+
+def _content_field(diff: Any) -> bool:
+    return _field(diff) == "content" and isinstance(diff.vllm, str)
+
+
+def _ours_as_vllm_append(case: Any, ours: Any) -> list[str]:
+    """Our content, and — on the append-think server with tools — the same less the
+    `</think>` vLLM drops there (`append-think-tools`): the other differences compare
+    against either."""
+    if not isinstance(ours, str):
+        return []
+    out = [ours]
+    if case.server == APPEND_SERVER and case.request.get("tools") and END_THINK in ours:
+        out.append(ours.replace(END_THINK, "", 1))
+    return out
+
+
+def _content_strip_with_tools(case: Any, diff: Any) -> bool:
+    """vLLM's parser engine strips the content's surrounding whitespace in a whole response
+    that has tool calls (`strip_content_whitespace_with_tools`, on for GLM, MiniMax M2 and
+    qwen3_coder); its stream sends that whitespace. We keep it both ways."""
+    if case.stream or case.server not in ENGINE_FAMILY_SERVERS or not _content_field(diff):
+        return False
+    if case.extra.get("shape") not in ("native", "text-between"):
+        return False
+    return any(
+        o != diff.vllm and o.strip() == diff.vllm for o in _ours_as_vllm_append(case, diff.ours)
+    )
+
+
+def _text_after_call(case: Any, diff: Any) -> bool:
+    """Text between and after tool calls (GLM, MiniMax M2, qwen3_coder): vLLM's whole
+    response keeps only the text before the first call (stripped); its stream sends all
+    of it; we send all of it both ways."""
+    if case.stream or case.server not in ENGINE_FAMILY_SERVERS or not _content_field(diff):
+        return False
+    if case.extra.get("shape") != "text-between" or not diff.vllm:
+        return False
+    return any(
+        o.strip().startswith(diff.vllm) and len(o.strip()) > len(diff.vllm)
+        for o in _ours_as_vllm_append(case, diff.ours)
+    )
+
+
+def _ws_between_calls_stream(case: Any, diff: Any) -> bool:
+    """The same parsers, streamed: the whitespace between two calls goes out as content;
+    we drop a whitespace-only run between calls (the whole response has none of it)."""
+    if not case.stream or case.server not in ENGINE_FAMILY_SERVERS or not _content_field(diff):
+        return False
+    if case.extra.get("shape") != "native":
+        return False
+    v = diff.vllm
+    return any(
+        v != o and v.startswith(o) and v[len(o) :].strip() == ""
+        for o in _ours_as_vllm_append(case, diff.ours)
+    )
+
+
+def _text_after_call_either(case: Any, diff: Any) -> bool:
+    return _text_after_call(case, diff) or _ws_between_calls_stream(case, diff)
+
+
+def _unclosed_value(case: Any, diff: Any) -> bool:
+    """A call cut short inside or right after a parameter's value (finish "length"; GLM,
+    MiniMax M2, qwen3_coder): vLLM's whole response drops that parameter, its stream sends
+    the arguments up to the open value (invalid JSON); we close the value where the output
+    stopped, both ways."""
+    if case.extra.get("shape") != "cut" or case.server not in ENGINE_FAMILY_SERVERS:
+        return False
+    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
+        return False
+    v, o = diff.vllm, diff.ours
+    if not _json_object(o):
+        return False
+    ours = json.loads(o)
+    if not ours:
+        return False
+    last_key = list(ours)[-1]
+    last = ours[last_key]
+    # Our last value is what the model wrote, no piece of a closing tag.
+    if isinstance(last, str) and re.search(r"<(/[A-Za-z_]*)?$", last):
+        return False
+    if _json_object(v):  # whole: vLLM dropped the open parameter
+        return json.loads(v) == {k: x for k, x in ours.items() if k != last_key}
+    return isinstance(v, str) and o.startswith(v) and v != o
+
+
+def _shift_tools(order: Any, by: int) -> Any:
+    if not isinstance(order, list):
+        return None
+    return [f"tool:{int(x[5:]) + by}" if str(x).startswith("tool:") else x for x in order]
+
+
+def _unknown_tool_index(case: Any, diff: Any) -> bool:
+    """A call of a function the request does not offer, dropped (GLM, MiniMax M2:
+    `validate_tool_names`): vLLM's stream still counts it, so the next call streams as
+    index 1 and index 0 is never sent; its whole response and ours number the kept calls
+    from 0."""
+    if not case.stream or case.extra.get("shape") != "unknown-name":
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "order":
+        return v == _shift_tools(o, 1) and v != o
+    m = re.fullmatch(r"tool_calls\.(\d+)", field)
+    if m is None:
+        return False
+    return (v == "<absent>" and _complete_call(o)) or (
+        o == "<absent>" and int(m.group(1)) > 0 and _complete_call(v)
+    )
+
+
+def _append_think_tools(case: Any, diff: Any) -> bool:
+    """`minimax_m2_append_think` with tools in the request: vLLM's content loses the
+    model's `</think>` (its stream always, its whole response when a call was made); we
+    keep the output verbatim, so the trace goes back into the conversation as written."""
+    return (
+        case.server == APPEND_SERVER
+        and bool(case.request.get("tools"))
+        and _content_field(diff)
+        and isinstance(diff.ours, str)
+        and END_THINK in diff.ours
+        and diff.vllm == diff.ours.replace(END_THINK, "", 1)
+    )
+
+
+def _append_think_stream_no_end(case: Any, diff: Any) -> bool:
+    """`minimax_m2_append_think`, a tool block with no `</think>` before it, streamed:
+    vLLM's stream never parses tool calls (it waits for the reasoning to end), so the
+    block goes out as content and no call is made; its whole response makes the call, and
+    so do we, both ways."""
+    g = _gen(case, diff)
+    if not (case.stream and case.server == APPEND_SERVER and g is not None):
+        return False
+    if MINIMAX_END_THINK_ID in g.token_ids:
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        return (
+            isinstance(v, str)
+            and isinstance(o, str)
+            and v.startswith(o)
+            and v[len(o) :].lstrip().startswith(("<minimax:tool_call>", "<invoke"))
+        )
+    if field == "finish_reason":
+        return v == ["stop"] and o == ["tool_calls"]
+    if field == "order":
+        return v == ["content"] and isinstance(o, list) and o[:1] == ["content"] and len(o) > 1
+    return (
+        re.fullmatch(r"tool_calls\.\d+", field) is not None
+        and v == "<absent>"
+        and _complete_call(o)
+    )
+
+
+def _tool_markup_in_content(case: Any, diff: Any) -> bool:
+    """tool_choice "none" or no tools, with hermes or MiniMax's append-think: vLLM returns
+    the tool-call markup as content; ours is the same text without the markup."""
+    req = case.request
+    if case.server not in LEGACY_FAMILY_SERVERS or not _content_field(diff):
+        return False
+    if req.get("tools") and req.get("tool_choice") != "none":
+        return False
+    if not _TOOL_BLOCKS.search(diff.vllm):
+        return False
+    return _TOOL_BLOCKS.sub("", diff.vllm) == (diff.ours or "")
+
+
+def _hermes_stream_whitespace(case: Any, diff: Any) -> bool:
+    """hermes, streamed: the whitespace between the reasoning and the first `<tool_call>`
+    goes out as content; vLLM's whole response says null (whitespace-only content before
+    calls is dropped); we send none."""
+    return (
+        case.stream
+        and case.server == "qwen-hermes"
+        and _content_field(diff)
+        and diff.ours == ""
+        and diff.vllm != ""
+        and diff.vllm.strip() == ""
+    )
+
+
+def _hermes_think_end_in_content(case: Any, diff: Any) -> bool:
+    """qwen3 with hermes, a `</think>` in the content: vLLM's stream and whole response
+    disagree about it (thinking on: the stream sends it as text, the whole response drops
+    it; thinking off by `enable_thinking: false`: the other way round); qwen3_coder drops it
+    both ways, as the stray end marker it is, and so do we."""
+    return (
+        case.server == "qwen-hermes"
+        and _content_field(diff)
+        and END_THINK in diff.vllm
+        and diff.vllm.replace(END_THINK, "") == diff.ours
+    )
+
+
+def _hermes_cut_call(case: Any, diff: Any) -> bool:
+    """hermes, a call cut short (length): vLLM's whole response returns the raw text,
+    markup included, as content and no call; its stream sends the call as far as it was
+    written; we send that both ways."""
+    g = _gen(case, diff)
+    if case.stream or case.server != "qwen-hermes" or g is None or g.finish_reason != "length":
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        return isinstance(v, str) and "<tool_call>" in v and (o is None or v.startswith(o))
+    if field == "tool_calls":
+        return v == [] and isinstance(o, list) and len(o) > 0
+    return False
+
+
 _FFFD = "\ufffd"
 _FFFD_BYTES = [239, 191, 189]
 
@@ -525,6 +757,56 @@ DIFFERENCES: list[Difference] = [
         "llama-cut-call",
         "llama3_json call cut short: vLLM returns the raw text or an empty call; we send it",
         _cut_call,
+    ),
+    Difference(
+        "content-strip-with-tools",
+        "Whole response with tool calls: vLLM strips the content's whitespace; we keep it",
+        _content_strip_with_tools,
+    ),
+    Difference(
+        "text-after-call",
+        "Text between or after tool calls: vLLM's whole response drops it; we keep it",
+        _text_after_call_either,
+    ),
+    Difference(
+        "unclosed-value",
+        "A call cut inside a value: vLLM drops the value (whole), sends invalid JSON (stream)",
+        _unclosed_value,
+    ),
+    Difference(
+        "unknown-tool-index",
+        "A call to an unknown function, dropped: vLLM streams the next call as index 1",
+        _unknown_tool_index,
+    ),
+    Difference(
+        "append-think-tools",
+        "minimax_m2_append_think with tools: vLLM drops the model's `</think>`; we keep it",
+        _append_think_tools,
+    ),
+    Difference(
+        "append-think-stream-no-end",
+        "append-think stream, a call with no `</think>` before it: vLLM makes no call",
+        _append_think_stream_no_end,
+    ),
+    Difference(
+        "tool-markup-in-content",
+        "hermes / append-think, no tools or tool_choice none: vLLM's content keeps the markup",
+        _tool_markup_in_content,
+    ),
+    Difference(
+        "hermes-stream-whitespace",
+        "hermes stream: vLLM sends the whitespace before the first call as content",
+        _hermes_stream_whitespace,
+    ),
+    Difference(
+        "hermes-think-end-in-content",
+        "qwen3 + hermes, `</think>` in the content: vLLM's stream and whole disagree; we drop it",
+        _hermes_think_end_in_content,
+    ),
+    Difference(
+        "hermes-cut-call",
+        "hermes, a call cut short: vLLM's whole response returns the raw markup as content",
+        _hermes_cut_call,
     ),
     Difference(
         "logprob-char-inside",

@@ -16,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.offline_tokenizers import offline_tokenizer
 from tests.peer import cases as C
+from tests.peer import cases_families as F
 from tests.peer import cases_llama as L
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
@@ -27,7 +29,8 @@ pytestmark = pytest.mark.peer
 
 TOKENIZER = load_registry().models["deepseek-v4"].tokenizer
 LLAMA = load_tokenizer(L.LLAMA_TOKENIZER, Path.cwd())[0]
-CASES = C.build(TOKENIZER) + L.build(LLAMA)
+FAMILY_TOKENIZERS = {fam.prefix: offline_tokenizer(fam.data) for fam in F.FAMILIES}
+CASES = C.build(TOKENIZER) + L.build(LLAMA) + F.build_all()
 
 
 def _check(case: Case, peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> Outcome:
@@ -244,6 +247,50 @@ def llama_plain(draw: Any) -> Case:
     return Case("hypothesis-llama-plain", "llama-off", api, stream, req, [[g]])
 
 
+@st.composite
+def family_conversations(draw: Any, fam: F.Family) -> Case:
+    """GLM-4.7, MiniMax M2 or Qwen3 on one of its servers: optional reasoning (thinking off
+    through the template kwargs where the family has the switch), content, 0–2 calls in
+    the server's own format (the model writes it under every tool_choice: strict tool
+    calling, and GLM's parser never constrains to JSON), under any tool_choice; one of
+    the EOS ids or length; streamed in random chunks or whole."""
+    tok = FAMILY_TOKENIZERS[fam.prefix]
+    b = C.Builder(tok, alternatives=fam.alternatives)
+    server = draw(st.sampled_from(fam.servers))
+    think = fam.no_think is None or draw(st.booleans())
+    reasoning = draw(text) if think else ""
+    content = draw(st.one_of(st.just(""), text))
+    items = draw(st.lists(tool_call, max_size=2))
+    answer = content + (draw(st.sampled_from(["", "\n", "\n\n"])) if content and items else "")
+    answer += server.calls(items) if items else ""
+    out = fam.think(reasoning, answer) if think else answer
+    ids = b.ids(out) if out else b.ids("ok")
+    finish = draw(st.sampled_from(["stop", "stop", "length"]))
+    stop_reason: int | None = None
+    if finish == "stop":
+        k = draw(st.integers(0, len(fam.eos) - 1))
+        ids.append(fam.eos[k])
+        stop_reason = None if k == 0 or draw(st.booleans()) else fam.eos[k]
+    extra: dict[str, Any] = {} if think else dict(fam.no_think or {})
+    choice = draw(st.sampled_from([None, "auto", "none", "required", "named"]))
+    if items or choice is not None or draw(st.booleans()):
+        extra["tools"] = C.TOOLS
+        if choice == "named":
+            extra["tool_choice"] = {"type": "function", "function": {"name": "get_weather"}}
+        elif choice is not None:
+            extra["tool_choice"] = choice
+    stream = draw(st.booleans())
+    if stream and draw(st.booleans()):
+        extra["stream_options"] = {"include_usage": True}
+    req = fam.chat_request(**extra)
+    g = Gen(ids, finish, stop_reason, cuts=_cuts(draw, len(ids)) if stream else None)
+    usage = "final" if "stream_options" in extra else "none"
+    case = Case(f"hypothesis-{fam.prefix}", server.name, "chat", stream, req, [[g]])
+    case.engine_usage = usage
+    case.extra["shape"] = "native" if items else "prose"
+    return F.mark_specials(case, tok)
+
+
 def _run_examples(
     strategy: Any, peers: Any, registries: Any, prompts: Prompts, tally: Tally, label: str
 ) -> None:
@@ -260,14 +307,16 @@ def _run_examples(
             failures.append(outcome)
 
     one()
+    _report_examples(failures, count[0])
+
+
+def _report_examples(failures: list[Outcome], count: int) -> None:
     if failures:
         shown = "\n\n".join(f"--- {o.case.name}\n{o.report()}" for o in failures[:8])
         more = (
             f"\n\n(+{len(failures) - 8} more in .parity/failures.txt)" if len(failures) > 8 else ""
         )
-        pytest.fail(
-            f"{len(failures)} of {count[0]} examples differ:\n\n{shown}{more}", pytrace=False
-        )
+        pytest.fail(f"{len(failures)} of {count} examples differ:\n\n{shown}{more}", pytrace=False)
 
 
 def test_hypothesis_conversations(
@@ -290,3 +339,28 @@ def test_hypothesis_llama_plain(
     peers: Any, registries: Any, prompts: Prompts, tally: Tally
 ) -> None:
     _run_examples(llama_plain(), peers, registries, prompts, tally, "hypothesis-llama-plain")
+
+
+# Per family: fewer examples (three families, each a tenth of a second an example). The
+# examples of the suites above stay the ones they were (derandomize seeds from the source).
+FAMILY_SETTINGS = settings(SETTINGS, max_examples=40)
+
+
+@pytest.mark.parametrize("fam", F.FAMILIES, ids=[fam.prefix for fam in F.FAMILIES])
+def test_hypothesis_families(
+    fam: F.Family, peers: Any, registries: Any, prompts: Prompts, tally: Tally
+) -> None:
+    failures: list[Outcome] = []
+    count = [0]
+
+    @FAMILY_SETTINGS
+    @given(family_conversations(fam))
+    def one(case: Case) -> None:
+        count[0] += 1
+        case.name = f"hypothesis-{fam.prefix}-{count[0]}"
+        outcome = _check(case, peers, registries, prompts, tally)
+        if outcome.status == FAILED:
+            failures.append(outcome)
+
+    one()
+    _report_examples(failures, count[0])

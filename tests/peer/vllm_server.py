@@ -184,7 +184,7 @@ class Server:
             self.proc.wait(timeout)
 
 
-def start_servers(names: list[str], log_dir: Path, timeout: float = 300.0) -> dict[str, Server]:
+def start_servers(names: list[str], log_dir: Path, timeout: float = 600.0) -> dict[str, Server]:
     """Start the servers concurrently and wait for all; on any failure stop them all."""
     servers: dict[str, Server] = {}
     try:

