@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import Parser, parser, request
+from tests.core.parsers.harness import Parser, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [
@@ -146,3 +146,30 @@ def test_markers_on_text_alone(glm: Tokenizer) -> None:
         got = p.stream_chars(case.text, n)
         assert (got.reasoning, got.content) == (case.reasoning, case.content), n
         assert [(c, json.loads(a)) for c, a in got.calls] == list(case.calls), n
+
+
+def test_values_that_miss_their_type_fall_back_to_json(glm: Tokenizer) -> None:
+    """vLLM 0.33 coerces by the schema and, when that fails, takes the value as JSON if
+    it parses (found by `make parity`): `2.5` for an integer, `[1]` for a boolean."""
+    schema = tool("book", nights="integer", breakfast="boolean", limit="integer", city="string")
+    text = (
+        "Hm.</think><tool_call>book<arg_key>nights</arg_key><arg_value>2.5</arg_value>"
+        "<arg_key>breakfast</arg_key><arg_value>[1]</arg_value><arg_key>limit</arg_key>"
+        "<arg_value>true</arg_value><arg_key>city</arg_key><arg_value>7</arg_value></tool_call>"
+    )
+    prompt = list(glm.encode(THINKING, add_special_tokens=False).ids)
+    p = parser(glm, "glm47", "glm47", req=request(tools=[schema]), prompt=prompt)
+    want = {"nights": 2.5, "breakfast": [1], "limit": True, "city": "7"}
+    for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
+        assert [(n, json.loads(a)) for n, a in got.calls] == [("book", want)], how
+
+
+def test_forced_choices_never_take_the_json_path(glm: Tokenizer) -> None:
+    """vLLM's GLM parser parses its own format for "required" and named choices even
+    with strict tool calling off: bare JSON is then content (found by `make parity`)."""
+    text = '[{"name": "get_weather", "parameters": {"city": "Rome"}}]'
+    prompt = list(glm.encode(NOT_THINKING, add_special_tokens=False).ids)
+    req = request(tools=TOOLS, tool_choice="required")
+    p = parser(glm, "glm47", "glm47", req=req, prompt=prompt, strict=False)
+    got = p.whole(text)
+    assert (got.content, got.calls) == (text, [])

@@ -79,3 +79,19 @@ def test_qwen3_relative(qwen3: Tokenizer, case: tuple[Any, ...]) -> None:
     for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
         assert (got.reasoning, got.content) == (reasoning, content), how
         assert [(n, json.loads(a)) for n, a in got.calls] == calls, how
+
+
+def test_qwen3_thinking_switch_is_enable_thinking(qwen3: Tokenizer) -> None:
+    """vLLM's Qwen3 parser reads `enable_thinking` only, and with it off gives the
+    output as content verbatim (found by `make parity`)."""
+    text = "Answer <think>not a trace</think> done."
+    prompt = list(qwen3.encode(PROMPT, add_special_tokens=False).ids)
+    table = [
+        ({"thinking": False}, "Answer not a trace", " done."),  # not Qwen3's switch
+        ({"enable_thinking": False}, None, text),
+    ]
+    for kwargs, reasoning, content in table:
+        p = parser(qwen3, "qwen3", "hermes", req=request(chat_template_kwargs=kwargs),
+                   prompt=prompt)  # fmt: skip
+        for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
+            assert (got.reasoning, got.content) == (reasoning, content), (kwargs, how)

@@ -69,12 +69,12 @@ def typed_value(raw: str, type_name: str) -> str:
         try:
             return dumps(int(text))
         except ValueError:
-            return dumps(raw)
+            return _json_or_text(raw)
     if type_name in _NUMBER:
         try:
             number = float(text)
         except ValueError:
-            return dumps(raw)
+            return _json_or_text(raw)
         if not math.isfinite(number):
             return dumps(raw)
         return dumps(int(number)) if number.is_integer() else dumps(number)
@@ -82,14 +82,34 @@ def typed_value(raw: str, type_name: str) -> str:
         low = text.lower()
         if low in ("true", "false"):
             return low
-        return dumps(raw)
+        return _json_or_text(raw)
     if type_name in _CONTAINER:
         try:
             return dumps(json.loads(text))
         except ValueError:
             value = python_literal(text)
             return dumps(raw) if value is None else value
-    return dumps(raw)
+    return _json_or_text(raw)
+
+
+def _json_or_text(raw: str) -> str:
+    """A value that is not of its schema type: what it is as JSON (`2.5` for an integer,
+    `[1]` for a boolean), else its text, as vLLM 0.33's coercion falls back."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return dumps(raw)
+    return dumps(value) if _finite(value) else dumps(raw)
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True
 
 
 def json_value(raw: str, type_name: str) -> str:

@@ -80,6 +80,10 @@ PENDING_MAX = 8
 WS_HOLD_MAX = 256
 
 
+# States inside a call's markup (a name, a key, a flag, a value).
+CALL_STATES = frozenset((NAME, PKEY, PTYPE, PVALUE))
+
+
 class Lexer(NamedTuple):
     """The text markers of one state: a leftmost-longest regex and what to hold back."""
 
@@ -240,7 +244,7 @@ def feed(
         st.flags &= ~APPEND_THINK
         st.started = True
         out.append(Content(spec.reasoning.start))
-    run = _Run(spec, st, out, text_only=token_ids is None)
+    run = _Run(spec, st, out, text_only=token_ids is None, final=final)
     hidden: list[bool] | None = None
     if token_ids is None:
         buf = st.held + text if st.held else text
@@ -265,11 +269,17 @@ def feed(
 class _Run:
     """One feed's working set (not state: everything lasting is in `st`)."""
 
-    __slots__ = ("lexers", "machine", "out", "spec", "st")
+    __slots__ = ("final", "lexers", "machine", "out", "spec", "st")
 
     def __init__(
-        self, spec: ParserSpec, st: ParserState, out: list[Event], text_only: bool
+        self,
+        spec: ParserSpec,
+        st: ParserState,
+        out: list[Event],
+        text_only: bool,
+        final: bool = False,
     ) -> None:
+        self.final = final
         self.spec = spec
         self.st = st
         self.out = out
@@ -350,6 +360,10 @@ class _Run:
             lx = self.lexers[state]
             m = lx.pattern.search(buf, i, end) if lx is not None else None
             if m is None:
+                if boundary and self.final and state in CALL_STATES:
+                    # The output ends inside a call's markup: a marker's beginning there
+                    # (a cut `</parameter>`) is markup, not value text.
+                    end -= self._holdback(lx, buf, i, end)
                 cut = end if boundary else end - self._holdback(lx, buf, i, end)
                 used = self.text(buf[i:cut]) if cut > i else 0
                 if i + used < cut and st.state != state:

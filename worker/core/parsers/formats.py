@@ -104,6 +104,10 @@ class ReasoningFormat:
     # A whole response that was in reasoning but wrote none says `reasoning: ""` (the
     # older think-tag classes); the engine parsers say null.
     empty_as_text: bool = False
+    # The chat_template_kwargs that switch thinking (any true one turns it on, as vLLM
+    # ORs them); `effort_none`: `reasoning_effort: "none"` turns it off (DeepSeek V4).
+    kwargs_keys: tuple[str, ...] = ("enable_thinking", "thinking")
+    effort_none: bool = False
     # No separation at all: the output is content, after the start marker the template
     # already wrote (MiniMax M2 "append think", so clients keep the trace in history).
     append: bool = False
@@ -205,6 +209,8 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         reenter=False,
         implicit_end=(QWEN_TOOL_CALL,),
         strip_trailing=False,  # vLLM 0.33's qwen3 config keeps it
+        off_is_plain=True,  # `enable_thinking: false`: the output is content, verbatim
+        kwargs_keys=("enable_thinking",),
     ),
     # §2.4: thinking on by default; a DSML block inside reasoning ends it.
     "deepseek_v4": ReasoningFormat(
@@ -213,14 +219,25 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         END_THINK,
         thinking_default=True,
         implicit_end=(DSML_V4_BLOCK, *DSML_V4_VARIANTS),
+        effort_none=True,
     ),
     # vllm-parsers-0.33.md §3.6: V4 with spaced DSML.
     "deepseek_v41": ReasoningFormat(
-        "deepseek_v41", THINK, END_THINK, thinking_default=True, implicit_end=(DSML_V41_BLOCK,)
+        "deepseek_v41",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        implicit_end=(DSML_V41_BLOCK,),
+        effort_none=True,
     ),
     # §2.6
     "kimi_k2": ReasoningFormat(
-        "kimi_k2", THINK, END_THINK, thinking_default=True, implicit_end=(KIMI_SECTION,)
+        "kimi_k2",
+        THINK,
+        END_THINK,
+        thinking_default=True,
+        implicit_end=(KIMI_SECTION,),
+        off_is_plain=True,  # vLLM's config drops its think rules when thinking is off
     ),
     # §2.5: a trace must start with [THINK]; the prompt does not decide (old system
     # prompts carry pre-filled [THINK]…[/THINK]).
@@ -395,6 +412,7 @@ def _glm() -> ToolFormat:
         ARGS_PARAMS,
         schema=True,
         known_names=True,
+        forced=FORCED_NATIVE,  # vLLM's GLM parser never takes the JSON path
     )
 
 

@@ -10,7 +10,13 @@ import msgspec
 
 from worker.core.parsers.convert import schema_type
 from worker.core.parsers.engine import ParserSpec
-from worker.core.parsers.formats import CONTENT, FORCED_JSON, FORCED_NATIVE, REASONING
+from worker.core.parsers.formats import (
+    CONTENT,
+    FORCED_JSON,
+    FORCED_NATIVE,
+    REASONING,
+    ReasoningFormat,
+)
 from worker.core.parsers.state import (
     APPEND_THINK,
     FORCED_CHOICE,
@@ -49,7 +55,7 @@ def open_parser(
     fmt = spec.reasoning
     if fmt is not None and fmt.off_is_plain:
         kwargs = request.chat_template_kwargs if request is not None else None
-        thinking = thinking_from_kwargs(kwargs) if kwargs else None
+        thinking = thinking_from_kwargs(kwargs, fmt) if kwargs and fmt.from_kwargs else None
         if thinking is False or (thinking is None and not fmt.thinking_default):
             flags |= NO_REASONING
             state = CONTENT
@@ -142,7 +148,7 @@ def start_state(
         if decided is not None:
             return decided
     if fmt.from_kwargs and request is not None and request.chat_template_kwargs:
-        thinking = thinking_from_kwargs(request.chat_template_kwargs)
+        thinking = thinking_from_kwargs(request.chat_template_kwargs, fmt)
         if thinking is not None:
             return REASONING if thinking else CONTENT
     return REASONING if fmt.thinking_default else CONTENT
@@ -167,16 +173,14 @@ def prompt_state(spec: ParserSpec, prompt_token_ids: list[int]) -> int | None:
     return None
 
 
-def thinking_from_kwargs(kwargs: dict[str, Any]) -> bool | None:
-    """`enable_thinking` (Qwen3), `thinking` (DeepSeek), `reasoning_effort: "none"`
-    (DeepSeek V4 chat mode); None when the request says nothing."""
-    if kwargs.get("reasoning_effort") == "none":
+def thinking_from_kwargs(kwargs: dict[str, Any], fmt: ReasoningFormat) -> bool | None:
+    """What the format's switches say (`enable_thinking` for Qwen3, also `thinking`
+    elsewhere, ORed as vLLM does; `reasoning_effort: "none"` for DeepSeek V4 chat mode);
+    None when the request says nothing."""
+    if fmt.effort_none and kwargs.get("reasoning_effort") == "none":
         return False
-    for key in ("enable_thinking", "thinking"):
-        value = kwargs.get(key)
-        if value is not None:
-            return bool(value)
-    return None
+    values = [kwargs[k] for k in fmt.kwargs_keys if kwargs.get(k) is not None]
+    return any(bool(v) for v in values) if values else None
 
 
 def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:
