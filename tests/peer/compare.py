@@ -2,7 +2,8 @@
 
 Normalised away (they may differ): `id`, tool-call ids, `created`, chunk boundaries (text,
 reasoning, tool-call names and arguments and logprobs are compared as concatenations per
-choice), and fields that are null on one side and absent on the other. Compared exactly:
+choice; a delta holding both content and the rest of an open call counts as the call, then
+the content), and fields that are null on one side and absent on the other. Compared exactly:
 the role (value, and that it comes once, on the choice's first delta), finish_reason,
 stop_reason, usage (the final usage chunk; with continuous usage, the usage of every
 chunk), chat logprobs (token, bytes, logprob, top_logprobs in order), completion logprobs
@@ -185,10 +186,16 @@ def fold_stream(chunks: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
                 reasoning = d.get("reasoning") or d.get("reasoning_content") or ""
                 if reasoning:
                     c.said("reasoning")
+                # One delta does not say in which order its fields came. The rest of a
+                # call already open came before any content beside it (text cannot
+                # appear inside a call); other calls are taken to follow the content.
+                kinds = [f"tool:{tc['index']}" for tc in d.get("tool_calls") or []]
+                if kinds and c.order[-1:] == kinds[:1]:
+                    c.said(kinds.pop(0))
                 if d.get("content"):
                     c.said("content")
-                for tc in d.get("tool_calls") or []:
-                    c.said(f"tool:{tc['index']}")
+                for kind in kinds:
+                    c.said(kind)
                 c.content.append(d.get("content") or "")
                 c.reasoning.append(reasoning)
                 for tc in d.get("tool_calls") or []:

@@ -499,6 +499,24 @@ def _unclosed_value(case: Any, diff: Any) -> bool:
     return isinstance(v, str) and o.startswith(v) and v != o
 
 
+def _tool_text_late(case: Any, diff: Any) -> bool:
+    """Text between two calls that arrive in one chunk (GLM): vLLM's stream sends it after
+    the next call's header, with that call's arguments; we send it before the call, in the
+    order the model wrote it."""
+    if not case.stream or case.server not in ENGINE_FAMILY_SERVERS or _field(diff) != "order":
+        return False
+    v, o = diff.vllm, diff.ours
+    if not (isinstance(v, list) and isinstance(o, list)) or v == o:
+        return False
+    late = list(o)
+    for i in range(1, len(late) - 1):
+        tool_before = str(late[i - 1]).startswith("tool:")
+        if late[i] == "content" and tool_before and str(late[i + 1]).startswith("tool:"):
+            late[i], late[i + 1] = late[i + 1], late[i]
+    collapsed = [x for i, x in enumerate(late) if i == 0 or late[i - 1] != x]
+    return collapsed == v
+
+
 def _shift_tools(order: Any, by: int) -> Any:
     if not isinstance(order, list):
         return None
@@ -594,15 +612,33 @@ def _hermes_stream_whitespace(case: Any, diff: Any) -> bool:
 
 
 def _hermes_think_end_in_content(case: Any, diff: Any) -> bool:
-    """qwen3 with hermes, a `</think>` in the content: vLLM's stream and whole response
-    disagree about it (thinking on: the stream sends it as text, the whole response drops
-    it; thinking off by `enable_thinking: false`: the other way round); qwen3_coder drops it
-    both ways, as the stray end marker it is, and so do we."""
+    """qwen3 with hermes, thinking on, a `</think>` after the reasoning has ended: vLLM's
+    stream sends it as content text; its whole response (and qwen3_coder, both ways) drop
+    it as the stray end marker it is; we drop it both ways."""
+    kwargs = case.request.get("chat_template_kwargs") or {}
     return (
-        case.server == "qwen-hermes"
+        case.stream
+        and case.server == "qwen-hermes"
+        and kwargs.get("enable_thinking") is not False
         and _content_field(diff)
         and END_THINK in diff.vllm
         and diff.vllm.replace(END_THINK, "") == diff.ours
+    )
+
+
+def _think_end_when_off(case: Any, diff: Any) -> bool:
+    """Qwen3 with thinking off (`enable_thinking: false`), a `</think>` in the output:
+    vLLM's qwen3_coder drops it (and so does its hermes stream, with some chunkings) while
+    keeping a `<think>`; its hermes whole response keeps it. Thinking off, we keep the
+    output verbatim: the markers are text."""
+    kwargs = case.request.get("chat_template_kwargs") or {}
+    return (
+        case.server in ("qwen-coder", "qwen-hermes")
+        and kwargs.get("enable_thinking") is False
+        and _content_field(diff)
+        and isinstance(diff.ours, str)
+        and END_THINK in diff.ours
+        and diff.ours.replace(END_THINK, "") == diff.vllm
     )
 
 
@@ -769,6 +805,11 @@ DIFFERENCES: list[Difference] = [
         _text_after_call_either,
     ),
     Difference(
+        "tool-text-late",
+        "Text between two calls in one chunk: vLLM streams it after the next call's header",
+        _tool_text_late,
+    ),
+    Difference(
         "unclosed-value",
         "A call cut inside a value: vLLM drops the value (whole), sends invalid JSON (stream)",
         _unclosed_value,
@@ -800,8 +841,13 @@ DIFFERENCES: list[Difference] = [
     ),
     Difference(
         "hermes-think-end-in-content",
-        "qwen3 + hermes, `</think>` in the content: vLLM's stream and whole disagree; we drop it",
+        "qwen3 + hermes stream: vLLM sends a `</think>` after the reasoning as content",
         _hermes_think_end_in_content,
+    ),
+    Difference(
+        "think-end-when-off",
+        "Qwen3, thinking off, `</think>` in the output: vLLM (qwen3_coder) drops it; we keep it",
+        _think_end_when_off,
     ),
     Difference(
         "hermes-cut-call",
