@@ -21,21 +21,8 @@ from tests.core.parsers.harness import Parser, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "hourly": {"type": "boolean"},
-                },
-            },
-        },
-    },
-    {"type": "function", "function": {"name": "get_current_date", "parameters": {}}},
+    tool("get_weather", city="string", days="integer", hourly="boolean"),
+    tool("get_current_date"),
 ]
 THINKING = "<|assistant|><think>"  # the end of a rendered GLM prompt, thinking on
 NOT_THINKING = "<|assistant|></think>"

@@ -17,25 +17,12 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import Parser, parser, request
+from tests.core.parsers.harness import Parser, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "include_hourly": {"type": "boolean"},
-                },
-            },
-        },
-    },
-    {"type": "function", "function": {"name": "get_current_date", "parameters": {}}},
+    tool("get_weather", city="string", days="integer", include_hourly="boolean"),
+    tool("get_current_date"),
 ]
 PROMPT = "]~b]ai\n<think>\n"  # the end of a rendered MiniMax M2 prompt
 B, E = "<minimax:tool_call>", "</minimax:tool_call>"
