@@ -194,6 +194,7 @@ def build(tok: Tokenizer) -> list[Case]:
     _tools(b)
     _completion(b)
     _errors(b)
+    _dsml_rules(b)
     return b.cases
 
 
@@ -810,3 +811,35 @@ def _errors(b: Builder) -> None:
             [[Gen([], "stop")]],
         )
     )
+
+
+def _dsml_rules(b: Builder) -> None:
+    """What probing vLLM 0.33 by hand found (session 4), kept here so `make parity` checks
+    it every run: an empty reasoning is null; text after a DSML block is dropped; an
+    invoke outside its block is a call; a parameter without `string=` is JSON; V4's
+    other opener spelling; `reasoning_effort: "none"` with a think block written anyway."""
+    inv = (
+        '<｜DSML｜invoke name="get_weather">\n'
+        '<｜DSML｜parameter name="location" string="true">Paris</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n"
+    )
+    texts = {
+        "empty-reasoning": "Hello.",
+        "text-after-block": "Sure.\n\n<｜DSML｜tool_calls>\n"
+        + inv
+        + "</｜DSML｜tool_calls>\nDone.",
+        "invoke-outside-block": "Hi " + inv,
+        "missing-flag": '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+        '<｜DSML｜parameter name="days">5</｜DSML｜parameter>\n'
+        '<｜DSML｜parameter name="location">[1]</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+        "variant-opener": "<｜DSML｜toolcalls>\n" + inv + "</｜DSML｜tool_calls>",
+    }
+    for name, text in texts.items():
+        plan = [] if name == "empty-reasoning" else b.ids("Plan.")
+        ids = [*plan, END_THINK, *b.ids(text), EOS]
+        req = chat_request(tools=TOOLS)
+        b.both(Case(f"dsml-rule-{name}", "on", "chat", False, req, [[Gen(ids)]]), 1)
+    req = chat_request(chat_template_kwargs={"reasoning_effort": "none"})
+    ids = [*b.ids("Hello "), *b.ids("<think>"), *b.ids("x</think>"), EOS]
+    b.both(Case("dsml-rule-effort-none-think", "on", "chat", False, req, [[Gen(ids)]]), "random")
