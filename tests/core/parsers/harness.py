@@ -302,3 +302,17 @@ def parser(
     strict: bool = True,
 ) -> Parser:
     return Parser(compile_parser(reasoning, tools, tok), tok, req, prompt, strict)
+
+
+def expect(
+    p: Parser,
+    text: str,
+    reasoning: str | None,
+    content: str | None,
+    calls: list[Any] | tuple[Any, ...],
+) -> None:
+    """The whole answer and every streamed one (`Parser.all_streams`) say exactly this;
+    `calls` are (name, arguments as a JSON value) pairs."""
+    for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
+        assert (got.reasoning, got.content) == (reasoning, content), how
+        assert [(n, json.loads(a)) for n, a in got.calls] == list(calls), how

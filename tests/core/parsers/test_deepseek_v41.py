@@ -6,13 +6,12 @@ and in four chunkings."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import parser, request, tool
+from tests.core.parsers.harness import expect, parser, request, tool
 
 D = "｜DSML｜ "
 CALL = (
@@ -47,9 +46,7 @@ def test_deepseek_v41(deepseek: Tokenizer, case: tuple[Any, ...]) -> None:
     _, text, req, reasoning, content, calls = case
     prompt = list(deepseek.encode("<｜Assistant｜><think>", add_special_tokens=False).ids)
     p = parser(deepseek, "deepseek_v41", "deepseek_v41", req=request(**req), prompt=prompt)
-    for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
-        assert (got.reasoning, got.content) == (reasoning, content), how
-        assert [(n, json.loads(a)) for n, a in got.calls] == calls, how
+    expect(p, text, reasoning, content, calls)
 
 
 def test_reasoning_effort_none_starts_in_content(deepseek: Tokenizer) -> None:

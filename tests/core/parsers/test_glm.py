@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import Parser, parser, request, tool
+from tests.core.parsers.harness import Parser, expect, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [
@@ -120,9 +120,7 @@ def test_markers_are_single_tokens(glm: Tokenizer) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_glm(glm: Tokenizer, case: Case, name: str) -> None:
     p = _parser(glm, case, name)
-    for how, got in [("whole", p.whole(case.text)), *p.all_streams(case.text)]:
-        assert (got.reasoning, got.content) == (case.reasoning, case.content), how
-        assert [(n, json.loads(a)) for n, a in got.calls] == list(case.calls), how
+    expect(p, case.text, case.reasoning, case.content, case.calls)
 
 
 def test_markers_on_text_alone(glm: Tokenizer) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import Parser, parser, request, tool
+from tests.core.parsers.harness import Parser, expect, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [
@@ -124,9 +124,7 @@ def _parser(tok: Tokenizer, case: Case, reasoning: str) -> Parser:
 
 
 def _check(p: Parser, case: Case) -> None:
-    for how, got in [("whole", p.whole(case.text)), *p.all_streams(case.text)]:
-        assert (got.reasoning, got.content) == (case.reasoning, case.content), how
-        assert [(n, json.loads(a)) for n, a in got.calls] == list(case.calls), how
+    expect(p, case.text, case.reasoning, case.content, case.calls)
 
 
 def test_markers_are_single_tokens(minimax: Tokenizer) -> None:

@@ -12,13 +12,12 @@ the content's whitespace when calls were made (`"Checking."` for the streamed
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import parser, request, tool
+from tests.core.parsers.harness import expect, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 
 TOOLS = [tool("get_weather", city="string", days="integer")]
@@ -76,9 +75,7 @@ def test_qwen3_relative(qwen3: Tokenizer, case: tuple[Any, ...]) -> None:
     reasoning_parser, tool_parser, text, req, reasoning, content, calls = case
     prompt = list(qwen3.encode(PROMPT, add_special_tokens=False).ids)
     p = parser(qwen3, reasoning_parser, tool_parser, req=request(**req), prompt=prompt)
-    for how, got in [("whole", p.whole(text)), *p.all_streams(text)]:
-        assert (got.reasoning, got.content) == (reasoning, content), how
-        assert [(n, json.loads(a)) for n, a in got.calls] == calls, how
+    expect(p, text, reasoning, content, calls)
 
 
 def test_qwen3_thinking_switch_is_enable_thinking(qwen3: Tokenizer) -> None:
