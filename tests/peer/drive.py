@@ -193,19 +193,24 @@ def schedule(case: Case) -> list[Call]:
     return out
 
 
+def _choice(
+    index: int, token_ids: Any, finish: Any, stop_reason: Any, logprobs: Any
+) -> dict[str, Any]:
+    """One generate-wire choice, the same for a streamed chunk and a whole response."""
+    ch: dict[str, Any] = {"index": index, "token_ids": token_ids, "finish_reason": finish}
+    if stop_reason is not None:
+        ch["stop_reason"] = stop_reason
+    if logprobs is not None:
+        ch["logprobs"] = {"content": logprobs}
+    return ch
+
+
 def generate_chunk(call: Call) -> dict[str, Any]:
     choices = []
     if call.index is not None:
-        ch: dict[str, Any] = {
-            "index": call.index,
-            "token_ids": call.token_ids,
-            "finish_reason": call.finish_reason,
-        }
-        if call.stop_reason is not None:
-            ch["stop_reason"] = call.stop_reason
-        if call.logprobs is not None:
-            ch["logprobs"] = {"content": call.logprobs}
-        choices.append(ch)
+        choices.append(
+            _choice(call.index, call.token_ids, call.finish_reason, call.stop_reason, call.logprobs)
+        )
     chunk: dict[str, Any] = {"request_id": REQUEST_ID, "choices": choices}
     if call.usage is not None:
         chunk["usage"] = call.usage
@@ -213,18 +218,10 @@ def generate_chunk(call: Call) -> dict[str, Any]:
 
 
 def generate_response(case: Case, g: int) -> dict[str, Any]:
-    choices = []
-    for c in case.outputs[g]:
-        ch: dict[str, Any] = {
-            "index": c.index,
-            "token_ids": c.token_ids,
-            "finish_reason": c.finish_reason,
-        }
-        if c.stop_reason is not None:
-            ch["stop_reason"] = c.stop_reason
-        if c.logprobs is not None:
-            ch["logprobs"] = {"content": c.logprobs}
-        choices.append(ch)
+    choices = [
+        _choice(c.index, c.token_ids, c.finish_reason, c.stop_reason, c.logprobs)
+        for c in case.outputs[g]
+    ]
     resp: dict[str, Any] = {"request_id": f"{REQUEST_ID}-{g}", "choices": choices}
     if case.prompts is not None and len(case.outputs) > 1:
         resp["prompt_token_ids"] = case.prompts[g]
