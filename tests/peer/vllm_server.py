@@ -103,6 +103,29 @@ SPECS = {
     ),
 }
 
+# gpt-oss (Harmony), not in SPECS yet: every spec there starts in each parity session, and no
+# case uses these. When gpt-oss cases exist, move GPTOSS_MODEL to drive.py, merge
+# GPTOSS_SPECS into SPECS and add GPTOSS_DIR to MODEL_DIRS. vLLM selects HarmonyParser by
+# model_type gpt_oss and always sets the openai_gptoss reasoning parser itself (flag or
+# not): "gptoss-on" has the `openai` tool parser too, "gptoss-reasoning" has none (tool
+# calls dropped). The Harmony system prompt carries the current date, hence the pinned
+# VLLM_SYSTEM_START_DATE. oss-harmony embeds its vocabulary: no TIKTOKEN_ENCODINGS_BASE
+# needed (an inherited one must point at a valid o200k_base.tiktoken).
+GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
+GPTOSS_MODEL = "gpt-oss"
+GPTOSS_PARSERS = (
+    "--reasoning-parser",
+    "openai_gptoss",
+    "--tool-call-parser",
+    "openai",
+    *AUTO_TOOLS,
+)
+GPTOSS_ENV = {"VLLM_SYSTEM_START_DATE": "2025-06-28"}
+GPTOSS_SPECS = {
+    "gptoss-on": ServerSpec("gptoss-on", GPTOSS_DIR, GPTOSS_MODEL, GPTOSS_PARSERS, GPTOSS_ENV),
+    "gptoss-reasoning": ServerSpec("gptoss-reasoning", GPTOSS_DIR, GPTOSS_MODEL, (), GPTOSS_ENV),
+}
+
 
 def _die_with_parent() -> None:
     """Linux: the server gets SIGTERM if the test process dies without stopping it."""

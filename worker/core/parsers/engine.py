@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from worker.core.parsers import args
+from worker.core.parsers import args, frames
 from worker.core.parsers.events import Content, Event, Reasoning
 from worker.core.parsers.formats import (
     ARGS,
@@ -39,6 +39,12 @@ from worker.core.parsers.formats import (
     CALL_END,
     CALL_START,
     CONTENT,
+    DROP,
+    FRAME,
+    GAP,
+    HEAD_DONE,
+    HEAD_OPEN,
+    HEAD_TEXT,
     N_STATES,
     NAME,
     NAME_END,
@@ -51,6 +57,7 @@ from worker.core.parsers.formats import (
     REQUIRED_CALLS,
     VALUE_START,
     CallShape,
+    Frames,
     ReasoningFormat,
     Table,
     ToolFormat,
@@ -61,6 +68,11 @@ from worker.core.parsers.formats import REASONING_FORMATS as REASONING_FORMATS
 from worker.core.parsers.state import (
     APPEND_THINK,
     HIDE_REASONING,
+    MSG_CONTENT,
+    MSG_COUNTS,
+    MSG_JOIN,
+    MSG_REASONING,
+    MSG_SEEN,
     NO_REASONING,
     TOOLS_AUTO,
     TOOLS_NAMED,
@@ -82,6 +94,13 @@ WS_HOLD_MAX = 256
 
 # States inside a call's markup (a name, a key, a flag, a value).
 CALL_STATES = frozenset((NAME, PKEY, PTYPE, PVALUE))
+
+# A message header (Harmony) longer than this is no header: its text becomes content.
+# Real headers are a channel, a recipient and a content type (under 100 characters).
+FRAME_MAX = 1024
+
+# The states of a message body (frames): the body's tokens may count as reasoning.
+BODY_STATES = frozenset((CONTENT, REASONING, ARGS, DROP))
 
 
 class Lexer(NamedTuple):
@@ -155,6 +174,7 @@ class ParserSpec:
     special_markers: frozenset[str]  # markers that are special tokens: never shown as text
     think_ids: tuple[int | None, int | None]  # (start, end) ids for the prompt scan
     prompt_stop_ids: frozenset[int]  # other added tokens: the prompt scan stops there
+    frames: Frames | None = None  # the output is messages with headers (Harmony)
 
 
 def compile_parser(
@@ -176,7 +196,10 @@ def compile_parser(
         reasoning = REASONING_FORMATS[reasoning_parser]
     if tools is None and tool_parser is not None:
         tools = tool_format(tool_parser, set(added))
+    framed = (reasoning.frames if reasoning else None) or (tools.frames if tools else None)
     plain: Table = dict(reasoning.table()) if reasoning else {}
+    if framed is not None:
+        plain = framed.table()  # the messages are read even when only calls are kept
     auto: Table = dict(plain)
     tools_only: Table = dict(tools.transitions) if tools is not None else {}
     if tools is not None:
@@ -192,6 +215,10 @@ def compile_parser(
     special_markers = frozenset(m for m in token_markers if added[m][1])
     drop = {i: text for text, (i, special) in added.items() if special and text not in markers}
     marker_text.update(drop)
+    if framed is not None:
+        # openai-harmony decodes every other token of a message, special or not, as
+        # its text (`<|endoftext|>` inside a final message is content in vLLM too).
+        drop = {}
     think_ids: tuple[int | None, int | None] = (None, None)
     if reasoning is not None:
         think_ids = (
@@ -212,6 +239,7 @@ def compile_parser(
         special_markers,
         think_ids,
         frozenset(i for i, _ in added.values()) - {i for i in think_ids if i is not None},
+        framed,
     )
 
 
@@ -255,7 +283,7 @@ def feed(
         buf = st.held + text if st.held else text
         st.held = ""
         run.lex(buf, 0, len(buf), boundary=final)
-        if before == REASONING:
+        if before == REASONING or (st.msg & MSG_COUNTS and before in BODY_STATES):
             st.reasoning_tokens += len(token_ids)
         if (before == REASONING or st.state == REASONING) and st.flags & HIDE_REASONING:
             hidden = [True] * len(token_ids)
@@ -335,8 +363,9 @@ class _Run:
         """Tokens [lo, hi) were processed from state `before` to the current state."""
         if hi <= lo:
             return False
-        if before == REASONING:
-            self.st.reasoning_tokens += hi - lo
+        st = self.st
+        if before == REASONING or (st.msg & MSG_COUNTS and before in BODY_STATES):
+            st.reasoning_tokens += hi - lo
         if hidden is None or REASONING not in (before, self.st.state):
             return False
         hidden[lo:hi] = [True] * (hi - lo)
@@ -348,7 +377,8 @@ class _Run:
         tr = self.machine.transitions.get((self.st.state, literal))
         if tr is not None:
             self.transition(tr, literal)
-        elif literal not in self.spec.special_markers:
+        elif literal not in self.spec.special_markers or self.spec.frames is not None:
+            # (In a Harmony body every token but its end is text, special or not.)
             self.text(literal)
 
     # -- 2) markers on text ------------------------------------------------------------
@@ -427,7 +457,13 @@ class _Run:
             st.call.key, st.call.flag = "", ""
         if act & VALUE_START and st.call is not None:
             args.value_start(self, st.call)
+        if act & (HEAD_OPEN | HEAD_TEXT):
+            st.head = literal if act & HEAD_OPEN else (st.head + literal)[:FRAME_MAX]
         st.state = tr.to
+        if act & HEAD_DONE:
+            self.body()
+        elif tr.to == GAP:
+            st.msg &= ~(MSG_COUNTS | MSG_JOIN)
         if tr.to == REASONING:
             st.reasoned = True
         elif prev == REASONING:
@@ -471,6 +507,8 @@ class _Run:
         state changed inside it, e.g. a sniffed call list opening or falling back)."""
         st = self.st
         state = st.state
+        if self.spec.frames is not None and state in (CONTENT, REASONING, FRAME):
+            return self.framed(text)
         if state == CONTENT:
             return self.content(text)
         if state == REASONING:
@@ -503,6 +541,72 @@ class _Run:
         elif state == PVALUE:
             args.value(self, call, text)
         return len(text)
+
+    # -- 4b) message frames (Harmony) ----------------------------------------------------
+
+    def body(self) -> None:
+        """A header ended (`<|message|>`): its channel and recipient say what the body
+        is. A header openai-harmony rejects drops the message, as its parser does."""
+        st = self.st
+        head, st.head = st.head, ""
+        seen = bool(st.msg & MSG_SEEN)
+        st.msg = (st.msg | MSG_SEEN) & ~(MSG_COUNTS | MSG_JOIN)
+        header = frames.read_header(head, role_known=not seen)
+        if header is None:
+            st.state = GAP
+            return
+        if header.counts:
+            st.msg |= MSG_COUNTS
+        kind = header.kind
+        if kind == frames.KIND_CALL and self.spec.tools is not None:
+            call = self.open_call(ARGS_VERBATIM)
+            args.header(self, call, header.name)
+            st.state = ARGS
+        elif kind == frames.KIND_REASONING and self.spec.reasoning is not None:
+            st.state = REASONING
+            st.reasoned = True
+            if st.msg & MSG_REASONING:
+                st.msg |= MSG_JOIN
+        elif kind == frames.KIND_CONTENT:
+            st.state = CONTENT
+            if st.msg & MSG_CONTENT:
+                st.msg |= MSG_JOIN
+        else:
+            st.state = DROP  # no parser keeps it (vLLM drops it too)
+
+    def framed(self, text: str) -> int:
+        """Text of a Harmony header, reasoning or content body. Bodies are sent as
+        written; a body continuing earlier text of its kind starts with "\n" (vLLM
+        joins a whole response's messages so)."""
+        st = self.st
+        if st.state == FRAME:
+            st.head += text
+            if len(st.head) > FRAME_MAX:  # no header: text after all
+                self.unframe()
+            return len(text)
+        if not text:
+            return 0
+        if st.msg & MSG_JOIN:
+            st.msg &= ~MSG_JOIN
+            text = "\n" + text
+        if st.state == REASONING:
+            st.msg |= MSG_REASONING
+            if not st.flags & HIDE_REASONING:
+                self.out.append(Reasoning(text))
+        else:
+            st.msg |= MSG_CONTENT
+            st.started = True
+            self.out.append(Content(text))
+        return len(text)
+
+    def unframe(self) -> None:
+        """The header read so far is no header: its raw text is a content message."""
+        st = self.st
+        head, st.head = st.head, ""
+        st.state = CONTENT
+        if st.msg & MSG_CONTENT:
+            st.msg |= MSG_JOIN
+        self.framed(head)
 
     def reasoning(self, text: str) -> None:
         """Reasoning text, less its trailing whitespace, which waits in `rws` until more
@@ -595,6 +699,10 @@ class _Run:
         if st.held:  # (not reached: a final feed lexes with boundary=True)
             held, st.held = st.held, ""
             self.lex(held, 0, len(held), boundary=True)
+        if st.state == FRAME and st.head:
+            # The output ended inside a header: vLLM gives that message's raw text as
+            # content (openai-harmony cannot end there).
+            self.unframe()
         if st.call is not None:
             if st.state == PVALUE:
                 args.param_end(self, st.call)

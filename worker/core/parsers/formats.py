@@ -26,7 +26,12 @@ PKEY = 6  # a parameter's name (XML, DSML)
 PTYPE = 7  # a DSML parameter's `string="…"` flag
 PVALUE = 8  # a parameter's value
 HEADER = 9  # call header text that is not the name (DeepSeek V3 "function"): dropped
-N_STATES = 10
+# Message frames (gpt-oss Harmony): output is a sequence of messages, each a header and
+# a body; the header decides what the body is (Frames below).
+FRAME = 10  # a message header being read (kept in ParserState.head)
+GAP = 11  # after a message, before the next header starts: text is dropped
+DROP = 12  # the body of a message no one reads (another channel, a built-in tool)
+N_STATES = 13
 
 # -- transition actions (bit flags, applied in this order) -------------------------------
 PARAM_END = 1
@@ -35,6 +40,9 @@ CALL_START = 4
 PARAM_START = 8
 VALUE_START = 16
 NAME_END = 32  # the call's name is complete even though the call ends too (GLM zero-arg)
+HEAD_OPEN = 64  # a message header starts: what was read before it is forgotten
+HEAD_TEXT = 128  # the marker is header text (Harmony's <|channel|>, <|constrain|>)
+HEAD_DONE = 256  # the header is complete: it picks the body's state (engine.Run.framed)
 
 # -- how ARGS text becomes arguments ---------------------------------------------------
 ARGS_JSON = 0  # raw JSON text, streamed as written (Kimi, Mistral v11)
@@ -84,6 +92,41 @@ class CallShape:
 
 
 @dataclass(frozen=True)
+class Frames:
+    """Output made of messages (gpt-oss Harmony, vllm-parsers-0.33.md §3.1): a header
+    (read whole, bounded) up to `body`, then the body up to one of `ends`, then text
+    that is dropped until `start` opens the next header. The first header needs no
+    `start`: the prompt ended with it (`<|start|>assistant`). What a header says is
+    read by frames.py; the body's state follows from its channel and recipient."""
+
+    start: str
+    body: str
+    ends: tuple[str, ...]
+    head_markers: tuple[str, ...]  # special tokens that are header text
+
+    def table(self) -> Table:
+        t: Table = {
+            (FRAME, self.body): Transition(CONTENT, HEAD_DONE),
+            (FRAME, self.start): Transition(FRAME, HEAD_TEXT),
+            (GAP, self.start): Transition(FRAME, HEAD_OPEN),
+        }
+        for marker in self.head_markers:
+            t[(FRAME, marker)] = Transition(FRAME, HEAD_TEXT)
+        for state in (CONTENT, REASONING, ARGS, DROP):
+            for marker in self.ends:
+                t[(state, marker)] = Transition(GAP, CALL_END)
+        return t
+
+
+HARMONY = Frames(
+    "<|start|>",
+    "<|message|>",
+    ("<|end|>", "<|call|>", "<|return|>"),
+    ("<|channel|>", "<|constrain|>"),
+)
+
+
+@dataclass(frozen=True)
 class ReasoningFormat:
     name: str
     start: str
@@ -111,8 +154,12 @@ class ReasoningFormat:
     # No separation at all: the output is content, after the start marker the template
     # already wrote (MiniMax M2 "append think", so clients keep the trace in history).
     append: bool = False
+    # Messages with headers instead of think markers (Harmony): `start`/`end` unused.
+    frames: Frames | None = None
 
     def table(self) -> Table:
+        if self.frames is not None:
+            return self.frames.table()
         t: Table = {
             (REASONING, self.start): Transition(REASONING),  # duplicate start: absorbed
             (REASONING, self.end): Transition(CONTENT),
@@ -153,6 +200,8 @@ class ToolFormat:
     # strict tool calling vLLM constrains formats that have a structural tag to the
     # model's own syntax, so that is what gets parsed.
     forced: int = FORCED_STRICT
+    # Calls are messages addressed to a function (Harmony): the frames' table.
+    frames: Frames | None = None
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""
@@ -274,6 +323,19 @@ REASONING_FORMATS["minimax_m2"] = ReasoningFormat(
 )
 REASONING_FORMATS["minimax_m2_append_think"] = ReasoningFormat(
     "minimax_m2_append_think", THINK, END_THINK, thinking_default=False, append=True
+)
+# §3.1: gpt-oss. vLLM parses Harmony whenever the model is gpt-oss; the names say which
+# parts are kept (no reasoning parser: analysis is dropped; no tool parser: calls are).
+# Nothing is stripped: a message's text is sent as written.
+REASONING_FORMATS["openai_gptoss"] = ReasoningFormat(
+    "openai_gptoss",
+    "",
+    "",
+    thinking_default=False,
+    from_prompt=False,
+    from_kwargs=False,
+    strip_trailing=False,
+    frames=HARMONY,
 )
 REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
 REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
@@ -621,6 +683,12 @@ TOOL_FORMATS["mimo"] = _qwen3_xml("mimo", value_newlines=False)
 TOOL_FORMATS["longcat"] = _hermes("longcat", "<longcat_tool_call>", "</longcat_tool_call>")
 # Granite 4.0: hermes' tags, the text around calls kept; no structural tag in vLLM.
 TOOL_FORMATS["granite4"] = _hermes("granite4", text_after=True, forced=FORCED_JSON)
+
+# §3.1: a call is a message addressed to `functions.NAME`; its body is the arguments as
+# written. "required" and named choices are constrained to the same messages.
+TOOL_FORMATS["openai"] = ToolFormat(
+    "openai", HARMONY.table(), ARGS_VERBATIM, forced=FORCED_NATIVE, frames=HARMONY
+)
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

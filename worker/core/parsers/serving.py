@@ -14,6 +14,7 @@ from worker.core.parsers.formats import (
     CONTENT,
     FORCED_JSON,
     FORCED_NATIVE,
+    FRAME,
     REASONING,
     ReasoningFormat,
 )
@@ -139,7 +140,10 @@ def start_state(
     spec: ParserSpec, request: ChatRequest | None, prompt_token_ids: list[int] | None
 ) -> int:
     """Reasoning or content at the first output token (§3.5, §7.2): the prompt's last
-    think marker, else chat_template_kwargs, else the format's default."""
+    think marker, else chat_template_kwargs, else the format's default. Messages with
+    headers (Harmony) start in the first header."""
+    if spec.frames is not None:
+        return FRAME
     fmt = spec.reasoning
     if fmt is None:
         return CONTENT

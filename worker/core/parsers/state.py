@@ -8,6 +8,7 @@ Bounded by construction: no copy of the output is kept. What is held is at most
 - `ws`: whitespace-only content waiting to see whether a tool call follows (capped);
 - `rws`: the reasoning's trailing whitespace, waiting to see whether reasoning goes on
   (capped);
+- `head`: one message header (Harmony), capped;
 - in `Call`: the piece of one tool call that is not final yet (a name, one parameter
   value that must be converted whole, the head of a call whose name comes after its
   arguments). That is bounded by one call, never by the generation.
@@ -47,6 +48,14 @@ NO_REASONING = 32
 # ReasoningFormat.append: the start marker the template wrote is still to be sent as the
 # first content.
 APPEND_THINK = 64
+
+
+# ParserState.msg (message frames)
+MSG_COUNTS = 1  # the current body's tokens are reasoning tokens
+MSG_SEEN = 2  # a header was read: later headers name their role
+MSG_REASONING = 4  # reasoning text was sent
+MSG_CONTENT = 8  # content text was sent
+MSG_JOIN = 16  # the current body continues earlier text of its kind: "\n" first
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -105,3 +114,7 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     # Trailing whitespace of the reasoning so far: sent only if more reasoning follows
     # (vLLM strips it from the end of the reasoning). Capped at engine.WS_HOLD_MAX.
     rws: str = ""
+    # Message frames (Harmony): the header read so far (capped at engine.HEAD_MAX) and
+    # what the messages so far said (MSG_* bits).
+    head: str = ""
+    msg: int = 0
