@@ -14,7 +14,7 @@ from __future__ import annotations
 from worker.core.parsers.args import tool_call_id
 from worker.core.parsers.engine import Fed, ParserSpec, compile_parser, feed
 from worker.core.parsers.events import Content, Event, Reasoning, ToolCallArgs, ToolCallStart
-from worker.core.parsers.formats import REASONING_FORMATS, TOOL_FORMATS
+from worker.core.parsers.formats import REASONING_FORMATS, SWAP_ABSENT, SWAP_BLANK, TOOL_FORMATS
 from worker.core.parsers.render import (
     REASONING,
     REASONING_CONTENT,
@@ -24,7 +24,13 @@ from worker.core.parsers.render import (
     to_message,
 )
 from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
-from worker.core.parsers.state import FORCED_CHOICE, HIDE_REASONING, ParserState
+from worker.core.parsers.state import (
+    FORCE_CONTENT,
+    FORCED_CHOICE,
+    HIDE_REASONING,
+    MSG_CONTENT,
+    ParserState,
+)
 
 
 def parse_whole(
@@ -40,6 +46,13 @@ def parse_whole(
         # vLLM answers a forced call with `content: ""` rather than null (§3.6).
         content_default="" if st.flags & FORCED_CHOICE else None,
     )
+    if st.flags & FORCE_CONTENT and fmt is not None and not parsed.tool_calls:
+        # vLLM's nemotron_v3: an answer that wrote only reasoning is given as content.
+        answer = parsed.content
+        if (fmt.swap == SWAP_BLANK and (answer is None or not answer.strip())) or (
+            fmt.swap == SWAP_ABSENT and answer is None and not st.msg & MSG_CONTENT
+        ):
+            parsed.reasoning, parsed.content = answer, parsed.reasoning
     parsed.reasoning_tokens = st.reasoning_tokens
     parsed.hidden = fed.hidden
     return parsed

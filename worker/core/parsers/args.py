@@ -30,6 +30,7 @@ from worker.core.parsers.convert import (
     UNKNOWN,
     dumps,
     escape,
+    guessed_value,
     json_value,
     python_literal,
     typed_value,
@@ -310,7 +311,7 @@ def value_start(run: Run, call: Call) -> None:
         key = key[1:-1]  # MiniMax `<parameter name="city">`
     call.key = key
     type_name = _type_of(run.st, call.name, key)
-    string = type_name in (STRING, UNKNOWN)
+    string = type_name == STRING or (type_name == UNKNOWN and not (fmt and fmt.guess_types))
     if fmt is not None and fmt.typed_flag:
         # DSML: only `string="true"` is raw text; a missing flag means JSON (vLLM).
         string = string and call.flag.strip() == "true"
@@ -358,6 +359,8 @@ def param_end(run: Run, call: Call) -> None:
         type_name = _type_of(run.st, call.name, call.key)
         if fmt is not None and fmt.typed_flag and call.flag.strip() != "true":
             converted = json_value(raw, type_name)
+        elif fmt is not None and fmt.guess_types and type_name == UNKNOWN:
+            converted = guessed_value(raw)
         else:
             converted = typed_value(raw, type_name)
         _send(run, call, ("{" if not call.count else ", ") + dumps(call.key) + ": " + converted)

@@ -92,6 +92,18 @@ def typed_value(raw: str, type_name: str) -> str:
     return _json_or_text(raw)
 
 
+def guessed_value(raw: str) -> str:
+    """A value no schema types (poolside_v1): JSON, else a Python literal, else text."""
+    try:
+        value = json.loads(raw)
+        if _finite(value):
+            return dumps(value)
+    except ValueError:
+        pass
+    literal = python_literal(raw)
+    return dumps(raw) if literal is None else literal
+
+
 def _json_or_text(raw: str) -> str:
     """A value that is not of its schema type: what it is as JSON (`2.5` for an integer,
     `[1]` for a boolean), else its text, as vLLM 0.33's coercion falls back."""

@@ -68,6 +68,7 @@ from worker.core.parsers.formats import REASONING_FORMATS as REASONING_FORMATS
 from worker.core.parsers.state import (
     APPEND_THINK,
     HIDE_REASONING,
+    MSG_BEGUN,
     MSG_CONTENT,
     MSG_COUNTS,
     MSG_JOIN,
@@ -626,6 +627,19 @@ class _Run:
         st.rws = text[len(body) :]
 
     def content(self, text: str) -> int:
+        st = self.st
+        rf = self.spec.reasoning
+        if rf is not None and rf.lstrip_newlines and not st.msg & MSG_BEGUN:
+            body = text.lstrip("\n")
+            if len(body) < len(text):
+                st.msg |= MSG_CONTENT  # written, even if dropped (the swap rule)
+            if not body:
+                return len(text)
+            st.msg |= MSG_BEGUN
+            return len(text) - len(body) + self._content(body)
+        return self._content(text)
+
+    def _content(self, text: str) -> int:
         st = self.st
         fmt = self.spec.tools
         keep = fmt is not None and fmt.keep_whitespace and st.mode == TOOLS_AUTO

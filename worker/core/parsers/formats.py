@@ -91,6 +91,12 @@ class CallShape:
     need_args_key: bool = False
 
 
+# -- an answer left without content (ReasoningFormat.swap; vLLM's nemotron_v3) ----------
+SWAP_NONE = 0
+SWAP_BLANK = 1  # content null or whitespace-only: reasoning and content change places
+SWAP_ABSENT = 2  # only when the answer wrote no content at all (Granite 4.2)
+
+
 @dataclass(frozen=True)
 class Frames:
     """Output made of messages (gpt-oss Harmony, vllm-parsers-0.33.md §3.1): a header
@@ -156,6 +162,14 @@ class ReasoningFormat:
     append: bool = False
     # Messages with headers instead of think markers (Harmony): `start`/`end` unused.
     frames: Frames | None = None
+    # The older think-tag classes end reasoning once: everything after the end marker,
+    # markers included, is content (vLLM's DeepSeek R1 parser streams it so).
+    once: bool = False
+    # Content's leading newlines are dropped (Granite 4.2 writes "\n</think>\n").
+    lstrip_newlines: bool = False
+    # A whole answer without content gets its reasoning as content when the request asks
+    # (`force_nonempty_content: true`, or thinking switched off): SWAP_*.
+    swap: int = SWAP_NONE
 
     def table(self) -> Table:
         if self.frames is not None:
@@ -163,8 +177,10 @@ class ReasoningFormat:
         t: Table = {
             (REASONING, self.start): Transition(REASONING),  # duplicate start: absorbed
             (REASONING, self.end): Transition(CONTENT),
-            (CONTENT, self.end): Transition(CONTENT),  # stray end: absorbed
         }
+        if self.once:
+            return t
+        t[(CONTENT, self.end)] = Transition(CONTENT)  # stray end: absorbed
         if self.reenter:
             t[(CONTENT, self.start)] = Transition(REASONING)
         for marker in self.implicit_end:
@@ -202,6 +218,9 @@ class ToolFormat:
     forced: int = FORCED_STRICT
     # Calls are messages addressed to a function (Harmony): the frames' table.
     frames: Frames | None = None
+    # Values of parameters the schema does not type are JSON, else a Python literal, else
+    # text (poolside_v1); otherwise such values are text.
+    guess_types: bool = False
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""
@@ -228,6 +247,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         thinking_default=True,
         strip_trailing=False,
         empty_as_text=True,
+        once=True,
     ),
     # §2.4: V3.1/V3.2 think only when asked to (`thinking` / `enable_thinking`).
     "deepseek_v3": ReasoningFormat(
@@ -238,6 +258,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         strip_trailing=False,
         empty_as_text=True,
         off_is_plain=True,
+        once=True,
     ),
     # vllm-parsers-0.33.md §3.7: deepseek_v3 thinking unless the kwargs switch it off.
     "holo2": ReasoningFormat(
@@ -248,6 +269,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         strip_trailing=False,
         empty_as_text=True,
         off_is_plain=True,
+        once=True,
     ),
     # §2.3: Qwen3.5 may open a tool call without closing </think>.
     "qwen3": ReasoningFormat(
@@ -353,6 +375,23 @@ REASONING_FORMATS["step3p5"] = replace(
     _QWEN3, name="step3p5", from_kwargs=False, strip_trailing=True
 )
 REASONING_FORMATS["mimo"] = replace(_QWEN3, name="mimo")
+# §3.7: Nemotron 3 (served with the qwen3_coder tools): thinking from `enable_thinking`,
+# which switched off leaves the think rules on (a stray </think> is dropped); reasoning's
+# trailing whitespace stripped; an answer that wrote only reasoning can ask for it as
+# content.
+REASONING_FORMATS["nemotron_v3"] = replace(
+    _QWEN3, name="nemotron_v3", strip_trailing=True, off_is_plain=False, swap=SWAP_BLANK
+)
+# Granite 4.2: nemotron_v3 without the content's leading newlines.
+REASONING_FORMATS["granite_thinking_parser"] = replace(
+    REASONING_FORMATS["nemotron_v3"],
+    name="granite_thinking_parser",
+    lstrip_newlines=True,
+    swap=SWAP_ABSENT,
+)
+# §3.3: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
+REASONING_FORMATS["ling3"] = REASONING_FORMATS["glm45"]
+REASONING_FORMATS["poolside_v1"] = replace(REASONING_FORMATS["deepseek_v3"], name="poolside_v1")
 
 
 def think_tags(name: str, start: str, end: str, thinking_default: bool) -> ReasoningFormat:
@@ -674,6 +713,11 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "minimax_m2": _minimax_m2(),
 }
 TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
+TOOL_FORMATS["ling3"] = TOOL_FORMATS["glm45"]
+# §3.3: Laguna writes GLM-4's calls; any name is taken, untyped values are guessed.
+TOOL_FORMATS["poolside_v1"] = replace(
+    TOOL_FORMATS["glm45"], name="poolside_v1", known_names=False, guess_types=True
+)
 TOOL_FORMATS["qwen3_json"] = HERMES  # vLLM: the same class
 # vllm-parsers-0.33.md §3.7, the Qwen3-grammar relatives.
 TOOL_FORMATS["seed_oss"] = _qwen3_xml("seed_oss", "<seed:tool_call>", "</seed:tool_call>")

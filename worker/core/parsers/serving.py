@@ -20,6 +20,7 @@ from worker.core.parsers.formats import (
 )
 from worker.core.parsers.state import (
     APPEND_THINK,
+    FORCE_CONTENT,
     FORCED_CHOICE,
     HIDE_REASONING,
     NAMED_CHOICE,
@@ -60,6 +61,10 @@ def open_parser(
         if thinking is False or (thinking is None and not fmt.thinking_default):
             flags |= NO_REASONING
             state = CONTENT
+    if fmt is not None and fmt.swap and request is not None and request.chat_template_kwargs:
+        kw = request.chat_template_kwargs
+        if kw.get("enable_thinking") is False or kw.get("force_nonempty_content") is True:
+            flags |= FORCE_CONTENT
     if fmt is not None and fmt.append:
         flags |= NO_REASONING | APPEND_THINK
         state = CONTENT

@@ -48,6 +48,9 @@ NO_REASONING = 32
 # ReasoningFormat.append: the start marker the template wrote is still to be sent as the
 # first content.
 APPEND_THINK = 64
+# The request asks for content even when the answer wrote only reasoning
+# (ReasoningFormat.swap: `force_nonempty_content: true` or `enable_thinking: false`).
+FORCE_CONTENT = 128
 
 
 # ParserState.msg (message frames)
@@ -56,6 +59,9 @@ MSG_SEEN = 2  # a header was read: later headers name their role
 MSG_REASONING = 4  # reasoning text was sent
 MSG_CONTENT = 8  # content text was sent
 MSG_JOIN = 16  # the current body continues earlier text of its kind: "\n" first
+# (Also outside frames: MSG_CONTENT once content was written, even if it was dropped by
+# ReasoningFormat.lstrip_newlines; MSG_BEGUN once content got past those newlines.)
+MSG_BEGUN = 32
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
