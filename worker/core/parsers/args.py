@@ -39,6 +39,7 @@ from worker.core.parsers.events import Event, ToolCallArgs, ToolCallStart
 from worker.core.parsers.formats import (
     ARGS_JSON,
     ARGS_PARAMS,
+    HEAD_GEMMA,
     HEAD_KIMI,
     HEAD_MISTRAL,
     HEAD_PLAIN,
@@ -162,6 +163,8 @@ def name_done(run: Run, call: Call) -> None:
     head = call.head.strip()
     if style == HEAD_MISTRAL:
         head = head.replace("[ARGS]", "").strip()
+    elif style == HEAD_GEMMA:
+        head = head.partition(":")[2].strip() if ":" in head else head
     if style != HEAD_KIMI:
         header(run, call, head)
         return

@@ -28,11 +28,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from worker.core.parsers import args, frames
+from worker.core.parsers import args, frames, gemma
 from worker.core.parsers.events import Content, Event, Reasoning
 from worker.core.parsers.formats import (
     ARGS,
     ARGS_CALLS,
+    ARGS_GEMMA,
     ARGS_JSON,
     ARGS_PYTHONIC,
     ARGS_VERBATIM,
@@ -72,6 +73,7 @@ from worker.core.parsers.state import (
     MSG_CONTENT,
     MSG_COUNTS,
     MSG_JOIN,
+    MSG_NAMED,
     MSG_REASONING,
     MSG_SEEN,
     NO_REASONING,
@@ -211,7 +213,10 @@ def compile_parser(
             for marker in tools.opens() & set(reasoning.implicit_end):
                 auto[(REASONING, marker)] = Transition(CONTENT, keep=True)
     markers = {m for (_, m) in auto}
-    token_markers = {m for m in markers if m in added}
+    # Markers matched by token id when they are single tokens; `text_markers` are
+    # matched on text even then (vLLM finds Gemma's `<|"|>` in the text).
+    shown = set(tools.text_markers) if tools is not None else set()
+    token_markers = {m for m in markers if m in added and m not in shown}
     marker_text = {added[m][0]: m for m in token_markers}
     special_markers = frozenset(m for m in token_markers if added[m][1])
     drop = {i: text for text, (i, special) in added.items() if special and text not in markers}
@@ -443,7 +448,10 @@ class _Run:
         act = tr.act
         call = st.call
         if act & PARAM_END and call is not None:
-            args.param_end(self, call)
+            if call.kind == ARGS_GEMMA:
+                gemma.string_end(self, call)
+            else:
+                args.param_end(self, call)
         if prev == NAME and call is not None and (not act & CALL_END or act & NAME_END):
             args.name_done(self, call)
         if act & CALL_END:
@@ -457,9 +465,14 @@ class _Run:
         if act & PARAM_START and st.call is not None:
             st.call.key, st.call.flag = "", ""
         if act & VALUE_START and st.call is not None:
-            args.value_start(self, st.call)
+            if st.call.kind == ARGS_GEMMA:
+                gemma.string_start(self, st.call)
+            else:
+                args.value_start(self, st.call)
         if act & (HEAD_OPEN | HEAD_TEXT):
             st.head = literal if act & HEAD_OPEN else (st.head + literal)[:FRAME_MAX]
+        if prev == REASONING and tr.to != REASONING and st.head and not st.msg & MSG_NAMED:
+            self.reasoning_prefix_done()
         st.state = tr.to
         if act & HEAD_DONE:
             self.body()
@@ -467,6 +480,8 @@ class _Run:
             st.msg &= ~(MSG_COUNTS | MSG_JOIN)
         if tr.to == REASONING:
             st.reasoned = True
+            if prev != REASONING and self.spec.reasoning and self.spec.reasoning.prefix:
+                st.msg &= ~MSG_NAMED  # a new block: its first line may be its name
         elif prev == REASONING:
             st.started = False  # the answer starts now: sniff and whitespace rules apply
             st.rws = ""
@@ -493,6 +508,8 @@ class _Run:
             args.calls_end(self, call, self.calls_shape(call))
         elif call.kind == ARGS_PYTHONIC:
             args.pythonic_end(self, call)
+        elif call.kind == ARGS_GEMMA:
+            gemma.call_end(self, call)
         else:
             args.call_end(self, call)
 
@@ -513,6 +530,12 @@ class _Run:
         if state == CONTENT:
             return self.content(text)
         if state == REASONING:
+            rf = self.spec.reasoning
+            if rf is not None and rf.prefix and not st.msg & MSG_NAMED:
+                used = len(text)
+                text = self.reasoning_prefix(text, rf.prefix)
+                if not text:
+                    return used
             if st.flags & HIDE_REASONING:
                 pass
             elif self.spec.strip_reasoning:
@@ -532,6 +555,8 @@ class _Run:
                 return args.pythonic(self, call, text)
             elif call.kind == ARGS_VERBATIM:
                 args.verbatim(self, call, text)
+            elif call.kind == ARGS_GEMMA:
+                gemma.structure(self, call, text)
             # ARGS_PARAMS: the whitespace between parameters
         elif state == NAME:
             call.head = (call.head + text)[: args.HEAD_MAX]
@@ -540,7 +565,10 @@ class _Run:
         elif state == PTYPE:
             call.flag = (call.flag + text)[: args.HEAD_MAX]
         elif state == PVALUE:
-            args.value(self, call, text)
+            if call.kind == ARGS_GEMMA:
+                gemma.string(self, call, text)
+            else:
+                args.value(self, call, text)
         return len(text)
 
     # -- 4b) message frames (Harmony) ----------------------------------------------------
@@ -608,6 +636,31 @@ class _Run:
         if st.msg & MSG_CONTENT:
             st.msg |= MSG_JOIN
         self.framed(head)
+
+    def reasoning_prefix(self, text: str, prefix: str) -> str:
+        """The start of a reasoning block: its first line may name the channel
+        (`thought\n`), which is dropped. Held (in `head`) while it may still be that."""
+        st = self.st
+        buf = st.head + text
+        if len(buf) < len(prefix) and prefix.startswith(buf):
+            st.head = buf
+            return ""
+        st.head = ""
+        st.msg |= MSG_NAMED
+        return buf[len(prefix) :] if buf.startswith(prefix) else buf
+
+    def reasoning_prefix_done(self) -> None:
+        """The block ended while its start was held: the channel name alone (`thought`)
+        is no reasoning, anything else is."""
+        st = self.st
+        held, st.head = st.head, ""
+        st.msg |= MSG_NAMED
+        rf = self.spec.reasoning
+        if rf is not None and held != rf.prefix.rstrip("\n") and not st.flags & HIDE_REASONING:
+            if self.spec.strip_reasoning:
+                self.reasoning(held)
+            else:
+                self.out.append(Reasoning(held))
 
     def reasoning(self, text: str) -> None:
         """Reasoning text, less its trailing whitespace, which waits in `rws` until more
@@ -717,8 +770,10 @@ class _Run:
             # The output ended inside a header: vLLM gives that message's raw text as
             # content (openai-harmony cannot end there).
             self.unframe()
+        if st.state == REASONING and st.head and not self.spec.frames:
+            self.reasoning_prefix_done()
         if st.call is not None:
-            if st.state == PVALUE:
+            if st.state == PVALUE and st.call.kind != ARGS_GEMMA:
                 args.param_end(self, st.call)
             elif st.state == NAME:
                 st.call.skip = True  # a name that never ended is no call

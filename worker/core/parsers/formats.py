@@ -50,6 +50,7 @@ ARGS_PARAMS = 1  # parameter markup → JSON object, converted per value (XML, D
 ARGS_CALLS = 2  # JSON objects holding name + arguments (hermes, llama3, required)
 ARGS_PYTHONIC = 3  # a Python list of calls with keyword arguments
 ARGS_VERBATIM = 4  # every later character is arguments (a named tool_choice's JSON output)
+ARGS_GEMMA = 5  # Gemma 4's `{key:value,…}` with `<|"|>` strings (gemma.py)
 
 # -- JSON call lists (ARGS_CALLS) --------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -60,6 +61,7 @@ SHAPE_ARRAY = 2  # a JSON array of objects (mistral pre-v11, tool_choice "requir
 HEAD_PLAIN = 0  # the header text is the name
 HEAD_KIMI = 1  # `functions.NAME:IDX` (the id), or a bare counter with the name inferred
 HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
+HEAD_GEMMA = 3  # `call:NAME` (or `:NAME`): the name after the colon
 ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
 ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
 ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back
@@ -170,6 +172,9 @@ class ReasoningFormat:
     # A whole answer without content gets its reasoning as content when the request asks
     # (`force_nonempty_content: true`, or thinking switched off): SWAP_*.
     swap: int = SWAP_NONE
+    # Text that opens every reasoning block and is not reasoning: the channel's name
+    # (Gemma 4's `<|channel>thought\n`). Reasoning that is only its first line says none.
+    prefix: str = ""
 
     def table(self) -> Table:
         if self.frames is not None:
@@ -221,6 +226,9 @@ class ToolFormat:
     # Values of parameters the schema does not type are JSON, else a Python literal, else
     # text (poolside_v1); otherwise such values are text.
     guess_types: bool = False
+    # Special tokens that are text wherever no transition takes them (Gemma 4's `<|"|>`
+    # string delimiter, which vLLM keeps in content).
+    text_markers: tuple[str, ...] = ()
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""
@@ -388,6 +396,18 @@ REASONING_FORMATS["granite_thinking_parser"] = replace(
     name="granite_thinking_parser",
     lstrip_newlines=True,
     swap=SWAP_ABSENT,
+)
+# §3.2: Gemma 4. Reasoning is a channel, opened anywhere, its first line the channel
+# name; the prompt says whether the output starts inside one (thinking is the prompt's
+# business, not the parser's).
+REASONING_FORMATS["gemma4"] = ReasoningFormat(
+    "gemma4",
+    "<|channel>",
+    "<channel|>",
+    thinking_default=False,
+    from_kwargs=False,
+    implicit_end=("<|tool_call>",),
+    prefix="thought\n",
 )
 # §3.3: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
 REASONING_FORMATS["ling3"] = REASONING_FORMATS["glm45"]
@@ -733,6 +753,35 @@ TOOL_FORMATS["granite4"] = _hermes("granite4", text_after=True, forced=FORCED_JS
 TOOL_FORMATS["openai"] = ToolFormat(
     "openai", HARMONY.table(), ARGS_VERBATIM, forced=FORCED_NATIVE, frames=HARMONY
 )
+
+
+def _gemma4() -> ToolFormat:
+    call, end, quote = "<|tool_call>", "<tool_call|>", '<|"|>'
+    turn_end = "<turn|>"
+    return ToolFormat(
+        "gemma4",
+        {
+            (CONTENT, call): Transition(NAME, CALL_START),
+            # The name ends where its arguments open; the brace is theirs too.
+            (NAME, "{"): Transition(ARGS, keep=True),
+            (NAME, "("): Transition(ARGS, keep=True),
+            (NAME, end): Transition(CONTENT, NAME_END | CALL_END),
+            (ARGS, quote): Transition(PVALUE, VALUE_START),
+            (PVALUE, quote): Transition(ARGS, PARAM_END),
+            (ARGS, end): Transition(CONTENT, CALL_END),
+            (PVALUE, end): Transition(CONTENT, CALL_END),
+            (ARGS, turn_end): Transition(CONTENT, CALL_END),
+            (PVALUE, turn_end): Transition(CONTENT, CALL_END),
+        },
+        ARGS_GEMMA,
+        header=HEAD_GEMMA,
+        schema=True,
+        forced=FORCED_NATIVE,
+        text_markers=(quote,),
+    )
+
+
+TOOL_FORMATS["gemma4"] = _gemma4()
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

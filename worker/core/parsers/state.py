@@ -62,6 +62,7 @@ MSG_JOIN = 16  # the current body continues earlier text of its kind: "\n" first
 # (Also outside frames: MSG_CONTENT once content was written, even if it was dropped by
 # ReasoningFormat.lstrip_newlines; MSG_BEGUN once content got past those newlines.)
 MSG_BEGUN = 32
+MSG_NAMED = 64  # the reasoning block's first line was read (ReasoningFormat.prefix)
 
 
 class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
