@@ -25,6 +25,7 @@ import json
 import re
 from typing import Any, Protocol
 
+from worker.core.parsers import elements
 from worker.core.parsers.convert import (
     STRING,
     UNKNOWN,
@@ -55,6 +56,9 @@ from worker.core.parsers.state import NO_TOOLS, SINGLE_CALL, TOOLS_SUPPRESS, Cal
 
 # A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
 HEAD_MAX = 256
+
+# MiniMax M3's invoke body is converted whole at its end (as vLLM does): held up to this.
+ELEMENTS_MAX = 1 << 16
 
 # A sniffed block (llama3_json "{", pythonic "[") is held back, to be given back as
 # content if it is no call list, until its first call header; past this it is content.
@@ -197,6 +201,15 @@ def call_end(run: Run, call: Call) -> None:
         _send(run, call, "}" if call.count else "{}")
     elif call.kind == ARGS_JSON and call.phase == J_BEFORE:
         _send(run, call, "{}")
+
+
+def elements_end(run: Run, call: Call) -> None:
+    """A MiniMax M3 invoke ended: its parameter elements, typed, as one JSON object."""
+    if call.index < 0 or call.skip:
+        return
+    types = next((t.types for t in run.st.tools if t.name == call.name), {})
+    _send(run, call, elements.to_json(elements.parse(call.held), types))
+    call.held = ""
 
 
 def _infer_name(st: ParserState, raw_args: str) -> str | None:

