@@ -52,6 +52,8 @@ class ChatRequest(msgspec.Struct, kw_only=True, gc=False):
     tool_choice: str | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # "none" switches thinking off for the formats that read it (DeepSeek V4, Kimi K3).
+    reasoning_effort: str | None = None
     # completion only
     echo: bool = False
     # str, list of str, token ids, or lists of token ids (checked where echo uses it)

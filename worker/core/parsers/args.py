@@ -21,6 +21,7 @@ Nothing here keeps the output: `held` is one call's unsendable piece at most.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 from typing import Any, Protocol
@@ -40,6 +41,7 @@ from worker.core.parsers.events import Event, ToolCallArgs, ToolCallStart
 from worker.core.parsers.formats import (
     ARGS_JSON,
     ARGS_PARAMS,
+    HEAD_ATTRS,
     HEAD_GEMMA,
     HEAD_KIMI,
     HEAD_MISTRAL,
@@ -148,6 +150,14 @@ def header(run: Run, call: Call, name: str, native_id: str = "") -> bool:
     return True
 
 
+_ATTRIBUTE = re.compile(r'([\w:-]+)="([^"]*)"')
+
+
+def attributes(text: str) -> dict[str, str]:
+    """XML attributes (`tool="a&amp;b" index="1"`), values unescaped."""
+    return {k: html.unescape(v) for k, v in _ATTRIBUTE.findall(text)}
+
+
 def _known(run: Run, name: str) -> bool:
     fmt = run.fmt
     if fmt is None or not fmt.known_names or not run.st.tools:
@@ -169,6 +179,8 @@ def name_done(run: Run, call: Call) -> None:
         head = head.replace("[ARGS]", "").strip()
     elif style == HEAD_GEMMA:
         head = head.partition(":")[2].strip() if ":" in head else head
+    elif style == HEAD_ATTRS:
+        head = attributes(head).get("tool", "")
     if style != HEAD_KIMI:
         header(run, call, head)
         return
@@ -323,6 +335,11 @@ def value_start(run: Run, call: Call) -> None:
     """A parameter's key (and DSML flag) are complete; its value begins."""
     fmt = run.fmt
     key = call.key.strip()
+    if fmt is not None and fmt.attrs:
+        # Kimi K3: `key="K" type="T"`; a string (or untyped) value is raw text.
+        found = attributes(key)
+        key = found.get("key", "")
+        call.flag = "true" if found.get("type", "string") == "string" else "false"
     if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
         key = key[1:-1]  # MiniMax `<parameter name="city">`
     call.key = key

@@ -222,7 +222,11 @@ def compile_parser(
     token_markers = {m for m in markers if m in added and m not in shown}
     marker_text = {added[m][0]: m for m in token_markers}
     special_markers = frozenset(m for m in token_markers if added[m][1])
-    drop = {i: text for text, (i, special) in added.items() if special and text not in markers}
+    drop = {
+        i: text
+        for text, (i, special) in added.items()
+        if special and text not in markers and text not in shown
+    }
     marker_text.update(drop)
     if framed is not None:
         # openai-harmony decodes every other token of a message, special or not, as

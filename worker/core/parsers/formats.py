@@ -63,6 +63,7 @@ HEAD_PLAIN = 0  # the header text is the name
 HEAD_KIMI = 1  # `functions.NAME:IDX` (the id), or a bare counter with the name inferred
 HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
 HEAD_GEMMA = 3  # `call:NAME` (or `:NAME`): the name after the colon
+HEAD_ATTRS = 4  # XML attributes, `tool="NAME" index="1"`: the name is `tool` (Kimi K3)
 ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
 ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
 ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back
@@ -233,6 +234,9 @@ class ToolFormat:
     # Values of parameters the schema does not type are JSON, else a Python literal, else
     # text (poolside_v1); otherwise such values are text.
     guess_types: bool = False
+    # Parameter headers are XML attributes (`key="K" type="T"`; Kimi K3): `type`
+    # "string" (or none) means raw text, anything else JSON (with `typed_flag`).
+    attrs: bool = False
     # Special tokens that are text wherever no transition takes them (Gemma 4's `<|"|>`
     # string delimiter, which vLLM keeps in content).
     text_markers: tuple[str, ...] = ()
@@ -426,6 +430,25 @@ REASONING_FORMATS["minimax_m3"] = ReasoningFormat(
     strip_trailing=False,
     kwargs_keys=("thinking_mode",),
     kwargs_on="enabled",
+    text_match=True,
+)
+# §3.4: Kimi K3's XTML. Every marker is `<|open|>` / `<|close|>` + a name (+ attributes)
+# + `<|sep|>`; vLLM matches them all on text. Thinking is on unless switched off.
+XTML_OPEN, XTML_CLOSE, XTML_SEP = "<|open|>", "<|close|>", "<|sep|>"
+REASONING_FORMATS["kimi_k3"] = ReasoningFormat(
+    "kimi_k3",
+    XTML_OPEN + "think" + XTML_SEP,
+    XTML_CLOSE + "think" + XTML_SEP,
+    thinking_default=True,
+    from_prompt=False,
+    strip_trailing=False,
+    kwargs_keys=("thinking", "enable_thinking"),
+    effort_none=True,
+    implicit_end=(
+        XTML_OPEN + "response" + XTML_SEP,
+        XTML_OPEN + " response " + XTML_SEP,
+        XTML_OPEN + "tools" + XTML_SEP,
+    ),
     text_match=True,
 )
 # §3.3: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
@@ -824,6 +847,47 @@ def _minimax_m3() -> ToolFormat:
 
 
 TOOL_FORMATS["minimax_m3"] = _minimax_m3()
+
+
+def _kimi_k3() -> ToolFormat:
+    o, c, sep = XTML_OPEN, XTML_CLOSE, XTML_SEP
+    tools, tools_end = o + "tools" + sep, c + "tools" + sep
+    t: Table = {
+        # The answer channel's wrappers and the message's end are not text.
+        (CONTENT, c + "message" + sep): Transition(DROP),  # the message ends
+        (CONTENT, tools): Transition(PREAMBLE),
+        (DROP, tools): Transition(PREAMBLE),
+        # A call outside the tools channel is a call all the same.
+        (CONTENT, o + "call"): Transition(NAME, CALL_START),
+        (DROP, o + "call"): Transition(NAME, CALL_START),
+        (PREAMBLE, o + "call"): Transition(NAME, CALL_START),
+        (NAME, sep): Transition(ARGS),  # the attributes are read: `tool="NAME"`
+        (ARGS, o + "argument"): Transition(PKEY, PARAM_START),
+        (PKEY, sep): Transition(PVALUE, VALUE_START),  # `key="K" type="T"`
+        (PVALUE, c + "argument" + sep): Transition(ARGS, PARAM_END),
+        (ARGS, c + "call" + sep): Transition(PREAMBLE, CALL_END),
+        (PREAMBLE, tools_end): Transition(DROP),
+        (PREAMBLE, c + "message" + sep): Transition(DROP),
+    }
+    # The answer channel's wrappers are not text (also written with spaces inside);
+    # after the answer closes, only another channel counts.
+    for name in ("response", " response "):
+        t[(CONTENT, o + name + sep)] = Transition(CONTENT)
+        t[(DROP, o + name + sep)] = Transition(CONTENT)
+        t[(CONTENT, c + name + sep)] = Transition(DROP)
+    return ToolFormat(
+        "kimi_k3",
+        t,
+        ARGS_PARAMS,
+        header=HEAD_ATTRS,
+        typed_flag=True,
+        attrs=True,
+        forced=FORCED_NATIVE,
+        text_markers=(o, c, sep),
+    )
+
+
+TOOL_FORMATS["kimi_k3"] = _kimi_k3()
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))

@@ -56,8 +56,7 @@ def open_parser(
     flags = 0
     fmt = spec.reasoning
     if fmt is not None and fmt.off_is_plain:
-        kwargs = request.chat_template_kwargs if request is not None else None
-        thinking = thinking_from_kwargs(kwargs, fmt) if kwargs and fmt.from_kwargs else None
+        thinking = request_thinking(request, fmt) if fmt.from_kwargs else None
         if thinking is False or (thinking is None and not fmt.thinking_default):
             flags |= NO_REASONING
             state = CONTENT
@@ -156,8 +155,8 @@ def start_state(
         decided = prompt_state(spec, prompt_token_ids)
         if decided is not None:
             return decided
-    if fmt.from_kwargs and request is not None and request.chat_template_kwargs:
-        thinking = thinking_from_kwargs(request.chat_template_kwargs, fmt)
+    if fmt.from_kwargs:
+        thinking = request_thinking(request, fmt)
         if thinking is not None:
             return REASONING if thinking else CONTENT
     return REASONING if fmt.thinking_default else CONTENT
@@ -180,6 +179,17 @@ def prompt_state(spec: ParserSpec, prompt_token_ids: list[int]) -> int | None:
         if token_id in stop:
             return None
     return None
+
+
+def request_thinking(request: ChatRequest | None, fmt: ReasoningFormat) -> bool | None:
+    """What the request says about thinking: its chat_template_kwargs, or a top-level
+    `reasoning_effort: "none"` for the formats that read it; None when it says nothing."""
+    if request is None:
+        return None
+    if fmt.effort_none and request.reasoning_effort == "none":
+        return False
+    kwargs = request.chat_template_kwargs
+    return thinking_from_kwargs(kwargs, fmt) if kwargs else None
 
 
 def thinking_from_kwargs(kwargs: dict[str, Any], fmt: ReasoningFormat) -> bool | None:
