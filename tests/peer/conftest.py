@@ -1,11 +1,15 @@
-"""The parity session: twelve vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
-each; GLM-4.7, MiniMax M2 and Qwen3, two each), our registries, the tally.
+"""The parity session: fourteen vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
+each; GLM-4.7, MiniMax M2, Qwen3 and gpt-oss, two each), our registries, the tally.
 
 The parity tests run only when the marker expression selects `peer` (`make parity` runs
 `pytest -m peer tests/peer`); otherwise their modules are not even collected, so
 `make test` needs neither vLLM nor httpx. The servers start concurrently on free
 127.0.0.1 ports at the first parity test and stop at the session's end, also on
 failure. At the end the tally is written to `.parity/` and printed in one line.
+
+DERENDER_PEER_ONLY=gptoss (comma-separated families — deepseek, llama, glm, minimax,
+qwen, gptoss — or server names) runs only the tests of those servers and starts only
+them; each parity test says its servers with the `servers(...)` marker.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any
 import pytest
 
 from tests.peer.cases_families import FAMILIES
+from tests.peer.cases_gptoss import GPTOSS_EOS, GPTOSS_TOKENIZER
 from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
-from tests.peer.drive import LLAMA_MODEL
+from tests.peer.drive import GPTOSS_MODEL, LLAMA_MODEL, family
 from tests.peer.parity import Prompts, Tally
 from worker.adapters.tokenizers import primary_eos_ids, resolve_tokenizer_path
 from worker.config import load_registry
@@ -44,6 +49,35 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if collection_path.name in PEER_MODULES and not peer_selected(config):
         return True
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "servers(*names): the vLLM render servers a test uses")
+
+
+def only() -> list[str]:
+    """DERENDER_PEER_ONLY's families and server names (empty: everything)."""
+    raw = os.environ.get("DERENDER_PEER_ONLY", "")
+    return [n.strip() for n in raw.split(",") if n.strip()]
+
+
+def selected(server: str, names: list[str]) -> bool:
+    return not names or server in names or family(server) in names
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    names = only()
+    if not names:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        mark = item.get_closest_marker("servers")
+        ok = mark is None or all(selected(s, names) for s in mark.args)
+        (keep if ok else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -76,11 +110,13 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     VLLM_ENFORCE_STRICT_TOOL_CALLING=0. Llama 3.2 — `llama-off`: no parser; `llama-tools`:
     the llama3_json tool parser; `llama-lax`: the same with strict tool calling off.
     GLM-4.7 — `glm-on`, `glm-lax`; MiniMax M2 — `minimax-on`, `minimax-append`; Qwen3 —
-    `qwen-hermes`, `qwen-coder` (cases_families.py). All twelve start at once (~1.4 GB
-    each).
+    `qwen-hermes`, `qwen-coder` (cases_families.py); gpt-oss — `gptoss-on` (openai_gptoss
+    and openai), `gptoss-reasoning` (openai_gptoss alone; cases_gptoss.py). All fourteen
+    start at once (~1.4 GB each), or those DERENDER_PEER_ONLY selects.
 
     DERENDER_PEER_SERVERS=on=PORT,off=PORT,…,llama-lax=PORT uses servers already running
-    on 127.0.0.1 instead (while developing: they start once)."""
+    on 127.0.0.1 instead (while developing: they start once); it must name every selected
+    server."""
     from tests.peer.vllm_server import (
         MODEL_DIRS,
         SPECS,
@@ -93,9 +129,11 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     )
 
     servers: dict[str, Server] | dict[str, Running]
-    missing = [d for d in MODEL_DIRS if not (d / "config.json").exists()]
+    needed = [name for name in SPECS if selected(name, only())]
+    dirs = {SPECS[name].model_dir for name in needed}
+    missing = [d for d in MODEL_DIRS if d in dirs and not (d / "config.json").exists()]
     if os.environ.get("DERENDER_PEER_SERVERS"):
-        servers = running_servers(os.environ["DERENDER_PEER_SERVERS"])
+        servers = running_servers(os.environ["DERENDER_PEER_SERVERS"], needed)
     elif not (VENV / "bin" / "vllm").exists() or missing:
         pytest.fail(
             f"no vLLM peer at {VENV} / {', '.join(map(str, missing))}: run "
@@ -105,7 +143,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     else:
         logs = tmp_path_factory.mktemp("vllm-logs")
         TALLY.log_dir = str(logs)
-        servers = start_servers(list(SPECS), logs)
+        servers = start_servers(needed, logs)
     clients = {name: Peer(s) for name, s in servers.items()}
     try:
         yield clients
@@ -174,6 +212,37 @@ def family_registries(folder: Path) -> dict[str, Registry]:
     return out
 
 
+# gpt-oss as an operator would configure it: the tokenizer.json setup_peer.sh put in vLLM's
+# model folder, vLLM's EOS ids (tokenizer_config.json's eos_token <|return|>, then
+# generation_config.json's <|endoftext|> and <|call|>), openai_gptoss always (vLLM sets it
+# for a gpt_oss model itself) and the `openai` tool parser where the server has it.
+GPTOSS_TOML = """
+[models."{name}"]
+tokenizer = "{tokenizer}"
+eos_token_ids = [{eos}]
+reasoning_parser = "openai_gptoss"
+{tool}max_model_len = 131072
+max_logprobs = 20
+default = true
+"""
+
+
+def gptoss_registries(folder: Path) -> dict[str, Registry]:
+    if not GPTOSS_TOKENIZER.is_file():
+        pytest.fail(f"no {GPTOSS_TOKENIZER}: run `bash tests/peer/setup_peer.sh`", pytrace=False)
+    out = {}
+    for server, tool in (("gptoss-on", 'tool_parser = "openai"\n'), ("gptoss-reasoning", "")):
+        path = folder / f"models-{server}.toml"
+        eos = ", ".join(map(str, GPTOSS_EOS))
+        text = GPTOSS_TOML.format(name=GPTOSS_MODEL, tokenizer=GPTOSS_TOKENIZER, eos=eos, tool=tool)
+        path.write_text(text, encoding="utf-8")
+        reg = load_registry(path)
+        model = reg.models[GPTOSS_MODEL]
+        assert primary_eos_ids(model.tokenizer, GPTOSS_TOKENIZER) == [GPTOSS_EOS[0]], server
+        out[server] = reg
+    return out
+
+
 def llama_registry(folder: Path, variant: str, extra: str = "") -> Registry:
     """Our registry for one Llama server, loaded from TOML like an operator's file."""
     path = folder / f"models-{variant}.toml"
@@ -215,4 +284,5 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Registry]:
         "llama-tools": llama_registry(folder, "tools", tools),
         "llama-lax": llama_registry(folder, "lax", tools + "strict_tool_calling = false\n"),
         **family_registries(folder),
+        **gptoss_registries(folder),
     }

@@ -25,16 +25,19 @@ if TYPE_CHECKING:
 
 MODEL = "deepseek-v4"
 # The other tokenizer families, each on the servers whose name starts with its prefix:
-# Llama 3.2 (llama-*), GLM-4.7 (glm-*), MiniMax M2 (minimax-*), Qwen3 (qwen-*).
+# Llama 3.2 (llama-*), GLM-4.7 (glm-*), MiniMax M2 (minimax-*), Qwen3 (qwen-*), gpt-oss
+# (gptoss-*).
 LLAMA_MODEL = "llama-3.2"
 GLM_MODEL = "glm-4.7"
 MINIMAX_MODEL = "minimax-m2"
 QWEN_MODEL = "qwen3"
+GPTOSS_MODEL = "gpt-oss"
 FAMILY_MODELS = {
     "llama": LLAMA_MODEL,
     "glm": GLM_MODEL,
     "minimax": MINIMAX_MODEL,
     "qwen": QWEN_MODEL,
+    "gptoss": GPTOSS_MODEL,
 }
 REQUEST_ID = "req-parity"
 CHAT_PATH = "/v1/chat/completions/derender"
@@ -45,6 +48,12 @@ def served_model(server: str) -> str:
     """The model name a server serves (and our registry for it holds)."""
     prefix, dash, _ = server.partition("-")
     return FAMILY_MODELS.get(prefix, MODEL) if dash else MODEL
+
+
+def family(server: str) -> str:
+    """The tokenizer family a server belongs to: its name's prefix, or "deepseek"."""
+    prefix, dash, _ = server.partition("-")
+    return prefix if dash and prefix in FAMILY_MODELS else "deepseek"
 
 
 @dataclass
@@ -68,7 +77,8 @@ class Case:
     # DeepSeek V4: "on" (parsers), "off" (no parsers), "lax" (parsers, strict tool calling
     # off); Llama 3.2: "llama-off", "llama-tools" (llama3_json), "llama-lax" (the same,
     # strict tool calling off); GLM-4.7: "glm-on", "glm-lax"; MiniMax M2: "minimax-on",
-    # "minimax-append"; Qwen3: "qwen-hermes", "qwen-coder" (vllm_server.SPECS).
+    # "minimax-append"; Qwen3: "qwen-hermes", "qwen-coder"; gpt-oss: "gptoss-on",
+    # "gptoss-reasoning" (vllm_server.SPECS).
     server: str
     api: str  # "chat" | "completion"
     stream: bool

@@ -9,6 +9,8 @@ values.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,11 @@ from hypothesis import strategies as st
 from tests.offline_tokenizers import offline_tokenizer
 from tests.peer import cases as C
 from tests.peer import cases_families as F
+from tests.peer import cases_gptoss as G
 from tests.peer import cases_llama as L
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
+from tests.tiktoken_convert import gpt_oss_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 from worker.config import load_registry
 
@@ -30,14 +34,17 @@ pytestmark = pytest.mark.peer
 TOKENIZER = load_registry().models["deepseek-v4"].tokenizer
 LLAMA = load_tokenizer(L.LLAMA_TOKENIZER, Path.cwd())[0]
 FAMILY_TOKENIZERS = {fam.prefix: offline_tokenizer(fam.data) for fam in F.FAMILIES}
-CASES = C.build(TOKENIZER) + L.build(LLAMA) + F.build_all()
+GPTOSS = gpt_oss_tokenizer()
+CASES = C.build(TOKENIZER) + L.build(LLAMA) + F.build_all() + G.build(GPTOSS)
 
 
 def _check(case: Case, peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> Outcome:
     return run_case(case, peers[case.server], registries[case.server], prompts, tally)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.name, marks=pytest.mark.servers(c.server)) for c in CASES]
+)
 def test_case(case: Case, peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> None:
     outcome = _check(case, peers, registries, prompts, tally)
     if outcome.status == FAILED:
@@ -319,22 +326,26 @@ def _report_examples(failures: list[Outcome], count: int) -> None:
         pytest.fail(f"{len(failures)} of {count} examples differ:\n\n{shown}{more}", pytrace=False)
 
 
+@pytest.mark.servers("on")
 def test_hypothesis_conversations(
     peers: Any, registries: Any, prompts: Prompts, tally: Tally
 ) -> None:
     _run_examples(conversations(), peers, registries, prompts, tally, "hypothesis-conversation")
 
 
+@pytest.mark.servers("off")
 def test_hypothesis_plain(peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> None:
     _run_examples(plain_outputs(), peers, registries, prompts, tally, "hypothesis-plain")
 
 
+@pytest.mark.servers(*L.TOOL_SERVERS)
 def test_hypothesis_llama_conversations(
     peers: Any, registries: Any, prompts: Prompts, tally: Tally
 ) -> None:
     _run_examples(llama_conversations(), peers, registries, prompts, tally, "hypothesis-llama")
 
 
+@pytest.mark.servers("llama-off")
 def test_hypothesis_llama_plain(
     peers: Any, registries: Any, prompts: Prompts, tally: Tally
 ) -> None:
@@ -346,7 +357,13 @@ def test_hypothesis_llama_plain(
 FAMILY_SETTINGS = settings(SETTINGS, max_examples=40)
 
 
-@pytest.mark.parametrize("fam", F.FAMILIES, ids=[fam.prefix for fam in F.FAMILIES])
+@pytest.mark.parametrize(
+    "fam",
+    [
+        pytest.param(fam, id=fam.prefix, marks=pytest.mark.servers(*(s.name for s in fam.servers)))
+        for fam in F.FAMILIES
+    ],
+)
 def test_hypothesis_families(
     fam: F.Family, peers: Any, registries: Any, prompts: Prompts, tally: Tally
 ) -> None:
@@ -358,6 +375,144 @@ def test_hypothesis_families(
     def one(case: Case) -> None:
         count[0] += 1
         case.name = f"hypothesis-{fam.prefix}-{count[0]}"
+        outcome = _check(case, peers, registries, prompts, tally)
+        if outcome.status == FAILED:
+            failures.append(outcome)
+
+    one()
+    _report_examples(failures, count[0])
+
+
+# gpt-oss: random Harmony conversations on both servers.
+GPTOSS_CALLEES = ["functions.get_weather", "functions.search", "get_weather", "math.sum"]
+GPTOSS_BUILTINS = ["browser.search", "python", "container.exec", "assistant"]
+GPTOSS_CTYPES = ["", " <|constrain|>json", " json", " <|constrain|>code", "<|constrain|>json"]
+gptoss_word = st.text(alphabet=st.sampled_from(list("abcxyzKLM")), min_size=3, max_size=6)
+
+
+@st.composite
+def gptoss_message(draw: Any) -> tuple[str, str]:
+    """One Harmony message (after its `<|start|>assistant`): reasoning, an answer, a
+    preamble, a call to a function, or a message to a built-in tool or the assistant; the
+    recipient before or after the channel; a content type or none; any end marker."""
+    kind = draw(st.sampled_from(["analysis", "final", "preamble", "call", "call", "builtin"]))
+    to: str | None = None
+    body = draw(text)
+    if kind == "call":
+        channel, to = "commentary", draw(st.sampled_from(GPTOSS_CALLEES))
+        _, args = draw(tool_call)
+        body = draw(
+            st.sampled_from(
+                [G.args_text(args), G.args_text(args, compact=False), body, "", "{'a': 1}"]
+            )
+        )
+    elif kind == "builtin":
+        channel = draw(st.sampled_from(["commentary", "analysis"]))
+        to = draw(st.sampled_from(GPTOSS_BUILTINS))
+    else:
+        channel = {"analysis": "analysis", "final": "final", "preamble": "commentary"}[kind]
+    ctype = draw(st.sampled_from(GPTOSS_CTYPES)) if to or draw(st.booleans()) else ""
+    ends = ["<|end|>", "<|end|>", "<|return|>", "<|call|>" if to else "<|end|>"]
+    end = draw(st.sampled_from(ends))
+    to_first = to is not None and draw(st.booleans())
+    return G.msg(channel, body, to=to, ctype=ctype, end=end, to_first=to_first), body
+
+
+@st.composite
+def gptoss_output(draw: Any, b: C.Builder) -> tuple[Gen, list[str]]:
+    """1–4 messages (now and then text before the first header), ended on an EOS id
+    (reported or not), on `<|end|>` with or without EOS, or cut anywhere (length); and
+    the messages' bodies."""
+    messages = draw(st.lists(gptoss_message(), min_size=1, max_size=4))
+    bodies = [body for _, body in messages]
+    out = G.harmony(*(m for m, _ in messages))
+    if draw(st.integers(0, 9)) == 0:
+        out = draw(st.sampled_from(["Hi", "ok ", "\n"])) + out
+    ids = b.ids(out)
+    how = draw(st.sampled_from(["as-is", "as-is", "eos", "cut"]))
+    if how == "cut":
+        return Gen(ids[: draw(st.integers(1, len(ids)))], "length"), bodies
+    if how == "eos" or ids[-1] not in G.REPORTED:
+        if ids[-1] in G.REPORTED:
+            ids = ids[:-1]
+        ids.append(draw(st.sampled_from([*G.GPTOSS_EOS, G.END])))
+    stop_reason = G.REPORTED.get(ids[-1])
+    if stop_reason is not None and draw(st.booleans()):
+        stop_reason = None  # an older host: not reported
+    return Gen(ids, "stop", stop_reason), bodies
+
+
+@st.composite
+def gptoss_conversations(draw: Any) -> Case:
+    """gpt-oss on `gptoss-on` or `gptoss-reasoning`: random Harmony output (one choice, or
+    two), under any tool_choice, include_reasoning, logprobs, parallel_tool_calls, a stop
+    string cut where it appears; streamed in random chunks (interleaved for two) or whole."""
+    b = C.Builder(GPTOSS, seed=draw(st.integers(0, 2**16)), alternatives=G.ALTERNATIVES)
+    server = draw(st.sampled_from(G.SERVERS))
+    n = draw(st.sampled_from([1, 1, 1, 1, 2]))
+    outputs = [draw(gptoss_output(b)) for _ in range(n)]
+    gens = [replace(g, index=i) for i, (g, _) in enumerate(outputs)]
+    extra: dict[str, Any] = {}
+    choice = draw(st.sampled_from([None, "auto", "none", "required", "named"]))
+    if choice is not None or draw(st.booleans()):
+        extra["tools"] = C.TOOLS
+        if choice == "named":
+            extra["tool_choice"] = G.NAMED
+        elif choice is not None:
+            extra["tool_choice"] = choice
+    if draw(st.integers(0, 4)) == 0:
+        extra["include_reasoning"] = False
+    if draw(st.integers(0, 4)) == 0:
+        extra["parallel_tool_calls"] = False
+    if n == 1 and draw(st.integers(0, 7)) == 0:
+        # A stop string: a piece of a message's body; the engine stopped at the token
+        # where it first appears in the output's text (special tokens skipped).
+        g = gens[0]
+        seen = GPTOSS.decode(g.token_ids)
+        pieces = [p for body in outputs[0][1] for p in re.findall(r"\S{2,4}", body)]
+        pieces = [p for p in pieces if p in seen]
+        if pieces:
+            word = draw(st.sampled_from(pieces))
+            ids = g.token_ids
+            upto = next(k for k in range(1, len(ids) + 1) if word in b.tok.decode(ids[:k]))
+            gens[0] = Gen(ids[:upto], "stop", word)
+            extra["stop"] = [word]
+    top = draw(st.one_of(st.none(), st.integers(0, 3)))
+    if top is not None:
+        extra.update(logprobs=True, top_logprobs=top)
+        gens = [replace(g, logprobs=b.logprobs(g.token_ids, top)) for g in gens]
+    if n > 1:
+        extra["n"] = n
+    stream = draw(st.booleans())
+    if stream and draw(st.booleans()):
+        extra["stream_options"] = {"include_usage": True}
+    order = None
+    if stream:
+        gens = [replace(g, cuts=_cuts(draw, len(g.token_ids))) for g in gens]
+        if n > 1:
+            order = [g.index for g in gens for _ in g.cuts or []]
+            b.rng.shuffle(order)
+    case = Case("hypothesis-gptoss", server, "chat", stream, G.chat_request(**extra), [gens])
+    case.engine_usage = "final" if "stream_options" in extra else "none"
+    case.order = order
+    case.extra["shape"] = "random"
+    return F.mark_specials(case, GPTOSS)
+
+
+# gpt-oss: more examples (its outputs vary more: messages, headers, ends, requests).
+GPTOSS_SETTINGS = settings(SETTINGS, max_examples=80)
+
+
+@pytest.mark.servers(*G.SERVERS)
+def test_hypothesis_gptoss(peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> None:
+    failures: list[Outcome] = []
+    count = [0]
+
+    @GPTOSS_SETTINGS
+    @given(gptoss_conversations())
+    def one(case: Case) -> None:
+        count[0] += 1
+        case.name = f"hypothesis-gptoss-{count[0]}"
         outcome = _check(case, peers, registries, prompts, tally)
         if outcome.status == FAILED:
             failures.append(outcome)

@@ -20,7 +20,14 @@ from typing import Any
 
 import httpx
 
-from tests.peer.drive import GLM_MODEL, LLAMA_MODEL, MINIMAX_MODEL, MODEL, QWEN_MODEL
+from tests.peer.drive import (
+    GLM_MODEL,
+    GPTOSS_MODEL,
+    LLAMA_MODEL,
+    MINIMAX_MODEL,
+    MODEL,
+    QWEN_MODEL,
+)
 
 HOST = "127.0.0.1"
 PEER_HOME = Path(os.environ.get("DERENDER_PEER_HOME", Path.home() / ".cache" / "derender-peer"))
@@ -30,7 +37,8 @@ LLAMA_DIR = PEER_HOME / "models" / "llama32"
 GLM_DIR = PEER_HOME / "models" / "glm47"
 MINIMAX_DIR = PEER_HOME / "models" / "minimax"
 QWEN_DIR = PEER_HOME / "models" / "qwen3"
-MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR)
+GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
+MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR, GPTOSS_DIR)
 
 DSV4_PARSERS = (
     "--reasoning-parser",
@@ -44,6 +52,19 @@ AUTO_TOOLS = ("--enable-auto-tool-choice",)
 GLM_PARSERS = ("--reasoning-parser", "glm45", "--tool-call-parser", "glm45", *AUTO_TOOLS)
 MINIMAX_PARSERS = ("--tool-call-parser", "minimax_m2", *AUTO_TOOLS)
 QWEN_PARSERS = ("--reasoning-parser", "qwen3", *AUTO_TOOLS)
+# gpt-oss (Harmony): vLLM selects HarmonyParser by model_type gpt_oss and always sets the
+# openai_gptoss reasoning parser itself (flag or not).
+GPTOSS_PARSERS = (
+    "--reasoning-parser",
+    "openai_gptoss",
+    "--tool-call-parser",
+    "openai",
+    *AUTO_TOOLS,
+)
+# The Harmony system prompt carries the current date: pinned. oss-harmony embeds its
+# vocabulary: no TIKTOKEN_ENCODINGS_BASE needed (an inherited one must point at a valid
+# o200k_base.tiktoken).
+GPTOSS_ENV = {"VLLM_SYSTEM_START_DATE": "2025-06-28"}
 SERVER_ENV = {
     # vLLM cannot infer a device on a GPU-less machine; the render server needs none.
     "VLLM_TARGET_DEVICE": "cpu",
@@ -101,27 +122,8 @@ SPECS = {
     "qwen-coder": ServerSpec(
         "qwen-coder", QWEN_DIR, QWEN_MODEL, (*QWEN_PARSERS, "--tool-call-parser", "qwen3_coder")
     ),
-}
-
-# gpt-oss (Harmony), not in SPECS yet: every spec there starts in each parity session, and no
-# case uses these. When gpt-oss cases exist, move GPTOSS_MODEL to drive.py, merge
-# GPTOSS_SPECS into SPECS and add GPTOSS_DIR to MODEL_DIRS. vLLM selects HarmonyParser by
-# model_type gpt_oss and always sets the openai_gptoss reasoning parser itself (flag or
-# not): "gptoss-on" has the `openai` tool parser too, "gptoss-reasoning" has none (tool
-# calls dropped). The Harmony system prompt carries the current date, hence the pinned
-# VLLM_SYSTEM_START_DATE. oss-harmony embeds its vocabulary: no TIKTOKEN_ENCODINGS_BASE
-# needed (an inherited one must point at a valid o200k_base.tiktoken).
-GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
-GPTOSS_MODEL = "gpt-oss"
-GPTOSS_PARSERS = (
-    "--reasoning-parser",
-    "openai_gptoss",
-    "--tool-call-parser",
-    "openai",
-    *AUTO_TOOLS,
-)
-GPTOSS_ENV = {"VLLM_SYSTEM_START_DATE": "2025-06-28"}
-GPTOSS_SPECS = {
+    # gpt-oss: the `openai` tool parser with openai_gptoss, and openai_gptoss alone (calls
+    # dropped).
     "gptoss-on": ServerSpec("gptoss-on", GPTOSS_DIR, GPTOSS_MODEL, GPTOSS_PARSERS, GPTOSS_ENV),
     "gptoss-reasoning": ServerSpec("gptoss-reasoning", GPTOSS_DIR, GPTOSS_MODEL, (), GPTOSS_ENV),
 }
@@ -238,14 +240,14 @@ class Running:
         pass
 
 
-def running_servers(spec: str) -> dict[str, Running]:
+def running_servers(spec: str, needed: list[str] | None = None) -> dict[str, Running]:
     """`on=18100,off=18101,lax=18102,llama-off=18103,…`: servers already listening on
-    127.0.0.1 (every name of SPECS)."""
+    127.0.0.1 (every name of `needed`, default every name of SPECS)."""
     out = {}
     for item in spec.split(","):
         name, _, port = item.strip().partition("=")
         out[name] = Running(name, int(port))
-    missing = set(SPECS) - set(out)
+    missing = set(SPECS if needed is None else needed) - set(out)
     if missing:
         raise ValueError(f"DERENDER_PEER_SERVERS lacks {sorted(missing)}")
     with httpx.Client(timeout=5.0) as c:
