@@ -18,7 +18,7 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_tokenizers import gemma4_tokenizer
+from tests.synthetic_tokenizers import functiongemma_tokenizer, gemma4_tokenizer
 
 Q = '<|"|>'
 TOOLS = [
@@ -29,6 +29,7 @@ TOOLS = [
 
 # One instance for the module: the builder hands out a fresh copy each call.
 _tokenizer = functools.cache(gemma4_tokenizer)
+_fg_tokenizer = functools.cache(functiongemma_tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +288,52 @@ def test_random_arguments(
         assert json.loads(got.calls[0][1]) == args
         assert got.calls == whole.calls
         assert "<|tool_call>" not in (got.content or "") and Q not in (got.content or "")
+
+
+# -- FunctionGemma (`functiongemma` tools): the same syntax, `<escape>` strings -----------
+
+E = "<escape>"
+FG_CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
+    ("no-call", "Hello, how can I help?", "Hello, how can I help?", []),
+    (
+        "one-call",
+        f"<start_function_call>call:get_weather{{city:{E}London{E}}}<end_function_call>",
+        None,
+        [("get_weather", {"city": "London"})],
+    ),
+    # Values are JSON when they parse, whatever the schema says; bare values are not read.
+    (
+        "json-values",
+        f"<start_function_call>call:set_params{{i:{E}42{E},b:{E}true{E},"
+        f'o:{E}{{"k": 1}}{E},s:{E}hello{E},t:{E}42{E}}}<end_function_call>',
+        None,
+        [("set_params", {"i": 42, "b": True, "o": {"k": 1}, "s": "hello", "t": 42})],
+    ),
+    (
+        "bare-values",
+        "<start_function_call>call:set_params{i:42,b:true}<end_function_call>",
+        None,
+        [("set_params", {})],
+    ),
+    (
+        "braces-in-value",
+        f"<start_function_call>call:get_weather{{city:{E}a}}b{E}}}<end_function_call>",
+        None,
+        [("get_weather", {"city": "a}b"})],
+    ),
+    (
+        "two-calls",
+        f"<start_function_call>call:get_weather{{city:{E}A{E}}}<end_function_call>"
+        "<start_function_call>call:get_current_date{}<end_function_call>",
+        None,
+        [("get_weather", {"city": "A"}), ("get_current_date", {})],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"), [c[1:] for c in FG_CASES], ids=[c[0] for c in FG_CASES]
+)
+def test_functiongemma_cases(text: str, content: str | None, calls: list[Any]) -> None:
+    p = parser(_fg_tokenizer(), None, "functiongemma", req=request(TOOLS))
+    expect(p, text, None, content, calls)

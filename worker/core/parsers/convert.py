@@ -69,12 +69,12 @@ def typed_value(raw: str, type_name: str) -> str:
         try:
             return dumps(int(text))
         except ValueError:
-            return _json_or_text(raw)
+            return json_or_text(raw)
     if type_name in _NUMBER:
         try:
             number = float(text)
         except ValueError:
-            return _json_or_text(raw)
+            return json_or_text(raw)
         if not math.isfinite(number):
             return dumps(raw)
         return dumps(int(number)) if number.is_integer() else dumps(number)
@@ -82,14 +82,14 @@ def typed_value(raw: str, type_name: str) -> str:
         low = text.lower()
         if low in ("true", "false"):
             return low
-        return _json_or_text(raw)
+        return json_or_text(raw)
     if type_name in _CONTAINER:
         try:
             return dumps(json.loads(text))
         except ValueError:
             value = python_literal(text)
             return dumps(raw) if value is None else value
-    return _json_or_text(raw)
+    return json_or_text(raw)
 
 
 def guessed_value(raw: str) -> str:
@@ -104,7 +104,7 @@ def guessed_value(raw: str) -> str:
     return dumps(raw) if literal is None else literal
 
 
-def _json_or_text(raw: str) -> str:
+def json_or_text(raw: str) -> str:
     """A value that is not of its schema type: what it is as JSON (`2.5` for an integer,
     `[1]` for a boolean), else its text, as vLLM 0.33's coercion falls back."""
     try:

@@ -797,11 +797,11 @@ TOOL_FORMATS["openai"] = ToolFormat(
 )
 
 
-def _gemma4() -> ToolFormat:
-    call, end, quote = "<|tool_call>", "<tool_call|>", '<|"|>'
-    turn_end = "<turn|>"
+def _gemma(
+    name: str, call: str, end: str, quote: str, turn_end: str, forced: int, guess: bool = False
+) -> ToolFormat:
     return ToolFormat(
-        "gemma4",
+        name,
         {
             (CONTENT, call): Transition(NAME, CALL_START),
             # The name ends where its arguments open; the brace is theirs too.
@@ -818,12 +818,28 @@ def _gemma4() -> ToolFormat:
         ARGS_GEMMA,
         header=HEAD_GEMMA,
         schema=True,
-        forced=FORCED_NATIVE,
         text_markers=(quote,),
+        forced=forced,
+        guess_types=guess,
     )
 
 
-TOOL_FORMATS["gemma4"] = _gemma4()
+# §3.2: Gemma 4's calls; `<|"|>` strings, bare values typed by the schema.
+TOOL_FORMATS["gemma4"] = _gemma(
+    "gemma4", "<|tool_call>", "<tool_call|>", '<|"|>', "<turn|>", FORCED_NATIVE
+)
+# FunctionGemma 270M: the same call syntax with `<escape>` strings; only those values
+# count, each JSON when it parses (no schema), and tool_choice required / named are the
+# constrained JSON of other models.
+TOOL_FORMATS["functiongemma"] = _gemma(
+    "functiongemma",
+    "<start_function_call>",
+    "<end_function_call>",
+    "<escape>",
+    "<end_of_turn>",
+    FORCED_JSON,
+    guess=True,
+)
 
 
 def _minimax_m3() -> ToolFormat:

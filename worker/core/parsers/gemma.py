@@ -16,8 +16,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from worker.core.parsers.convert import STRING, UNKNOWN, dumps, escape, typed_value
+from worker.core.parsers.convert import (
+    STRING,
+    UNKNOWN,
+    dumps,
+    escape,
+    json_or_text,
+    typed_value,
+)
 from worker.core.parsers.events import Event, ToolCallArgs
+from worker.core.parsers.formats import ToolFormat
 from worker.core.parsers.state import Call, ParserState
 
 # Call.phase
@@ -42,6 +50,9 @@ class Run(Protocol):
     st: ParserState
     out: list[Event]
 
+    @property
+    def fmt(self) -> ToolFormat | None: ...
+
 
 def _send(run: Run, call: Call, text: str) -> None:
     if text and call.index >= 0 and not call.skip:
@@ -59,19 +70,23 @@ def _type(run: Run, call: Call) -> str:
     return UNKNOWN
 
 
-def _member(run: Run, call: Call) -> None:
-    """An object key is complete (its `:` was read): send `"key": `."""
-    top = call.flag[-1]
-    lead = ", " if top == "o" else ("{" if len(call.flag) == 1 and not call.count else "")
-    call.flag = call.flag[:-1] + "o"
-    call.count += 1
-    _send(run, call, lead + dumps(call.key.strip()) + ": ")
+def _member(call: Call) -> None:
+    """An object key is complete (its `:` was read); it is sent with its value's start
+    (`call.esc` says one waits), so a value that is dropped takes its key along."""
+    call.esc = True
     call.phase = G_VALUE
 
 
 def _element(call: Call) -> str:
-    """What goes before a value: a separator inside arrays (keys carry their own)."""
+    """What goes before a value: its key (`"key": `, after a separator), or inside an
+    array the separator."""
     top = call.flag[-1] if call.flag else ""
+    if call.esc:
+        call.esc = False
+        lead = ", " if top == "o" else ("{" if len(call.flag) == 1 and not call.count else "")
+        call.flag = call.flag[:-1] + "o"
+        call.count += 1
+        return lead + dumps(call.key.strip()) + ": "
     if top == "[":
         call.flag = call.flag[:-1] + "a"
         return ""
@@ -102,6 +117,11 @@ def _close(run: Run, call: Call) -> None:
 def _bare_done(run: Run, call: Call) -> None:
     raw = call.held.strip()
     call.held = ""
+    call.phase = G_AFTER
+    fmt = run.fmt
+    if fmt is not None and fmt.guess_types:
+        call.esc = False  # FunctionGemma reads only delimited values: a bare one is dropped
+        return
     lead = _element(call)
     type_name = _type(run, call)
     _send(run, call, lead + (typed_value(raw, type_name) if type_name != UNKNOWN else dumps(raw)))
@@ -126,7 +146,7 @@ def structure(run: Run, call: Call, text: str) -> None:
             phase = G_AFTER
         if phase == G_KEY:
             if c == ":":
-                _member(run, call)
+                _member(call)
             elif c in "})" and not call.key.strip():
                 call.key = ""
                 _close(run, call)
@@ -160,7 +180,8 @@ def string_start(run: Run, call: Call) -> None:
     if call.phase == G_BARE:
         call.held = ""
     type_name = _type(run, call)
-    if type_name not in (STRING, UNKNOWN):
+    fmt = run.fmt
+    if type_name not in (STRING, UNKNOWN) or (fmt is not None and fmt.guess_types):
         call.role = S_TYPED
         return
     call.role = S_STREAM
@@ -184,7 +205,12 @@ def string_end(run: Run, call: Call) -> None:
         call.phase = G_AFTER
     elif role == S_TYPED:
         raw, call.held = call.held, ""
-        _send(run, call, _element(call) + typed_value(raw, _type(run, call)))
+        fmt = run.fmt
+        if fmt is not None and fmt.guess_types:  # FunctionGemma: JSON if it is JSON
+            value = json_or_text(raw)
+        else:
+            value = typed_value(raw, _type(run, call))
+        _send(run, call, _element(call) + value)
         call.phase = G_AFTER
 
 
