@@ -20,6 +20,7 @@ Nothing here keeps the output: `held` is one call's unsendable piece at most.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import html
 import json
@@ -87,6 +88,12 @@ J_BEFORE, J_IN, J_AFTER = 0, 1, 2
 C_START, C_OBJ, C_KEY, C_COLON, C_VALUE, C_IN_VALUE, C_NEXT, C_BETWEEN, C_END = range(9)
 # Pythonic phases
 Y_START, Y_LIST, Y_NAME, Y_KW, Y_KWNAME, Y_EQ, Y_VALUE, Y_END = range(8)
+Y_QUOTE = 8  # a value opened with a quote: the next character says whether it streams
+Y_STR = 9  # inside a plain quoted string value: streamed as a JSON string
+Y_STR_END = 10  # after that string's closing quote: whitespace, then `,` or `)`
+# A string escape (`\n`, `\x41`, `\u00e9`, `\N{…}`) longer than this is taken as text.
+ESCAPE_MAX = 64
+_OCTAL = frozenset("01234567")
 # Parameter value phases (XML): 1 = a leading newline may still be stripped
 P_LEAD = 1
 
@@ -644,6 +651,9 @@ def _scan_python(call: Call, text: str, i: int) -> int:
 
 
 def _kwarg_done(run: Run, call: Call) -> None:
+    if call.role == ROLE_OTHER:  # the rest of a value whose string was sent
+        call.held, call.role = "", ROLE_NONE
+        return
     converted = python_literal(call.held)
     call.held = ""
     if call.skip:
@@ -679,6 +689,19 @@ def pythonic(run: Run, call: Call, text: str) -> int:
         phase = call.phase
         if phase == Y_END:
             break
+        if phase in (Y_STR, Y_STR_END):
+            i = _python_string(run, call, text, i)
+            continue
+        if phase == Y_QUOTE:
+            _string_or_value(run, call, text[i])
+            continue  # the character is read again in the phase decided
+        if phase == Y_VALUE and not call.held and text[i].isspace():
+            i += 1  # before the value
+            continue
+        if phase == Y_VALUE and call.role != ROLE_OTHER and not call.held and text[i] in "'\"":
+            call.held, call.quote, call.phase = "", text[i], Y_QUOTE
+            i += 1
+            continue
         if phase == Y_VALUE:
             end = _scan_python(call, text, i)
             if end == -2:
@@ -742,7 +765,112 @@ def pythonic(run: Run, call: Call, text: str) -> int:
     return _keep_raw(run, call, base, text)
 
 
+def _string_or_value(run: Run, call: Call, c: str) -> None:
+    """After a value's opening quote: a plain string streams as a JSON string (a long
+    argument then costs its own length per record, not the whole value's); an empty or
+    triple-quoted one is read whole like any other value."""
+    q = call.quote
+    if c == q:
+        call.held, call.phase = q, Y_VALUE  # inside the string, as _scan_python sees it
+        return
+    call.phase = Y_STR
+    if call.skip:
+        return
+    if call.index < 0:
+        if not header(run, call, call.name):
+            return
+        prefix = "{"
+    else:
+        prefix = ", "
+    _send(run, call, prefix + dumps(call.key) + ': "')
+    call.count += 1
+    call.role = ROLE_STREAM
+
+
+def _python_string(run: Run, call: Call, text: str, i: int) -> int:
+    """Inside a streamed string value (Y_STR) or right after it (Y_STR_END); returns
+    where reading goes on."""
+    n = len(text)
+    out: list[str] = []
+    while i < n:
+        c = text[i]
+        if call.phase == Y_STR_END:
+            if c.isspace():
+                i += 1
+                continue
+            if c in "'\"":  # `'a' 'b'`: Python joins adjacent strings into one
+                call.quote, call.phase = c, Y_STR
+                i += 1
+                continue
+            _string_done(run, call, "".join(out))
+            if c in ",)":
+                call.phase = Y_KW  # the `,` / `)` is read again there
+            else:
+                # `'a' + x`: not a literal; the string is the value, the rest of the
+                # value is read and left out.
+                call.phase, call.held, call.role = Y_VALUE, "", ROLE_OTHER
+                call.depth, call.quote, call.esc = 0, "", False
+            return i
+        if call.flag:  # inside an escape sequence
+            if call.flag[1:2] in _OCTAL and c not in _OCTAL:
+                out.append(_escape_text(call.flag))  # an octal escape ends before `c`
+                call.flag = ""
+                continue
+            call.flag += c
+            i += 1
+            done = _escape_done(call.flag)
+            if done is not None or len(call.flag) > ESCAPE_MAX:
+                out.append(done if done is not None else call.flag)
+                call.flag = ""
+            continue
+        if c == "\\":
+            call.flag = c
+        elif c == call.quote:
+            call.phase = Y_STR_END
+        else:
+            out.append(c)
+        i += 1
+    if out and call.role == ROLE_STREAM and not call.skip:
+        _send(run, call, escape("".join(out)))
+    return i
+
+
+def _string_done(run: Run, call: Call, tail: str) -> None:
+    if call.role == ROLE_STREAM and not call.skip:
+        _send(run, call, escape(tail) + '"')
+    call.role, call.quote, call.flag = ROLE_NONE, "", ""
+
+
+def _escape_done(seq: str) -> str | None:
+    """The text of a complete Python escape sequence (backslash + `n`, `x41`, `u00e9`,
+    `N{…}`, up to three octal digits), None while it may still go on."""
+    if len(seq) < 2:
+        return None
+    kind = seq[1]
+    need = {"x": 4, "u": 6, "U": 10}.get(kind)
+    if need is not None and len(seq) < need:
+        return None
+    if kind == "N" and (len(seq) == 2 or (seq[2] == "{" and not seq.endswith("}"))):
+        return None  # `\N{NAME}`
+    if kind in _OCTAL and len(seq) < 4:
+        return None  # up to three digits (a non-digit ends it: _python_string)
+    return _escape_text(seq)
+
+
+def _escape_text(seq: str) -> str:
+    try:
+        value = ast.literal_eval("'" + seq + "'")
+    except (SyntaxError, ValueError):
+        return seq  # not an escape Python knows: its text, as Python keeps it
+    return value if isinstance(value, str) else seq
+
+
 def pythonic_end(run: Run, call: Call) -> None:
+    if call.phase == Y_QUOTE:
+        call.phase = Y_VALUE  # a lone opening quote: no value
+    if call.phase in (Y_STR, Y_STR_END):
+        _string_done(run, call, _escape_text(call.flag) if call.flag else "")
+        call.phase = Y_KW
     if call.phase in (Y_KW, Y_KWNAME, Y_EQ, Y_VALUE) and call.index >= 0 and not call.skip:
         _send(run, call, "}")  # a truncated call still gets valid JSON
     if call.fallback:
