@@ -399,7 +399,7 @@ def param_end(run: Run, call: Call) -> None:
         type_name = _type_of(run.st, call.name, call.key)
         if fmt is not None and fmt.typed_flag and call.flag.strip() != "true":
             converted = json_value(raw, type_name)
-        elif fmt is not None and fmt.guess_types and type_name == UNKNOWN:
+        elif fmt is not None and fmt.guess_types:  # (poolside_v1: whatever the schema says)
             converted = guessed_value(raw)
         else:
             converted = typed_value(raw, type_name)

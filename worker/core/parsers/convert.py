@@ -87,7 +87,9 @@ def typed_value(raw: str, type_name: str) -> str:
         try:
             return dumps(json.loads(text))
         except ValueError:
-            value = python_literal(text)
+            # A Python list / dict literal is taken (`{'a': 1}`); a tuple `(1,2)` is not
+            # an array, and stays text, as vLLM keeps it.
+            value = python_literal(text) if text[:1] in "[{" else None
             return dumps(raw) if value is None else value
     return json_or_text(raw)
 

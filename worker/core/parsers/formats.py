@@ -231,8 +231,8 @@ class ToolFormat:
     forced: int = FORCED_STRICT
     # Calls are messages addressed to a function (Harmony): the frames' table.
     frames: Frames | None = None
-    # Values of parameters the schema does not type are JSON, else a Python literal, else
-    # text (poolside_v1); otherwise such values are text.
+    # Values that are not string parameters are JSON, else a Python literal, else text,
+    # whatever type the schema names (poolside_v1); otherwise the schema types them.
     guess_types: bool = False
     # Parameter headers are XML attributes (`key="K" type="T"`; Kimi K3): `type`
     # "string" (or none) means raw text, anything else JSON (with `typed_flag`).
@@ -576,6 +576,8 @@ def _glm() -> ToolFormat:
         schema=True,
         known_names=True,
         forced=FORCED_NATIVE,  # vLLM's GLM parser never takes the JSON path
+        # vLLM matches only the call's wrapper by token id; the argument tags by text.
+        text_markers=(key, key_end, value, value_end),
     )
 
 
@@ -778,7 +780,19 @@ TOOL_FORMATS["glm47"] = TOOL_FORMATS["glm45"]
 TOOL_FORMATS["ling3"] = TOOL_FORMATS["glm45"]
 # §3.3: Laguna writes GLM-4's calls; any name is taken, untyped values are guessed.
 TOOL_FORMATS["poolside_v1"] = replace(
-    TOOL_FORMATS["glm45"], name="poolside_v1", known_names=False, guess_types=True
+    TOOL_FORMATS["glm45"],
+    name="poolside_v1",
+    known_names=False,
+    guess_types=True,
+    # vLLM's Laguna parser is regexes over the text: every marker is matched on text.
+    text_markers=(
+        "<tool_call>",
+        "</tool_call>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+    ),
 )
 TOOL_FORMATS["qwen3_json"] = HERMES  # vLLM: the same class
 # vllm-parsers-0.33.md §3.7, the Qwen3-grammar relatives.
@@ -818,7 +832,8 @@ def _gemma(
         ARGS_GEMMA,
         header=HEAD_GEMMA,
         schema=True,
-        text_markers=(quote,),
+        # FunctionGemma's parser is regexes over the text: all its markers are text.
+        text_markers=(call, end, quote, turn_end) if guess else (quote,),
         forced=forced,
         guess_types=guess,
     )

