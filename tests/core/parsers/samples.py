@@ -215,6 +215,45 @@ def render_pythonic(conv: Conversation) -> str:
     return f"[{calls}]"
 
 
+def render_kimi_k3(conv: Conversation) -> str:
+    """Kimi K3's XTML: the prompt opened the think channel; strings typed `string`, other
+    values JSON with their JSON type."""
+    o, c, sep = "<|open|>", "<|close|>", "<|sep|>"
+    text = conv.reasoning + f"{c}think{sep}"
+    if conv.content:
+        text += f"{o}response{sep}{conv.content}{c}response{sep}"
+    if conv.calls:
+        text += f"{o}tools{sep}"
+        for i, call in enumerate(conv.calls, 1):
+            text += f'{o}call tool="{call.name}" index="{i}"{sep}'
+            for k, v in call.args.items():
+                kind = "string" if isinstance(v, str) else _json_type(v)
+                body = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                text += f'{o}argument key="{k}" type="{kind}"{sep}{body}{c}argument{sep}'
+            text += f"{c}call{sep}"
+        text += f"{c}tools{sep}"
+    return text + f"{c}message{sep}"
+
+
+def render_minimax_m3(conv: Conversation) -> str:
+    """MiniMax M3: an explicit think block; parameters as namespaced elements, non-strings
+    as JSON text (typed back by the schema)."""
+    ns = "]<]minimax[>["
+    text = f"<mm:think>{conv.reasoning}</mm:think>" if conv.reasoning else ""
+    text += conv.content
+    if conv.calls:
+        text += f"{ns}<tool_call>\n"
+        for call in conv.calls:
+            params = "".join(
+                f"{ns}<{k}>{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+                f"{ns}</{k}>"
+                for k, v in call.args.items()
+            )
+            text += f'{ns}<invoke name="{call.name}">{params}{ns}</invoke>\n'
+        text += f"{ns}</tool_call>"
+    return text
+
+
 def render_required(conv: Conversation) -> str:
     """tool_choice "required": the constrained output (reasoning first)."""
     objs = [{"name": c.name, "parameters": c.args} for c in conv.calls]
@@ -287,6 +326,15 @@ SETUPS: dict[str, Setup] = {
               reasoning=False, content_with_calls=False, markers=('{"name"',)),
         Setup("pythonic", None, "pythonic", "llama", render_pythonic, reasoning=False,
               content_with_calls=False),
+        Setup("nemotron_v3", "nemotron_v3", "qwen3_coder", "qwen", render_qwen3_coder,
+              "<|im_start|>assistant\n<think>\n",
+              markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),
+        Setup("ling3", "ling3", "ling3", "glm", render_glm, "<|assistant|><think>",
+              markers=(*_THINK_MARKERS, "<tool_call>", "<arg_key>", "<arg_value>")),
+        Setup("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3", render_kimi_k3,
+              markers=("<|open|>", "<|close|>", "<|sep|>")),
+        Setup("minimax_m3", "minimax_m3", "minimax_m3", "minimax_m3", render_minimax_m3,
+              markers=("<mm:think>", "</mm:think>", "]<]minimax[>[")),
         # Strict tool calling off: the forced modes' output is bare JSON.
         Setup("required", "deepseek_v4", "deepseek_v4", "deepseek", render_required,
               "<｜Assistant｜><think>", content_with_calls=False, tool_choice="required",

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tests import synthetic_tokenizers
 from tests.core.parsers.harness import Parser, Result, deepseek_tokenizer, merge, request
 from tests.core.parsers.samples import (
     MARKER_TOKENIZERS,
@@ -159,6 +160,10 @@ def _tokenizer(key: str) -> Tokenizer:
         return offline_tokenizer("glm-4.7-flash")  # the real one: every marker one token
     if key == "minimax":
         return offline_tokenizer("minimax")  # the real M2 one
+    if key == "minimax_m3":
+        return offline_tokenizer("minimax-m3")
+    if key == "kimi_k3":
+        return synthetic_tokenizers.kimi_k3_tokenizer()  # a real vocabulary + K3's markers
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()
 
 
