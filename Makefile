@@ -58,7 +58,7 @@ demo: $(STAMP)
 
 ## Our derender against vLLM 0.33.0's real one, case by case: sets up the vLLM peer venv
 ## and model folders outside the repo (tests/peer/setup_peer.sh; the first run installs
-## ~3.7 GB), installs the `peer` extra, then the tests start fourteen render servers (six
+## ~3.7 GB), installs the `peer` extra, then the tests start fifteen render servers (seven
 ## tokenizer families, README "Parity with vLLM 0.33") on free local ports
 ## (DERENDER_PEER_ONLY=gptoss,… for some). Writes .parity/summary.json; `make test` never
 ## runs these.

@@ -1,5 +1,6 @@
-"""The parity session: fourteen vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
-each; GLM-4.7, MiniMax M2, Qwen3 and gpt-oss, two each), our registries, the tally.
+"""The parity session: fifteen vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
+each; GLM-4.7, MiniMax M2, Qwen3 and gpt-oss, two each; MiniMax M3, one), our registries,
+the tally.
 
 The parity tests run only when the marker expression selects `peer` (`make parity` runs
 `pytest -m peer tests/peer`); otherwise their modules are not even collected, so
@@ -8,8 +9,8 @@ The parity tests run only when the marker expression selects `peer` (`make parit
 failure. At the end the tally is written to `.parity/` and printed in one line.
 
 DERENDER_PEER_ONLY=gptoss (comma-separated families — deepseek, llama, glm, minimax,
-qwen, gptoss — or server names) runs only the tests of those servers and starts only
-them; each parity test says its servers with the `servers(...)` marker.
+qwen, gptoss, minimax_m3 — or server names) runs only the tests of those servers and
+starts only them; each parity test says its servers with the `servers(...)` marker.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from tests.peer.cases_families import FAMILIES
 from tests.peer.cases_gptoss import GPTOSS_EOS, GPTOSS_TOKENIZER
 from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
+from tests.peer.cases_minimax_m3 import M3
 from tests.peer.drive import GPTOSS_MODEL, LLAMA_MODEL, family
 from tests.peer.parity import Prompts, Tally
 from worker.adapters.tokenizers import primary_eos_ids, resolve_tokenizer_path
@@ -111,7 +113,8 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     the llama3_json tool parser; `llama-lax`: the same with strict tool calling off.
     GLM-4.7 — `glm-on`, `glm-lax`; MiniMax M2 — `minimax-on`, `minimax-append`; Qwen3 —
     `qwen-hermes`, `qwen-coder` (cases_families.py); gpt-oss — `gptoss-on` (openai_gptoss
-    and openai), `gptoss-reasoning` (openai_gptoss alone; cases_gptoss.py). All fourteen
+    and openai), `gptoss-reasoning` (openai_gptoss alone; cases_gptoss.py); MiniMax M3 —
+    `minimax_m3-on` (minimax_m3 reasoning and tools; cases_minimax_m3.py). All fifteen
     start at once (~1.4 GB each), or those DERENDER_PEER_ONLY selects.
 
     DERENDER_PEER_SERVERS=on=PORT,off=PORT,…,llama-lax=PORT uses servers already running
@@ -170,9 +173,9 @@ default = true
 """
 
 
-# GLM-4.7, MiniMax M2, Qwen3: the tokenizer.json setup_peer.sh unzipped into vLLM's model
-# folder, vLLM's EOS ids (cases_families.Family.eos: the tokenizer_config.json's eos_token
-# first, then config.json's eos_token_id), and each server's parsers.
+# GLM-4.7, MiniMax M2, Qwen3, MiniMax M3: the tokenizer.json setup_peer.sh unzipped into
+# vLLM's model folder, vLLM's EOS ids (cases_families.Family.eos: the tokenizer_config.json's
+# eos_token first, then config.json's eos_token_id), and each server's parsers.
 FAMILY_TOML = """
 [models."{name}"]
 tokenizer = "{tokenizer}"
@@ -188,7 +191,7 @@ default = true
 
 def family_registries(folder: Path) -> dict[str, Registry]:
     out = {}
-    for fam in FAMILIES:
+    for fam in (*FAMILIES, M3):
         if not fam.tokenizer_path.is_file():
             pytest.fail(
                 f"no {fam.tokenizer_path}: run `bash tests/peer/setup_peer.sh`", pytrace=False

@@ -193,10 +193,11 @@ def _special_skip_set(case: Any, diff: Any) -> bool:
         and isinstance(diff.ours, str)
     ):
         return False
-    if case.server in LEGACY_FAMILY_SERVERS:
-        # The same with hermes (Qwen3) and minimax_m2_append_think (MiniMax M2), whose
-        # paths drop no special token either: ours is vLLM's text less exactly the special
-        # tokens of the output (`cases_families.mark_specials` lists their texts).
+    if case.server in (*LEGACY_FAMILY_SERVERS, M3_SERVER):
+        # The same with hermes (Qwen3), minimax_m2_append_think (MiniMax M2) and MiniMax
+        # M3's parsers (chat; its completions are the slow path above), whose paths drop
+        # no special token either: ours is vLLM's text less exactly the special tokens of
+        # the output (`cases_families.mark_specials` lists their texts).
         found = [t for t in case.extra.get("specials", ()) if t in diff.vllm]
         rest = diff.vllm
         for t in found:
@@ -418,8 +419,10 @@ LEGACY_FAMILY_SERVERS = ("qwen-hermes", "minimax-append")
 APPEND_SERVER = "minimax-append"
 END_THINK = "</think>"
 MINIMAX_END_THINK_ID = 200051
+# (MiniMax M3's block: `]<]minimax[>[<tool_call>` … `]<]minimax[>[</tool_call>`.)
 _TOOL_BLOCK = (
-    r"(?:<tool_call>.*?(?:</tool_call>|$)|<minimax:tool_call>.*?(?:</minimax:tool_call>|$))"
+    r"(?:(?:\]<\]minimax\[>\[)?<tool_call>.*?(?:</tool_call>|$)"
+    r"|<minimax:tool_call>.*?(?:</minimax:tool_call>|$))"
 )
 # A run of tool-call blocks and the whitespace between them.
 _TOOL_BLOCKS = re.compile(rf"{_TOOL_BLOCK}(?:\s*{_TOOL_BLOCK})*", re.S)
@@ -597,16 +600,22 @@ def _append_think_stream_no_end(case: Any, diff: Any) -> bool:
 
 
 def _tool_markup_in_content(case: Any, diff: Any) -> bool:
-    """tool_choice "none" or no tools, with hermes or MiniMax's append-think: vLLM returns
-    the tool-call markup as content; ours is the same text without the markup."""
+    """tool_choice "none" or no tools, with hermes, MiniMax's append-think or MiniMax M3:
+    vLLM returns the tool-call markup as content; ours is the same text without the markup
+    (M3 streamed without thinking enabled: and without the think markup vLLM's stream
+    passes as content too, `m3-stream-think-as-content`)."""
     req = case.request
-    if case.server not in LEGACY_FAMILY_SERVERS or not _content_field(diff):
+    if case.server not in MARKUP_IN_CONTENT_SERVERS or not _content_field(diff):
         return False
     if req.get("tools") and req.get("tool_choice") != "none":
         return False
-    if not _TOOL_BLOCKS.search(diff.vllm):
-        return False
-    return _TOOL_BLOCKS.sub("", diff.vllm) == (diff.ours or "")
+    views = [diff.vllm]
+    if case.server == M3_SERVER and case.stream and not _m3_enabled(case):
+        views.append(_m3_unthink(diff.vllm))
+    return any(
+        _TOOL_BLOCKS.search(v) is not None and _TOOL_BLOCKS.sub("", v) == (diff.ours or "")
+        for v in views
+    )
 
 
 def _hermes_stream_whitespace(case: Any, diff: Any) -> bool:
@@ -1031,6 +1040,286 @@ DIFFERENCES += [
         "harmony-stop",
         "gpt-oss with stop strings / stop_token_ids: vLLM's Harmony answer is never cut",
         _harmony_stop,
+    ),
+]
+
+# MiniMax M3 (cases_minimax_m3.py): its server, its think markers, the EOS text that ends
+# a `stop` case's decoded output.
+M3_SERVER = "minimax_m3-on"
+M3_THINK, M3_END_THINK = "<mm:think>", "</mm:think>"
+M3_TOOL_START = "]<]minimax[>[<tool_call>"
+M3_EOS_TEXT = "[e~["
+MARKUP_IN_CONTENT_SERVERS = (*LEGACY_FAMILY_SERVERS, M3_SERVER)
+_M3_BLOCK = re.compile(re.escape(M3_THINK) + r".*?(?:" + re.escape(M3_END_THINK) + r"|$)", re.S)
+
+
+def _m3_chat(case: Any) -> bool:
+    return case.server == M3_SERVER and case.api == "chat"
+
+
+def _m3_enabled(case: Any) -> bool:
+    kwargs = case.request.get("chat_template_kwargs") or {}
+    return kwargs.get("thinking_mode") == "enabled"
+
+
+def _m3_text(case: Any, diff: Any) -> str | None:
+    """The output text of the choice a diff is about (`cases_minimax_m3.mark_texts`), less
+    the EOS text."""
+    m = _CHOICE.match(diff.path)
+    text = (case.extra.get("texts") or {}).get(m.group(1) if m else "0")
+    return text.removesuffix(M3_EOS_TEXT) if isinstance(text, str) else None
+
+
+def _m3_unthink(text: str) -> str:
+    """Text less every think block (closed, or open to the end) and stray end marker."""
+    return _M3_BLOCK.sub("", text).replace(M3_END_THINK, "")
+
+
+def _m3_reasoning(text: str, enabled: bool) -> str:
+    """Our reasoning for an M3 output: every think block's text (the first one open from
+    the start when thinking is enabled; an opener inside a block is dropped)."""
+    out, at, inside = [], 0, enabled
+    while True:
+        if inside:
+            end = text.find(M3_END_THINK, at)
+            out.append(text[at : end if end >= 0 else len(text)].replace(M3_THINK, ""))
+            if end < 0:
+                break
+            at, inside = end + len(M3_END_THINK), False
+        else:
+            start = text.find(M3_THINK, at)
+            if start < 0:
+                break
+            at, inside = start + len(M3_THINK), True
+    return "".join(out)
+
+
+def _m3_stream_think_as_content(case: Any, diff: Any) -> bool:
+    """MiniMax M3 streamed without `thinking_mode: "enabled"`: the real chat template's
+    system prompt names the markers (`<mm:think></mm:think>`), vLLM's streaming reasoning
+    parser scans the prompt, finds an end marker and decides the reasoning is over — so
+    the whole stream is content, think markers included, and a call block inside an
+    unclosed think block is parsed as a call. Its whole response separates the blocks. We
+    separate them both ways (the stream equals the whole response)."""
+    if not (case.stream and _m3_chat(case)) or _m3_enabled(case):
+        return False
+    text = _m3_text(case, diff)
+    if text is None or (M3_THINK not in text and M3_END_THINK not in text):
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        return isinstance(v, str) and isinstance(o, str) and v != o and _m3_unthink(v) == o
+    if field == "reasoning":
+        return v == "" and isinstance(o, str) and o != "" and o == _m3_reasoning(text, False)
+    # A call block inside an unclosed think block: vLLM's stream calls it.
+    if M3_TOOL_START not in _m3_reasoning(text, False):
+        return False
+    if field == "finish_reason":
+        return v == ["tool_calls"] and o in (["stop"], ["length"])
+    return (
+        re.fullmatch(r"tool_calls\.\d+", field) is not None
+        and o == "<absent>"
+        and isinstance(v, dict)
+        and bool(v.get("name"))
+    )
+
+
+def _m3_stray_think_end(case: Any, diff: Any) -> bool:
+    """MiniMax M3, a `</mm:think>` in the content that does not start the output (or,
+    thinking enabled, after the one ending the reasoning): vLLM keeps it as text (it drops
+    only a closer the output starts with); we drop it."""
+    if not _m3_chat(case) or not _content_field(diff) or not isinstance(diff.ours, str):
+        return False
+    v = diff.vllm
+    return M3_END_THINK in v and M3_THINK not in v and v.replace(M3_END_THINK, "") == diff.ours
+
+
+def _m3_second_think_block(case: Any, diff: Any) -> bool:
+    """MiniMax M3, a second think block: vLLM reads only the first as reasoning and keeps
+    the later ones verbatim in the content; we read every block as reasoning (joined)."""
+    if not _m3_chat(case) or (case.stream and not _m3_enabled(case)):
+        return False
+    text = _m3_text(case, diff)
+    if text is None:
+        return False
+    enabled = _m3_enabled(case)
+    if text.count(M3_THINK) < (1 if enabled else 2):
+        return False
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "content":
+        return isinstance(v, str) and M3_THINK in v and _m3_unthink(v) == (o or "")
+    if field == "reasoning":
+        v = v or ""
+        return (
+            isinstance(o, str) and o != v and o.startswith(v) and o == _m3_reasoning(text, enabled)
+        )
+    return False
+
+
+def _m3_enabled_text_before_opener(case: Any, diff: Any) -> bool:
+    """MiniMax M3 with `thinking_mode: "enabled"` (the prompt ends `<mm:think>`), an output
+    that writes `<mm:think>` after some text: vLLM makes the text before it content (as if
+    no block had been open); we keep it in the reasoning the prompt opened, and drop the
+    repeated opener."""
+    if not (_m3_chat(case) and _m3_enabled(case)):
+        return False
+    text = _m3_text(case, diff)
+    if text is None or M3_THINK not in text:
+        return False
+    pre = text[: text.index(M3_THINK)]
+    if not pre or M3_END_THINK in pre:
+        return False
+    field, v, o = _field(diff), diff.vllm or "", diff.ours or ""
+    if field == "content":
+        return v == pre + o
+    if field == "reasoning":
+        return o == pre + v
+    return False
+
+
+def _m3_leaf_typed(ours: str, theirs: Any) -> bool:
+    """A leaf vLLM typed by its nested schema, that we left as the text the model wrote."""
+    low = ours.strip().lower()
+    if isinstance(theirs, bool):
+        return low in (("true", "1") if theirs else ("false", "0"))
+    if theirs is None:
+        return low == "null"
+    if isinstance(theirs, int | float):
+        try:
+            return float(low) == theirs
+        except ValueError:
+            return False
+    return False
+
+
+def _m3_untyped(theirs: Any, ours: Any) -> bool:
+    """The same containers, and every differing leaf one vLLM typed and we kept as text."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        return list(theirs) == list(ours) and all(_m3_untyped(theirs[k], ours[k]) for k in theirs)
+    if isinstance(theirs, list) and isinstance(ours, list):
+        return len(theirs) == len(ours) and all(
+            _m3_untyped(a, b) for a, b in zip(theirs, ours, strict=True)
+        )
+    return theirs == ours or (isinstance(ours, str) and _m3_leaf_typed(ours, theirs))
+
+
+def _m3_nested_types(case: Any, diff: Any) -> bool:
+    """MiniMax M3, a parameter that is an object or array (nested elements, `<item>`s):
+    vLLM types each nested leaf by the nested schema (`shipping.zip` `018956` → 18956,
+    array items of integers → numbers); we type only the top-level parameters, so the
+    nested leaves stay the text the model wrote. And an empty element of an `anyOf`
+    array|string parameter: vLLM `""`, ours `[]` (the schema's first type)."""
+    if not _m3_chat(case):
+        return False
+    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
+        return False
+    if not (_json_object(diff.vllm) and _json_object(diff.ours)):
+        return False
+    theirs, ours = json.loads(diff.vllm), json.loads(diff.ours)
+    if list(theirs) != list(ours) or theirs == ours:
+        return False
+    return all(
+        theirs[k] == ours[k]
+        or (isinstance(ours[k], dict | list) and _m3_untyped(theirs[k], ours[k]))
+        or (theirs[k] == "" and ours[k] == [] and _m3_array_or_string(case, k))
+        for k in theirs
+    )
+
+
+def _m3_array_or_string(case: Any, key: str) -> bool:
+    """Whether an offered tool's parameter `key` is `anyOf` / `oneOf` array and string (an
+    empty element of it: vLLM `""`, as the string alternative allows; ours `[]`, the
+    parameter's first type)."""
+    for tool in case.request.get("tools") or ():
+        props = ((tool.get("function") or {}).get("parameters") or {}).get("properties") or {}
+        schema = props.get(key)
+        if not isinstance(schema, dict):
+            continue
+        alts = schema.get("anyOf") or schema.get("oneOf") or ()
+        types = {a.get("type") for a in alts if isinstance(a, dict)}
+        if {"array", "string"} <= types:
+            return True
+    return False
+
+
+_M3_CUT_NAME = re.compile(r"<invoke name=[\"']?([^\"'>]*)$")
+
+
+def _m3_cut_in_name(case: Any, diff: Any) -> bool:
+    """MiniMax M3, an output cut (length) inside a function's name: vLLM returns a call
+    named with the part written (`get_wea`, arguments `{}`); we make no call of it (the
+    name is not known yet)."""
+    g = _gen(case, diff)
+    if not _m3_chat(case) or g is None or g.finish_reason != "length":
+        return False
+    text = _m3_text(case, diff)
+    m = _M3_CUT_NAME.search(text or "")
+    if m is None:
+        return False
+    name = m.group(1)
+
+    def cut_call(call: Any) -> bool:
+        return isinstance(call, dict) and call.get("name") == name and call.get("arguments") == "{}"
+
+    field, v, o = _field(diff), diff.vllm, diff.ours
+    if field == "tool_calls":  # whole: our calls are vLLM's less the cut one
+        return isinstance(v, list) and bool(v) and cut_call(v[-1]) and o == v[:-1]
+    if field == "order":
+        return isinstance(v, list) and isinstance(o, list) and v[:-1] == o and v[-1:] != o[-1:]
+    return re.fullmatch(r"tool_calls\.\d+", field) is not None and o == "<absent>" and cut_call(v)
+
+
+def _m3_stream_partial_end(case: Any, diff: Any) -> bool:
+    """MiniMax M3 streamed, thinking enabled, the output cut (length) inside the reasoning's
+    end marker (`abc</mm:th`): vLLM's stream holds the partial marker back and never sends
+    it (its whole response keeps it in the reasoning); we send it (the stream equals the
+    whole response)."""
+    g = _gen(case, diff)
+    if not (case.stream and _m3_chat(case) and _m3_enabled(case)) or g is None:
+        return False
+    if g.finish_reason != "length" or _field(diff) != "reasoning":
+        return False
+    v, o = diff.vllm, diff.ours
+    if not (isinstance(v, str) and isinstance(o, str) and o.startswith(v) and o != v):
+        return False
+    return M3_END_THINK.startswith(o[len(v) :])
+
+
+DIFFERENCES += [
+    Difference(
+        "m3-stream-think-as-content",
+        "MiniMax M3 stream, thinking not enabled: vLLM sends the think blocks as content",
+        _m3_stream_think_as_content,
+    ),
+    Difference(
+        "stray-think-end",
+        "MiniMax M3, a `</mm:think>` inside the content: vLLM keeps it as text; we drop it",
+        _m3_stray_think_end,
+    ),
+    Difference(
+        "m3-second-think-block",
+        "MiniMax M3, a second think block: vLLM keeps it in the content; we read it as reasoning",
+        _m3_second_think_block,
+    ),
+    Difference(
+        "m3-enabled-text-before-opener",
+        "MiniMax M3 thinking enabled, text then `<mm:think>`: vLLM makes that text content",
+        _m3_enabled_text_before_opener,
+    ),
+    Difference(
+        "m3-nested-types",
+        "MiniMax M3 nested parameters: vLLM types nested leaves by the schema; we keep the text",
+        _m3_nested_types,
+    ),
+    Difference(
+        "cut-name",
+        "MiniMax M3, output cut inside a function name: vLLM returns a call `get_wea`; we none",
+        _m3_cut_in_name,
+    ),
+    Difference(
+        "m3-stream-partial-end",
+        "MiniMax M3 stream cut inside `</mm:think>`: vLLM never sends the partial marker",
+        _m3_stream_partial_end,
     ),
 ]
 

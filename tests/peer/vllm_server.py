@@ -24,6 +24,7 @@ from tests.peer.drive import (
     GLM_MODEL,
     GPTOSS_MODEL,
     LLAMA_MODEL,
+    M3_MODEL,
     MINIMAX_MODEL,
     MODEL,
     QWEN_MODEL,
@@ -38,7 +39,8 @@ GLM_DIR = PEER_HOME / "models" / "glm47"
 MINIMAX_DIR = PEER_HOME / "models" / "minimax"
 QWEN_DIR = PEER_HOME / "models" / "qwen3"
 GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
-MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR, GPTOSS_DIR)
+M3_DIR = PEER_HOME / "models" / "minimax_m3"
+MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR, GPTOSS_DIR, M3_DIR)
 
 DSV4_PARSERS = (
     "--reasoning-parser",
@@ -65,6 +67,7 @@ GPTOSS_PARSERS = (
 # vocabulary: no TIKTOKEN_ENCODINGS_BASE needed (an inherited one must point at a valid
 # o200k_base.tiktoken).
 GPTOSS_ENV = {"VLLM_SYSTEM_START_DATE": "2025-06-28"}
+M3_PARSERS = ("--reasoning-parser", "minimax_m3", "--tool-call-parser", "minimax_m3", *AUTO_TOOLS)
 SERVER_ENV = {
     # vLLM cannot infer a device on a GPU-less machine; the render server needs none.
     "VLLM_TARGET_DEVICE": "cpu",
@@ -126,6 +129,8 @@ SPECS = {
     # dropped).
     "gptoss-on": ServerSpec("gptoss-on", GPTOSS_DIR, GPTOSS_MODEL, GPTOSS_PARSERS, GPTOSS_ENV),
     "gptoss-reasoning": ServerSpec("gptoss-reasoning", GPTOSS_DIR, GPTOSS_MODEL, (), GPTOSS_ENV),
+    # MiniMax M3: the minimax_m3 reasoning and tool parsers (its real chat template).
+    "minimax_m3-on": ServerSpec("minimax_m3-on", M3_DIR, M3_MODEL, M3_PARSERS),
 }
 
 
