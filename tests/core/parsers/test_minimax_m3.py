@@ -226,3 +226,38 @@ def test_random_parameters(city: str, days: int, seed: int) -> None:
     ]
     for got in (p.stream(text, seed=seed), p.stream(text, 1)):
         assert (got.content, got.calls) == (whole.content, whole.calls)
+
+
+def test_values_take_the_first_type_the_schema_allows(tok: Tokenizer) -> None:
+    """vLLM's M3 coercion: every type a schema allows (type lists, anyOf, an enum's
+    values), tried null > integer > number > boolean > object > array > string; booleans
+    also from 1 / 0; `None` is no null word."""
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "set_values",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "flag": {"type": "boolean"},
+                    "count": {"type": "integer"},
+                    "multi": {"type": ["string", "integer"]},
+                    "opt": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    "level": {"enum": [1, 2, 3]},
+                    "maybe": {"type": ["null", "integer"]},
+                },
+            },
+        },
+    }
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request([schema]))
+    params = (
+        el("flag", "1"),
+        el("count", "None"),
+        el("multi", "5"),
+        el("opt", "5"),
+        el("level", "2"),
+        el("maybe", "null"),
+    )
+    text = block(invoke("set_values", *params))
+    want = {"flag": True, "count": "None", "multi": 5, "opt": 5, "level": 2, "maybe": None}
+    expect(p, text, None, None, [("set_values", want)])

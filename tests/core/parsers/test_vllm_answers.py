@@ -266,14 +266,6 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             },
             NESTED,
         ),
-        "vllm: empty elements": (
-            {
-                "tool_calls": [
-                    ("create_order", {"tags": [], "shipping": {}, "note": "", "either": []})
-                ]
-            },
-            NESTED + ' (an empty element of an array-or-string parameter is [] here, "" there)',
-        ),
         "truncated mid-name": ({"tool_calls": []}, CUT_NAME),
         "tool_choice none": ({"content": "Sure."}, MARKUP),
         "no tools + call": ({"content": "Sure."}, MARKUP),

@@ -57,6 +57,83 @@ def schema_type(schema: Any) -> str:
     return t if isinstance(t, str) else UNKNOWN
 
 
+# vLLM's MiniMax M3 coercion tries a parameter's types in this order.
+_COERCE_ORDER = ("null", "integer", "number", "boolean", "object", "array", "string")
+
+
+def schema_types(schema: Any) -> str:
+    """Every type a parameter's JSON Schema allows (`type` lists, `anyOf` / `oneOf`, the
+    types of an `enum`'s values), `|`-joined in the order MiniMax M3 tries them."""
+    found: set[str] = set()
+    _collect_types(schema, found)
+    return "|".join(t for t in _COERCE_ORDER if t in found)
+
+
+def _collect_types(schema: Any, found: set[str]) -> None:
+    if not isinstance(schema, dict):
+        return
+    t = schema.get("type")
+    for name in t if isinstance(t, list) else [t]:
+        if isinstance(name, str):
+            found.add(name)
+    for alt in (schema.get("anyOf") or []) + (schema.get("oneOf") or []):
+        _collect_types(alt, found)
+    for value in schema.get("enum") or ():
+        found.add(_enum_type(value))
+
+
+def _enum_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
+
+
+def coerce_value(raw: str, types: str) -> Any:
+    """A MiniMax M3 leaf's text as the first of `types` it can be (schema_types' order):
+    `null`; an integer; a number; a boolean (`true`/`false` in any case, `1`/`0`); a JSON
+    object / array; a string. When none fits, JSON if it parses, else the text."""
+    text = raw.strip()
+    for t in types.split("|") if types else ():
+        if t == "null" and text.lower() == "null":
+            return None
+        if t == "integer":
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        elif t == "number":
+            try:
+                number = float(text)
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                return int(number) if number.is_integer() else number
+        elif t == "boolean" and text.lower() in ("true", "false", "1", "0"):
+            return text.lower() in ("true", "1")
+        elif t in ("object", "array"):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(value, dict if t == "object" else list):
+                return value
+        elif t == "string":
+            return raw
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return raw
+    return value if _finite(value) else raw
+
+
 def typed_value(raw: str, type_name: str) -> str:
     """XML (`<parameter=k>v</parameter>`) and DSML `string="true"` values: the text is a
     string unless the tool's schema gives another type (reference §2.13)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worker.core.parsers.convert import STRING, UNKNOWN, typed_value
+from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value
 
 PREFIX = "]<]minimax[>["
 ITEM = "item"
@@ -73,15 +73,14 @@ def _members(node: _Node, types: dict[str, str] | None) -> dict[str, Any]:
 
 def _value(node: _Node, type_name: str, top: bool) -> Any:
     text = "".join(node.text)
+    kinds = type_name.split("|")
     if not node.children:
-        if type_name == ARRAY:
-            return _json_or(text, []) if text.strip() else []
-        if type_name == OBJECT:
-            return _json_or(text, {}) if text.strip() else {}
+        if not text.strip() and type_name in (ARRAY, OBJECT):
+            return [] if type_name == ARRAY else {}  # (an empty array-or-string is "")
         if not top or type_name in (STRING, UNKNOWN):
             return text
-        return json.loads(typed_value(text, type_name))
-    if type_name == ARRAY and all(c.tag == ITEM for c in node.children):
+        return coerce_value(text, type_name)
+    if ARRAY in kinds and all(c.tag == ITEM for c in node.children):
         return [_value(c, UNKNOWN, top=False) for c in node.children]
     obj = _members(node, None)
     if text.strip():  # text around the children
@@ -90,12 +89,3 @@ def _value(node: _Node, type_name: str, top: bool) -> Any:
             key = "$" + key
         obj[key] = text
     return obj
-
-
-def _json_or(text: str, empty: list[Any] | dict[str, Any]) -> Any:
-    """An array / object parameter written as JSON text; otherwise the text."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, type(empty)) else text

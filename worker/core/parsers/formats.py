@@ -237,6 +237,9 @@ class ToolFormat:
     # Parameter headers are XML attributes (`key="K" type="T"`; Kimi K3): `type`
     # "string" (or none) means raw text, anything else JSON (with `typed_flag`).
     attrs: bool = False
+    # The schema's every type per parameter, not just the first (ToolSchema.types holds
+    # `integer|string`; MiniMax M3 tries them in turn).
+    type_unions: bool = False
     # Special tokens that are text wherever no transition takes them (Gemma 4's `<|"|>`
     # string delimiter, which vLLM keeps in content).
     text_markers: tuple[str, ...] = ()
@@ -431,6 +434,7 @@ REASONING_FORMATS["minimax_m3"] = ReasoningFormat(
     kwargs_keys=("thinking_mode",),
     kwargs_on="enabled",
     text_match=True,
+    empty_as_text=True,  # an empty block says `reasoning: ""`
 )
 # §3.4: Kimi K3's XTML. Every marker is `<|open|>` / `<|close|>` + a name (+ attributes)
 # + `<|sep|>`; vLLM matches them all on text. Thinking is on unless switched off.
@@ -874,7 +878,9 @@ def _minimax_m3() -> ToolFormat:
             t[(state, ns + opener)] = Transition(NAME, CALL_START)
     for name_end in ('">', "'>", ">"):
         t[(NAME, name_end)] = Transition(ARGS)
-    return ToolFormat("minimax_m3", t, ARGS_ELEMENTS, schema=True, forced=FORCED_NATIVE)
+    return ToolFormat(
+        "minimax_m3", t, ARGS_ELEMENTS, schema=True, forced=FORCED_NATIVE, type_unions=True
+    )
 
 
 TOOL_FORMATS["minimax_m3"] = _minimax_m3()

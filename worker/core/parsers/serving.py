@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from worker.core.parsers.convert import schema_type
+from worker.core.parsers.convert import schema_type, schema_types
 from worker.core.parsers.engine import ParserSpec
 from worker.core.parsers.formats import (
     CONTENT,
@@ -80,7 +80,7 @@ def open_parser(
         flags |= SINGLE_CALL
     tools: list[ToolSchema] = []
     if mode != TOOLS_SUPPRESS and spec.tools is not None and spec.tools.schema and request:
-        tools = tool_schemas(request.tools)
+        tools = tool_schemas(request.tools, unions=spec.tools.type_unions)
     return ParserState(
         state=state,
         mode=mode,
@@ -206,8 +206,10 @@ def thinking_from_kwargs(kwargs: dict[str, Any], fmt: ReasoningFormat) -> bool |
     return any(bool(v) for v in values)
 
 
-def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:
-    """The request tools' names and parameter types (what argument conversion needs)."""
+def tool_schemas(tools: list[Any] | None, unions: bool = False) -> list[ToolSchema]:
+    """The request tools' names and parameter types (what argument conversion needs);
+    with `unions`, every type a parameter allows (`integer|string`, MiniMax M3)."""
+    type_of = schema_types if unions else schema_type
     out: list[ToolSchema] = []
     for tool in tools or ():
         fn = tool.get("function") if isinstance(tool, dict) else None
@@ -215,9 +217,7 @@ def tool_schemas(tools: list[Any] | None) -> list[ToolSchema]:
             continue
         params = fn.get("parameters")
         props = params.get("properties") if isinstance(params, dict) else None
-        types = (
-            {str(k): schema_type(v) for k, v in props.items()} if isinstance(props, dict) else {}
-        )
+        types = {str(k): type_of(v) for k, v in props.items()} if isinstance(props, dict) else {}
         out.append(ToolSchema(fn["name"], types))
     return out
 
