@@ -149,7 +149,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, str | None, list[Any]]] 
         {},
         None,
         None,
-        [("get_weather", {"city": ["A", "B"]})],
+        [("get_weather", {"city": "A"})],  # README m3-repeated-parameter
     ),
     (
         "verbatim-leaf",
@@ -173,7 +173,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, str | None, list[Any]]] 
         {},
         None,
         None,
-        [("set_params", {"i": 1})],
+        [("set_params", {"i": 1, "s": "x"})],  # a cut string value is closed (unclosed-value)
     ),
     (
         "unknown-tool",
@@ -261,3 +261,17 @@ def test_values_take_the_first_type_the_schema_allows(tok: Tokenizer) -> None:
     text = block(invoke("set_values", *params))
     want = {"flag": True, "count": "None", "multi": 5, "opt": 5, "level": 2, "maybe": None}
     expect(p, text, None, None, [("set_values", want)])
+
+
+def test_a_long_string_parameter_streams(tok: Tokenizer) -> None:
+    """A `string` parameter is sent as it arrives: the state holds no more than a tag."""
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(TOOLS))
+    text = block(invoke("get_weather", el("city", "word " * 2000), el("days", "3")))
+    ids = p.ids(text)
+    per_chunk, st = p.stream_ids(ids, list(range(1, len(ids))))
+    assert sum(1 for c in per_chunk if c) > len(ids) // 2  # arguments flow record by record
+    assert st.call is None or len(st.call.held) + len(st.call.raw) < 64
+    whole = p.whole(text)
+    assert [(n, json.loads(a)) for n, a in whole.calls] == [
+        ("get_weather", {"city": "word " * 2000, "days": 3})
+    ]

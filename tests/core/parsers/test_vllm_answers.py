@@ -267,6 +267,17 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             NESTED,
         ),
         "truncated mid-name": ({"tool_calls": []}, CUT_NAME),
+        "vllm: truncated invoke keeps completed params": (
+            {"tool_calls": [("create_order", {"user_id": 1, "note": "x"})]},
+            UNCLOSED,
+        ),
+        "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, UNCLOSED),
+        "repeated param becomes list": (
+            {"tool_calls": [("get_weather", {"city": "A"})]},
+            "README m3-repeated-parameter: vLLM turns a repeated parameter element into a "
+            "list; parameters are sent as they close (a string one as it streams), so the "
+            "first value stands",
+        ),
         "tool_choice none": ({"content": "Sure."}, MARKUP),
         "no tools + call": ({"content": "Sure."}, MARKUP),
     },

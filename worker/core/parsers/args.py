@@ -60,9 +60,6 @@ from worker.core.parsers.state import NO_TOOLS, SINGLE_CALL, TOOLS_SUPPRESS, Cal
 # A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
 HEAD_MAX = 256
 
-# MiniMax M3's invoke body is converted whole at its end (as vLLM does): held up to this.
-ELEMENTS_MAX = 1 << 16
-
 # A sniffed block (llama3_json "{", pythonic "[") is held back, to be given back as
 # content if it is no call list, until its first call header; past this it is content.
 RAW_MAX = 4096
@@ -226,9 +223,7 @@ def elements_end(run: Run, call: Call) -> None:
     """A MiniMax M3 invoke ended: its parameter elements, typed, as one JSON object."""
     if call.index < 0 or call.skip:
         return
-    types = next((t.types for t in run.st.tools if t.name == call.name), {})
-    _send(run, call, elements.to_json(elements.parse(call.held), types))
-    call.held = ""
+    elements.end(run, call)
 
 
 def _infer_name(st: ParserState, raw_args: str) -> str | None:

@@ -4,17 +4,22 @@ Inside an invoke every tag carries the namespace prefix `]<]minimax[>[`; a param
 an element named after it, `]<]minimax[>[<city>Tokyo]<]minimax[>[</city>`, whose value is
 its text, or its child elements: an object, or a list when the children are `<item>`s
 and the schema says array (a repeated child is a list too). Text mixed with children is
-kept under `$text`. A leaf is typed by the tool's schema for that parameter (vLLM's
-MiniMax M3 parser converts once the whole invoke is read, as here: the invoke's text is
-the one thing held, bounded by one call).
+kept under `$text`. A leaf is typed by the tool's schema for that parameter.
+
+vLLM converts the whole invoke at its end; here each parameter is sent when it closes (in
+the same order, so the same JSON), and a parameter the schema types `string` streams as
+it arrives — so what is held is one parameter, never the call, and a long string costs a
+record its own length. A repeated parameter (which vLLM would turn into a list) keeps
+its first value.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, Protocol
 
-from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value
+from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value, dumps, escape
+from worker.core.parsers.events import Event, ToolCallArgs
+from worker.core.parsers.state import Call, ParserState
 
 PREFIX = "]<]minimax[>["
 ITEM = "item"
@@ -57,11 +62,6 @@ def parse(body: str) -> _Node:
     return root
 
 
-def to_json(root: _Node, types: dict[str, str]) -> str:
-    """The completed parameters of an invoke, typed by `types` (parameter → schema type)."""
-    return json.dumps(_members(root, types), ensure_ascii=False)
-
-
 def _members(node: _Node, types: dict[str, str] | None) -> dict[str, Any]:
     """Child elements as an object; a repeated child is a list."""
     grouped: dict[str, list[Any]] = {}
@@ -89,3 +89,123 @@ def _value(node: _Node, type_name: str, top: bool) -> Any:
             key = "$" + key
         obj[key] = text
     return obj
+
+
+# -- streaming: one parameter at a time -------------------------------------------------
+
+# Call.role while reading an invoke's body
+E_BETWEEN = 0  # between parameters
+E_STREAM = 1  # inside a `string` parameter: its text is sent as it comes
+E_BUFFER = 2  # inside any other parameter: its body is held (`Call.raw`) to its close
+E_SKIP = 3  # inside a repeated parameter: read and left out
+E_STOP = 4  # text between parameters: the rest is malformed (vLLM stops there too)
+
+
+class Run(Protocol):
+    st: ParserState
+    out: list[Event]
+
+
+def _send(run: Run, call: Call, text: str) -> None:
+    if text and call.index >= 0 and not call.skip:
+        run.out.append(ToolCallArgs(call.index, text))
+
+
+def _types(run: Run, call: Call) -> dict[str, str]:
+    return next((t.types for t in run.st.tools if t.name == call.name), {})
+
+
+def _lead(call: Call, key: str) -> str:
+    lead = ", " if call.count else "{"
+    call.count += 1
+    call.flag += key + "\n"  # the parameters sent (a repeat is left out)
+    return lead + dumps(key) + ": "
+
+
+def _holdback(buf: str, start: int) -> int:
+    """Where a namespace prefix may begin at the end of `buf` (len(buf) if nowhere)."""
+    for k in range(max(start, len(buf) - len(PREFIX) + 1), len(buf)):
+        if PREFIX.startswith(buf[k:]):
+            return k
+    return len(buf)
+
+
+def feed(run: Run, call: Call, text: str) -> None:
+    """Text of an invoke's body (the engine ends the invoke at `]<]minimax[>[</invoke>`)."""
+    buf = call.held + text
+    call.held = ""
+    i = 0
+    while i < len(buf):
+        role = call.role
+        if role == E_STOP:
+            return
+        at = buf.find(PREFIX, i)
+        end = len(buf) if at < 0 else at
+        if at < 0:
+            end = _holdback(buf, i)
+        piece = buf[i:end]
+        if role == E_STREAM:
+            _send(run, call, escape(piece))
+        elif role in (E_BUFFER, E_SKIP):
+            call.raw += piece
+        elif piece.strip():
+            call.role = E_STOP
+            return
+        if at < 0:
+            call.held = buf[end:]
+            return
+        close = buf.find(">", at + len(PREFIX))
+        if close < 0:
+            call.held = buf[at:]  # the tag is not complete yet
+            return
+        tag = buf[at + len(PREFIX) + 1 : close].strip()
+        _tag(run, call, tag, buf[at : close + 1])
+        i = close + 1
+
+
+def _tag(run: Run, call: Call, tag: str, raw: str) -> None:
+    role = call.role
+    if role == E_BETWEEN:
+        if tag.startswith("/"):
+            call.role = E_STOP  # a closer that closes nothing
+            return
+        call.key, call.raw, call.depth = tag, "", 0
+        if tag in call.flag.split("\n"):
+            call.role = E_SKIP
+        elif _types(run, call).get(tag, UNKNOWN) == STRING:
+            call.role = E_STREAM
+            _send(run, call, _lead(call, tag) + '"')
+        else:
+            call.role = E_BUFFER
+        return
+    closing = tag.startswith("/")
+    if call.depth == 0 and closing and tag[1:].strip() == call.key:
+        if role == E_STREAM:
+            _send(run, call, '"')
+        elif role == E_BUFFER:
+            node = parse(f"{PREFIX}<{call.key}>{call.raw}{PREFIX}</{call.key}>")
+            if node.children:
+                child = node.children[0]
+                value = _value(child, _types(run, call).get(call.key, UNKNOWN), top=True)
+                _send(run, call, _lead(call, call.key) + dumps(value))
+        call.role, call.key, call.raw = E_BETWEEN, "", ""
+        return
+    if role == E_STREAM:
+        _send(run, call, escape(raw))  # markup inside a string parameter is its text
+        return
+    call.raw += raw
+    if closing:
+        call.depth -= 1
+        if call.depth < 0:
+            call.role = E_STOP
+    else:
+        call.depth += 1
+
+
+def end(run: Run, call: Call) -> None:
+    """The invoke ended (or the output did): a string left open is closed where it
+    stopped; any other open parameter is left out, as vLLM leaves it."""
+    if call.role == E_STREAM:
+        _send(run, call, '"')  # (a cut tag held at the end is markup, not text)
+    _send(run, call, "}" if call.count else "{}")
+    call.role, call.held, call.raw, call.flag = E_BETWEEN, "", "", ""

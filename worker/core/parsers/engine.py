@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from worker.core.parsers import args, frames, gemma
+from worker.core.parsers import args, elements, frames, gemma
 from worker.core.parsers.events import Content, Event, Reasoning
 from worker.core.parsers.formats import (
     ARGS,
@@ -567,7 +567,7 @@ class _Run:
             elif call.kind == ARGS_GEMMA:
                 gemma.structure(self, call, text)
             elif call.kind == ARGS_ELEMENTS:
-                call.held = (call.held + text)[: args.ELEMENTS_MAX]
+                elements.feed(self, call, text)
             # ARGS_PARAMS: the whitespace between parameters
         elif state == NAME:
             call.head = (call.head + text)[: args.HEAD_MAX]
