@@ -17,6 +17,10 @@ Per `feed(spec, state, text, token_ids, final)`:
    (args.py converts non-JSON syntaxes as values complete), or nowhere.
 5. With `final`, everything held is released and open calls are closed.
 
+Formats made of messages (gpt-oss Harmony) add one step: a message's header is read
+whole (bounded) up to its body marker, and what it says — channel, recipient — picks the
+body's state (reasoning, content, a call, or nothing); frames.py reads headers.
+
 Work per call is proportional to the new text and ids plus the (bounded) held text,
 never to the output so far.
 """
@@ -478,7 +482,7 @@ class _Run:
                 args.value_start(self, st.call)
         if act & (HEAD_OPEN | HEAD_TEXT):
             st.head = literal if act & HEAD_OPEN else (st.head + literal)[:FRAME_MAX]
-        if prev == REASONING and tr.to != REASONING and st.head and not st.msg & MSG_NAMED:
+        if prev == REASONING and tr.to != REASONING and st.head and not self.spec.frames:
             self.reasoning_prefix_done()
         st.state = tr.to
         if act & HEAD_DONE:
