@@ -45,37 +45,31 @@ REASONINGS = [
     "Considering options… (a) yes (b) no",
 ]
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather forecast for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "location": {"type": "string"},
-                "days": {"type": "integer"},
-            },
-            "required": ["location"],
-        },
-    },
-}
-SEARCH = {
-    "type": "function",
-    "function": {
-        "name": "search",
-        "description": "Search the web",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "limit": {"type": "integer"},
-                "filters": {"type": "object"},
-            },
-            "required": ["query"],
-        },
-    },
-}
+
+def function_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
+) -> dict[str, Any]:
+    """A `tools` entry: a function whose parameters are an object of `properties` (keys in
+    the order the chat templates render them)."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        parameters["required"] = required
+    function = {"name": name, "description": description, "parameters": parameters}
+    return {"type": "function", "function": function}
+
+
+WEATHER = function_tool(
+    "get_weather",
+    "Weather forecast for a city",
+    {"location": {"type": "string"}, "days": {"type": "integer"}},
+    required=["location"],
+)
+SEARCH = function_tool(
+    "search",
+    "Search the web",
+    {"query": {"type": "string"}, "limit": {"type": "integer"}, "filters": {"type": "object"}},
+    required=["query"],
+)
 TOOLS = [WEATHER, SEARCH]
 CALLS = [
     ("get_weather", {"location": "杭州", "days": 5}),
@@ -603,6 +597,16 @@ TOOL_CHOICES: list[tuple[str, Any]] = [
 ]
 
 
+def json_and_prose(name: str, args: dict[str, Any]) -> dict[str, str]:
+    """Outputs each tool_choice is tried with beside the model's own call format: the bare
+    JSON each forced mode constrains to without strict tool calling, and prose."""
+    return {
+        "json-required": json.dumps([{"name": name, "parameters": args}], ensure_ascii=False),
+        "json-named": json.dumps(args, ensure_ascii=False),
+        "prose": "I cannot call tools right now. 😀",
+    }
+
+
 def _tools(b: Builder) -> None:
     # Auto: single and parallel calls, with reasoning and/or content before.
     outputs = {
@@ -645,9 +649,7 @@ def _tools(b: Builder) -> None:
     name, args = CALLS[0]
     shapes = {
         "dsml": dsml([(name, args)]),
-        "json-required": json.dumps([{"name": name, "parameters": args}], ensure_ascii=False),
-        "json-named": json.dumps(args, ensure_ascii=False),
-        "prose": "I cannot call tools right now. 😀",
+        **json_and_prose(name, args),
     }
     for server in ("on", "lax"):
         for choice_name, choice in TOOL_CHOICES:

@@ -25,6 +25,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from tests.offline_tokenizers import offline_tokenizer
+from tests.peer import cases as C
 from tests.peer.cases import CALLS, REASONINGS, TEXTS, TOOL_CHOICES, TOOLS, Builder
 from tests.peer.drive import GLM_MODEL, MINIMAX_MODEL, QWEN_MODEL, Case, Gen
 
@@ -208,25 +209,19 @@ def family_of(server: str) -> tuple[Family, Server]:
 
 
 # A tool with a parameter of every JSON type.
-BOOK = {
-    "type": "function",
-    "function": {
-        "name": "book_hotel",
-        "description": "Book a hotel room",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "nights": {"type": "integer"},
-                "breakfast": {"type": "boolean"},
-                "guests": {"type": "array", "items": {"type": "string"}},
-                "prefs": {"type": "object"},
-                "budget": {"type": "number"},
-            },
-            "required": ["city"],
-        },
+BOOK = C.function_tool(
+    "book_hotel",
+    "Book a hotel room",
+    {
+        "city": {"type": "string"},
+        "nights": {"type": "integer"},
+        "breakfast": {"type": "boolean"},
+        "guests": {"type": "array", "items": {"type": "string"}},
+        "prefs": {"type": "object"},
+        "budget": {"type": "number"},
     },
-}
+    required=["city"],
+)
 TYPED_TOOLS = [*TOOLS, BOOK]
 TYPED_CALLS: dict[str, Items] = {
     "all-types": [
@@ -638,9 +633,7 @@ def _tool_choice(b: Builder, fam: Family) -> None:
     for s in fam.servers:
         shapes = {
             "native": s.calls([(name, args)]),
-            "json-required": json.dumps([{"name": name, "parameters": args}], ensure_ascii=False),
-            "json-named": json.dumps(args, ensure_ascii=False),
-            "prose": "I cannot call tools right now. 😀",
+            **C.json_and_prose(name, args),
         }
         for choice_name, choice in TOOL_CHOICES:
             for shape, text in shapes.items():

@@ -27,6 +27,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from tests.peer import cases as C
 from tests.peer import cases_families as F
 from tests.peer.cases import CALLS, REASONINGS, TEXTS, TOOL_CHOICES, TOOLS, Builder
 from tests.peer.cases_families import TYPED_CALLS, TYPED_TOOLS, Family, Items, Server
@@ -133,52 +134,38 @@ M3 = Family(
 
 # A tool whose parameters have nested schemas (vLLM's own engine test): a nested object's
 # leaves, an array's items, an anyOf array|string, a free-form object.
-ORDER = {
-    "type": "function",
-    "function": {
-        "name": "create_order",
-        "description": "Create an order",
-        "parameters": {
+ORDER = C.function_tool(
+    "create_order",
+    "Create an order",
+    {
+        "user_id": {"type": "integer"},
+        "note": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "qty": {"type": "array", "items": {"type": "integer"}},
+        "shipping": {
             "type": "object",
-            "properties": {
-                "user_id": {"type": "integer"},
-                "note": {"type": "string"},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "qty": {"type": "array", "items": {"type": "integer"}},
-                "shipping": {
-                    "type": "object",
-                    "properties": {"zip": {"type": "integer"}, "city": {"type": "string"}},
-                },
-                "either": {
-                    "anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string"}]
-                },
-                "free": {"type": "object"},
-            },
+            "properties": {"zip": {"type": "integer"}, "city": {"type": "string"}},
         },
+        "either": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string"}]},
+        "free": {"type": "object"},
     },
-}
+)
 # Schemas whose type is not one name: a list of types, anyOf alternatives, an enum; and
 # single types given words that are no JSON of theirs.
-COERCE = {
-    "type": "function",
-    "function": {
-        "name": "set_values",
-        "description": "Set values",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "flag": {"type": "boolean"},
-                "count": {"type": "integer"},
-                "ratio": {"type": "number"},
-                "multi": {"type": ["string", "integer"]},
-                "maybe": {"type": ["integer", "null"]},
-                "opt": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                "level": {"enum": [1, 2, 3]},
-                "label": {"type": "string"},
-            },
-        },
+COERCE = C.function_tool(
+    "set_values",
+    "Set values",
+    {
+        "flag": {"type": "boolean"},
+        "count": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "multi": {"type": ["string", "integer"]},
+        "maybe": {"type": ["integer", "null"]},
+        "opt": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "level": {"enum": [1, 2, 3]},
+        "label": {"type": "string"},
     },
-}
+)
 ORDER_TOOLS = [*TYPED_TOOLS, ORDER, COERCE]
 
 
@@ -529,9 +516,7 @@ def _tool_choice(b: Builder) -> None:
     name, args = CALLS[0]
     shapes = {
         "native": m3_calls([(name, args)]),
-        "json-required": json.dumps([{"name": name, "parameters": args}], ensure_ascii=False),
-        "json-named": json.dumps(args, ensure_ascii=False),
-        "prose": "I cannot call tools right now. 😀",
+        **C.json_and_prose(name, args),
         "content-then-call": "Sure. " + m3_calls([(name, args)]),
     }
     for mode in ("absent", "enabled"):
