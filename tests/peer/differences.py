@@ -490,11 +490,13 @@ def _text_after_call_either(case: Any, diff: Any) -> bool:
 
 
 def _unclosed_value(case: Any, diff: Any) -> bool:
-    """A call cut short inside or right after a parameter's value (finish "length"; GLM,
-    MiniMax M2, qwen3_coder): vLLM's whole response drops that parameter, its stream sends
-    the arguments up to the open value (invalid JSON); we close the value where the output
-    stopped, both ways."""
-    if case.extra.get("shape") != "cut" or case.server not in ENGINE_FAMILY_SERVERS:
+    """A call cut short inside or right after a parameter's value (finish "length", or a
+    stop string; GLM, MiniMax M2, qwen3_coder, MiniMax M3): vLLM's whole response drops
+    that parameter, its stream sends the arguments up to the open value (invalid JSON;
+    M3's stream drops it too); we close the value where the output stopped, both ways."""
+    if case.extra.get("shape") != "cut" and case.server != M3_SERVER:
+        return False
+    if case.server not in (*ENGINE_FAMILY_SERVERS, M3_SERVER):
         return False
     if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
         return False
@@ -1226,6 +1228,25 @@ def _m3_nested_types(case: Any, diff: Any) -> bool:
     )
 
 
+def _m3_repeated_parameter(case: Any, diff: Any) -> bool:
+    """MiniMax M3, a parameter element written more than once: vLLM's arguments hold a
+    list of the values; ours the first (each parameter goes out as it closes)."""
+    if not _m3_chat(case):
+        return False
+    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
+        return False
+    if not (_json_object(diff.vllm) and _json_object(diff.ours)):
+        return False
+    theirs, ours = json.loads(diff.vllm), json.loads(diff.ours)
+    if list(theirs) != list(ours) or theirs == ours:
+        return False
+    return all(
+        theirs[k] == ours[k]
+        or (isinstance(theirs[k], list) and len(theirs[k]) > 1 and theirs[k][0] == ours[k])
+        for k in theirs
+    )
+
+
 def _m3_array_or_string(case: Any, key: str) -> bool:
     """Whether an offered tool's parameter `key` is `anyOf` / `oneOf` array and string (an
     empty element of it: vLLM `""`, as the string alternative allows; ours `[]`, the
@@ -1305,6 +1326,11 @@ DIFFERENCES += [
         "m3-enabled-text-before-opener",
         "MiniMax M3 thinking enabled, text then `<mm:think>`: vLLM makes that text content",
         _m3_enabled_text_before_opener,
+    ),
+    Difference(
+        "m3-repeated-parameter",
+        "MiniMax M3, a parameter element written twice: vLLM makes a list; we keep the first",
+        _m3_repeated_parameter,
     ),
     Difference(
         "m3-nested-types",

@@ -145,7 +145,7 @@ def feed(run: Run, call: Call, text: str) -> None:
             end = _holdback(buf, i)
         piece = buf[i:end]
         if role == E_STREAM:
-            _send(run, call, escape(piece))
+            _stream(run, call, piece)
         elif role in (E_BUFFER, E_SKIP):
             call.raw += piece
         elif piece.strip():
@@ -173,15 +173,14 @@ def _tag(run: Run, call: Call, tag: str, raw: str) -> None:
         if tag in call.flag.split("\n"):
             call.role = E_SKIP
         elif _types(run, call).get(tag, UNKNOWN) == STRING:
-            call.role = E_STREAM
-            _send(run, call, _lead(call, tag) + '"')
+            call.role, call.esc = E_STREAM, False  # `esc`: its `"key": "` is out
         else:
             call.role = E_BUFFER
         return
     closing = tag.startswith("/")
     if call.depth == 0 and closing and tag[1:].strip() == call.key:
         if role == E_STREAM:
-            _send(run, call, '"')
+            _send(run, call, '"' if call.esc else _lead(call, call.key) + '""')
         elif role == E_BUFFER:
             node = parse(f"{PREFIX}<{call.key}>{call.raw}{PREFIX}</{call.key}>")
             if node.children:
@@ -191,7 +190,7 @@ def _tag(run: Run, call: Call, tag: str, raw: str) -> None:
         call.role, call.key, call.raw = E_BETWEEN, "", ""
         return
     if role == E_STREAM:
-        _send(run, call, escape(raw))  # markup inside a string parameter is its text
+        _stream(run, call, raw)  # markup inside a string parameter is its text
         return
     call.raw += raw
     if closing:
@@ -202,10 +201,23 @@ def _tag(run: Run, call: Call, tag: str, raw: str) -> None:
         call.depth += 1
 
 
+def _stream(run: Run, call: Call, text: str) -> None:
+    """Text of a `string` parameter; its key goes out with the first of it (a parameter
+    cut before any text is left out, as vLLM leaves it)."""
+    if not text:
+        return
+    if not call.esc:
+        call.esc = True
+        text_lead = _lead(call, call.key) + '"'
+        _send(run, call, text_lead + escape(text))
+    else:
+        _send(run, call, escape(text))
+
+
 def end(run: Run, call: Call) -> None:
     """The invoke ended (or the output did): a string left open is closed where it
     stopped; any other open parameter is left out, as vLLM leaves it."""
-    if call.role == E_STREAM:
+    if call.role == E_STREAM and call.esc:
         _send(run, call, '"')  # (a cut tag held at the end is markup, not text)
     _send(run, call, "}" if call.count else "{}")
-    call.role, call.held, call.raw, call.flag = E_BETWEEN, "", "", ""
+    call.role, call.held, call.raw, call.flag, call.esc = E_BETWEEN, "", "", "", False
