@@ -19,6 +19,7 @@ and vLLM's parser engine drops special tokens that are not part of the format.
 | `functiongemma_tokenizer` | `qwen-3` | FunctionGemma control tokens | all |
 | `kimi_k3_tokenizer` | `qwen-3` | Kimi K3 XTML tokens | all |
 | `poolside_v1_tokenizer` | `glm-4.7-flash` | Laguna role tokens | all |
+| `llama4_tokenizer` | `deepseek-r1-distill-llama-8b` | Llama 4 control tokens | all |
 """
 
 from __future__ import annotations
@@ -92,11 +93,33 @@ POOLSIDE_V1_MARKERS: tuple[str, ...] = (
     "</assistant>",
 )
 
+# Llama 4 (vLLM's `llama4_pythonic` and `llama4_json` tool parsers), on a Llama 3 base: the
+# `deepseek-r1-distill-llama-8b` vocabulary is Llama 3.2's (the same BPE vocabulary, merges,
+# pre-tokenizer and decoder; only some of the 256 reserved special tokens are renamed, so
+# `<|begin_of_text|>` is free), and it keeps Llama 3's `<|python_tag|>` (128010, special),
+# the marker vLLM's `llama4_json` parser insists on finding in the vocabulary. The markers
+# below are Llama 4's own names, in Llama 4's id order: `<|python_start|>` /
+# `<|python_end|>` wrap a pythonic call list (vLLM strips them by text), `<|eot|>` ends a
+# turn, `<|eom|>` a turn that waits for a tool result.
+LLAMA4_MARKERS: tuple[str, ...] = (
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|header_start|>",
+    "<|header_end|>",
+    "<|eom|>",
+    "<|eot|>",
+    "<|step|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|finetune_right_pad|>",
+)
+
 SPECIAL_MARKERS: dict[str, tuple[str, ...]] = {
     "gemma4": GEMMA4_MARKERS,
     "functiongemma": FUNCTIONGEMMA_MARKERS,
     "kimi_k3": KIMI_K3_MARKERS,
     "poolside_v1": POOLSIDE_V1_MARKERS,
+    "llama4": LLAMA4_MARKERS,
 }
 
 
@@ -143,6 +166,11 @@ def _poolside_v1() -> Tokenizer:
     return _extend(offline_tokenizer("glm-4.7-flash"), POOLSIDE_V1_MARKERS)
 
 
+@functools.cache
+def _llama4() -> Tokenizer:
+    return _extend(offline_tokenizer("deepseek-r1-distill-llama-8b"), LLAMA4_MARKERS)
+
+
 def gemma4_tokenizer() -> Tokenizer:
     """Qwen3 vocabulary + `GEMMA4_MARKERS` as special tokens, ids 151669-151683
     (`<|channel>` 151674, `<channel|>` 151675, `<|tool_call>` 151676, `<tool_call|>`
@@ -167,3 +195,10 @@ def poolside_v1_tokenizer() -> Tokenizer:
     added tokens) + `POOLSIDE_V1_MARKERS` as special tokens, ids 154856-154861
     (`<assistant>` 154860, `</assistant>` 154861)."""
     return _copy(_poolside_v1())
+
+
+def llama4_tokenizer() -> Tokenizer:
+    """Llama 3 vocabulary (`deepseek-r1-distill-llama-8b`, `<|python_tag|>` 128010) +
+    `LLAMA4_MARKERS` as special tokens, ids 128256-128265 (`<|eom|>` 128260, `<|eot|>`
+    128261, `<|python_start|>` 128263, `<|python_end|>` 128264)."""
+    return _copy(_llama4())

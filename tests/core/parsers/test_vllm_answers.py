@@ -94,6 +94,11 @@ FAMILIES: dict[str, Family] = {
         "minimax_m3", "minimax_m3", lambda: offline_tokenizer("minimax-m3"), 200020
     ),
     "kimi_k3": Family("kimi_k3", "kimi_k3", synth.kimi_k3_tokenizer, 151672),
+    # llama4_pythonic, llama4_json (none / that tool parser; probed 2026-12-01 as above):
+    # `llama4_tokenizer()`; Llama 4 turns (`<|header_start|>assistant<|header_end|>\n\n`,
+    # tools as JSON in the system turn); LlamaForCausalLM; EOS `<|eot|>`.
+    "llama4_pythonic": Family(None, "llama4_pythonic", synth.llama4_tokenizer, 128261),
+    "llama4_json": Family(None, "llama4_json", synth.llama4_tokenizer, 128261),
 }
 
 # We give vLLM's streamed answer (its whole one differs).
@@ -295,6 +300,126 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, CUT),
     },
+}
+SKIPPED_SPECIALS = (
+    "README special-skip-set: vLLM's derender keeps special tokens once a parser is set; we "
+    "drop them"
+)
+PY_TRAIL = (
+    "vLLM's whole response returns the output as text when text follows the call list "
+    "(ast.parse fails on it); its stream makes the call"
+)
+AFTER_TEXT = (
+    "README llama-call-after-text: vLLM's whole response drops the text before the call; "
+    "we keep it as content"
+)
+STRAY_BRACE = (
+    "vLLM's whole response gives up on the call when a later `{` in the text after it is "
+    "no call (raw text as content); its stream makes the call"
+)
+TAG_CONTENT = (
+    "README python-tag-in-content: no call returned, vLLM's content keeps "
+    "`<|python_tag|>`; ours is the same text without it"
+)
+PLAIN_LLAMA = (
+    "README plain-token-markers: a marker spelled in ordinary tokens is text to us (vLLM "
+    "matches it by text)"
+)
+CALL_AFTER_TEXT = (
+    "README llama-call-after-text (pythonic): after text (or a space, a newline) vLLM "
+    "keeps the call list as text and makes no call; we keep the text and make the call"
+)
+PY_LAX = (
+    "README lax-unconstrained-output: pythonic has no structural tag, so under a forced "
+    'tool_choice vLLM reads only the constrained JSON (required: content "", the list '
+    "dropped; named: the raw text as the arguments); we keep a bare list as content (no text "
+    "poses as arguments) and make the call the `<|python_start|>` block writes"
+)
+WEATHER_LA = ("get_weather", {"city": "LA", "metric": "C"})
+WEATHER_TOKYO = ("get_weather", {"city": "Tokyo", "days": 3})
+DEVIATIONS["llama4_pythonic"] = {
+    "vllm: bad sibling call (bytes)": (
+        {"content": None, "tool_calls": [WEATHER_LA]},
+        "a call whose value is no literal (`b'z'`) is left out and the others made (newer "
+        "vLLM does the same); vLLM 0.33 returns the whole list as text",
+    ),
+    "vllm: non-finite argument": (
+        {"tool_calls": [WEATHER_LA]},
+        "a call with `1e999` is left out: vLLM sends `Infinity`, which is no JSON",
+    ),
+    "vllm: mismatched brackets": ({"content": "[foo(x=1])]"}, TAG_CONTENT),
+    "text before python_start": (
+        {"content": "Sure. ", "tool_calls": [WEATHER_TOKYO]},
+        CALL_AFTER_TEXT,
+    ),
+    "leading space before [": ({"content": None, "tool_calls": [WEATHER_TOKYO]}, CALL_AFTER_TEXT),
+    "leading newline before [": (
+        {"content": None, "tool_calls": [WEATHER_TOKYO]},
+        CALL_AFTER_TEXT,
+    ),
+    "tool_choice none, python_start": (
+        {"content": "Sure. [get_weather(city='Tokyo', days=3)]"},
+        TAG_CONTENT,
+    ),
+    "tool_choice required": ({"content": "[get_weather(city='Tokyo', days=3)]"}, PY_LAX),
+    "tool_choice required, python_start": ({"tool_calls": [WEATHER_TOKYO]}, PY_LAX),
+    "tool_choice named": (
+        {"content": "[get_weather(city='Tokyo', days=3)]", "tool_calls": []},
+        PY_LAX,
+    ),
+    "text after call": (STREAM, PY_TRAIL),
+    "text after python_end": (STREAM, PY_TRAIL),
+    "truncated mid-value": (
+        {"content": None, "tool_calls": [("get_weather", {"city": "Tok"})]},
+        CUT,
+    ),
+    "truncated before ]": (STREAM, CUT),
+    "truncated after first of two": (STREAM, CUT),
+    "python_start block at EOS without ]": (STREAM, CUT),
+    "markers as plain tokens": (
+        {
+            "content": "<|python_start|>[get_weather(city='Tokyo', days=3)]<|python_end|>",
+            "tool_calls": [],
+        },
+        PLAIN_LLAMA,
+    ),
+    "other special tokens": ({"content": "ABC"}, SKIPPED_SPECIALS),
+    "other special tokens, no tools": ({"content": "ABC"}, SKIPPED_SPECIALS),
+}
+DEVIATIONS["llama4_json"] = {
+    "vllm: invalid json": (
+        {"content": None, "tool_calls": [("invalidTool", "{invalid json}")]},
+        "KNOWN ISSUE (closing note): arguments stream as written and cannot be taken back, "
+        "so malformed JSON stays malformed; vLLM's whole response returns the text as "
+        "content, its stream a call with empty arguments",
+    ),
+    "vllm: simple with text around": ({"content": "Here is the result: "}, AFTER_TEXT),
+    "vllm: multiple json with surrounding text": (
+        {"content": "Here are the results: "},
+        AFTER_TEXT,
+    ),
+    "text before call": ({"content": "Let me check. "}, AFTER_TEXT),
+    "tool_choice required, json array": ({"content": "["}, AFTER_TEXT + " (`[` is text)"),
+    "vllm: brace in trailing text": (STREAM, STRAY_BRACE),
+    "vllm: json fragment in trailing text": (STREAM, STRAY_BRACE),
+    "truncated mid-value": (
+        {"content": None, "tool_calls": [("get_weather", '{"city": "Tok')]},
+        CUT,
+    ),
+    "truncated python_tag mid-value": (
+        {"content": None, "tool_calls": [("get_weather", '{"city": "Tok')]},
+        CUT,
+    ),
+    "python_tag without json": ({"content": "just text"}, TAG_CONTENT),
+    "tool_choice none, python_tag": (
+        {"content": 'Sure. {"name": "get_weather", "parameters": {"city": "Tokyo", "days": 3}}'},
+        TAG_CONTENT,
+    ),
+    "markers as plain tokens": (
+        {"content": "<|python_tag|>"},
+        PLAIN_LLAMA + "; " + AFTER_TEXT,
+    ),
+    "other special tokens": ({"content": "ABC"}, SKIPPED_SPECIALS),
 }
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
