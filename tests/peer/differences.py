@@ -1211,15 +1211,10 @@ def _m3_nested_types(case: Any, diff: Any) -> bool:
     array items of integers → numbers); we type only the top-level parameters, so the
     nested leaves stay the text the model wrote. And an empty element of an `anyOf`
     array|string parameter: vLLM `""`, ours `[]` (the schema's first type)."""
-    if not _m3_chat(case):
+    pair = _m3_arguments(case, diff)
+    if pair is None:
         return False
-    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
-        return False
-    if not (_json_object(diff.vllm) and _json_object(diff.ours)):
-        return False
-    theirs, ours = json.loads(diff.vllm), json.loads(diff.ours)
-    if list(theirs) != list(ours) or theirs == ours:
-        return False
+    theirs, ours = pair
     return all(
         theirs[k] == ours[k]
         or (isinstance(ours[k], dict | list) and _m3_untyped(theirs[k], ours[k]))
@@ -1228,18 +1223,28 @@ def _m3_nested_types(case: Any, diff: Any) -> bool:
     )
 
 
+def _m3_arguments(case: Any, diff: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """vLLM's and our arguments of an M3 call as objects with the same keys, when they
+    differ (None otherwise)."""
+    if not _m3_chat(case):
+        return None
+    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
+        return None
+    if not (_json_object(diff.vllm) and _json_object(diff.ours)):
+        return None
+    theirs, ours = json.loads(diff.vllm), json.loads(diff.ours)
+    if list(theirs) != list(ours) or theirs == ours:
+        return None
+    return theirs, ours
+
+
 def _m3_repeated_parameter(case: Any, diff: Any) -> bool:
     """MiniMax M3, a parameter element written more than once: vLLM's arguments hold a
     list of the values; ours the first (each parameter goes out as it closes)."""
-    if not _m3_chat(case):
+    pair = _m3_arguments(case, diff)
+    if pair is None:
         return False
-    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", _field(diff)) is None:
-        return False
-    if not (_json_object(diff.vllm) and _json_object(diff.ours)):
-        return False
-    theirs, ours = json.loads(diff.vllm), json.loads(diff.ours)
-    if list(theirs) != list(ours) or theirs == ours:
-        return False
+    theirs, ours = pair
     return all(
         theirs[k] == ours[k]
         or (isinstance(theirs[k], list) and len(theirs[k]) > 1 and theirs[k][0] == ours[k])
