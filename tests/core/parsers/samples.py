@@ -326,6 +326,10 @@ SETUPS: dict[str, Setup] = {
               reasoning=False, content_with_calls=False, markers=('{"name"',)),
         Setup("pythonic", None, "pythonic", "llama", render_pythonic, reasoning=False,
               content_with_calls=False),
+        # Qwen 3.5 / 3.6 (one vocabulary, 248k ids; `<think>` 248068, `<tool_call>` 248058).
+        Setup("qwen3_6", "qwen3", "qwen3_coder", "qwen3_6", render_qwen3_coder,
+              "<|im_start|>assistant\n<think>\n",
+              markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),
         Setup("nemotron_v3", "nemotron_v3", "qwen3_coder", "qwen", render_qwen3_coder,
               "<|im_start|>assistant\n<think>\n",
               markers=(*_THINK_MARKERS, "<tool_call>", "<function=", "<parameter=")),

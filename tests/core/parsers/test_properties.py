@@ -160,6 +160,8 @@ def _tokenizer(key: str) -> Tokenizer:
         return offline_tokenizer("glm-4.7-flash")  # the real one: every marker one token
     if key == "minimax":
         return offline_tokenizer("minimax")  # the real M2 one
+    if key == "qwen3_6":
+        return offline_tokenizer("qwen-3.5")  # the Qwen 3.5 / 3.6 vocabulary
     if key == "minimax_m3":
         return offline_tokenizer("minimax-m3")
     if key == "kimi_k3":
