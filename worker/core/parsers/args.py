@@ -38,7 +38,7 @@ from worker.core.parsers.convert import (
     python_literal,
     typed_value,
 )
-from worker.core.parsers.events import Event, ToolCallArgs, ToolCallStart
+from worker.core.parsers.events import Event, ToolCallStart, send_args
 from worker.core.parsers.formats import (
     ARGS_JSON,
     ARGS_PARAMS,
@@ -170,8 +170,7 @@ def _known(run: Run, name: str) -> bool:
 
 
 def _send(run: Run, call: Call, text: str) -> None:
-    if text and call.index >= 0 and not call.skip:
-        run.out.append(ToolCallArgs(call.index, text))
+    send_args(run.out, call, text)
 
 
 def name_done(run: Run, call: Call) -> None:

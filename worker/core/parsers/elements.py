@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value, dumps, escape
-from worker.core.parsers.events import Event, ToolCallArgs
+from worker.core.parsers.events import Event, send_args
 from worker.core.parsers.state import Call, ParserState
 
 PREFIX = "]<]minimax[>["
@@ -107,8 +107,7 @@ class Run(Protocol):
 
 
 def _send(run: Run, call: Call, text: str) -> None:
-    if text and call.index >= 0 and not call.skip:
-        run.out.append(ToolCallArgs(call.index, text))
+    send_args(run.out, call, text)
 
 
 def _types(run: Run, call: Call) -> dict[str, str]:

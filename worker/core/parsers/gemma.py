@@ -24,7 +24,7 @@ from worker.core.parsers.convert import (
     json_or_text,
     typed_value,
 )
-from worker.core.parsers.events import Event, ToolCallArgs
+from worker.core.parsers.events import Event, send_args
 from worker.core.parsers.formats import ToolFormat
 from worker.core.parsers.state import Call, ParserState
 
@@ -55,8 +55,7 @@ class Run(Protocol):
 
 
 def _send(run: Run, call: Call, text: str) -> None:
-    if text and call.index >= 0 and not call.skip:
-        run.out.append(ToolCallArgs(call.index, text))
+    send_args(run.out, call, text)
 
 
 def _type(run: Run, call: Call) -> str:
