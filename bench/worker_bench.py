@@ -72,19 +72,14 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from tests.integration.harness import Generation, Output, interleave, verify  # noqa: E402
 from tests.servers import RedisServer, TansuBroker, create_topics, free_port  # noqa: E402
+from worker.constants import DONE, H_KIND, H_PART, H_REQUEST_ID, H_SEQ, STAGES  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
-# Output headers (the worker's, CONTRACT.md §3); the passthrough writes the same four.
-H_REQUEST_ID = "derender-request-id"
-H_SEQ = "derender-seq"
-H_PART = "derender-part"
-H_KIND = "derender-kind"
 # The passthrough's log line for an assignment (see `settle`).
 ASSIGNED = "passthrough assigned"
 # Input header the passthrough copies into `derender-seq` (the worker ignores it).
 H_BENCH_SEQ = "bench-seq"
-DONE = b"[DONE]"
 
 PARTITIONS = 4
 # The reader is the measuring instrument: a short fetch wait, so it adds little delay.
@@ -108,8 +103,6 @@ TARGET_ROUND_TRIPS = 2.0  # exactly one load + one save per batch
 HALF = 0.5
 # Cores used by other processes above which the report warns that it was not measured alone.
 OTHER_LOAD_WARN = 0.25
-# The worker's batch stages, in order (worker/metrics.py).
-STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
 
 
 @dataclass(frozen=True)
@@ -223,31 +216,19 @@ async def prefill(bootstrap: str, topic: str, records: list[tuple[str, int, byte
     """Publish `records` as fast as the broker takes them: whole record batches per
     partition (keys placed as the default partitioner places them), not one `send()`
     each, so that a system already consuming always has a backlog."""
-    from aiokafka.partitioner import DefaultPartitioner
+    from worker.adapters.kafka_sink import KafkaSink
+    from worker.ports import OutRecord
 
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024
     )
     await producer.start()
     try:
-        partitions = sorted(await producer.partitions_for(topic))
-        partitioner = DefaultPartitioner()
-        builders: dict[int, Any] = {}
-        futures = []
-        for rid, seq, value in records:
-            key = rid.encode()
-            p = partitioner(key, partitions, partitions)
-            b = builders.get(p)
-            if b is None:
-                b = builders[p] = producer.create_batch()
-            headers = _input_headers(seq)
-            if b.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                futures.append(await producer.send_batch(b, topic, partition=p))
-                b = builders[p] = producer.create_batch()
-                b.append(key=key, value=value, timestamp=None, headers=headers)
-        for p, b in builders.items():
-            futures.append(await producer.send_batch(b, topic, partition=p))
-        await asyncio.gather(*futures)
+        # The worker's own sink: one record batch per partition, keys placed as the
+        # default partitioner places them, every ack awaited.
+        sink = KafkaSink(producer, topic, topic)
+        outs = [OutRecord(rid, value, _input_headers(seq), "in") for rid, seq, value in records]
+        await sink.send(outs, [])
     finally:
         await producer.stop()
 
@@ -392,9 +373,9 @@ class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
 
 async def _passthrough_loop(argv: list[str]) -> int:
     """Consume → produce with the worker's clients and batching, nothing in between."""
-    from aiokafka.partitioner import DefaultPartitioner
-
     from worker.adapters.kafka import make_consumer, make_producer
+    from worker.adapters.kafka_sink import KafkaSink
+    from worker.ports import OutRecord
     from worker.settings import add_flags, from_args
 
     parser = argparse.ArgumentParser(prog="worker_bench.py _passthrough")
@@ -409,24 +390,15 @@ async def _passthrough_loop(argv: list[str]) -> int:
     consumer = make_consumer(s)
     await consumer.start()
     consumer.subscribe([s.input_topic], listener=_Assigned())
-    partitioner = DefaultPartitioner()
+    # Produced the way the worker produces: its own sink (worker/adapters/kafka_sink.py).
+    sink = KafkaSink(producer, s.output_topic, s.dlq_topic)
     kind = b"pass"
-    # Partitions remembered per key across batches, as the worker does.
-    partition_of: dict[bytes, int] = {}
-    known: list[int] = []
     try:
         while not stopping.is_set():
             batch = await consumer.getmany(timeout_ms=s.poll_timeout_ms, max_records=s.max_batch)
             if not batch:
                 continue
-            # Produced the way the worker produces (worker/runner.py `_send_batches`): one
-            # record batch per output partition, `send_batch`, every ack awaited.
-            partitions = sorted(await producer.partitions_for(s.output_topic))
-            if partitions != known:
-                partition_of.clear()
-                known = partitions
-            builders: dict[int, Any] = {}
-            futures = []
+            outs = []
             offsets = {}
             for tp, msgs in batch.items():
                 for m in msgs:
@@ -435,20 +407,9 @@ async def _passthrough_loop(argv: list[str]) -> int:
                     # distinct copies with it (see Reader.copies).
                     where = f"{tp.partition}:{m.offset}".encode()
                     headers = [(H_REQUEST_ID, m.key), (H_SEQ, seq), (H_PART, where), (H_KIND, kind)]
-                    p = partition_of.get(m.key)
-                    if p is None:
-                        p = partition_of[m.key] = partitioner(m.key, partitions, partitions)
-                    b = builders.get(p)
-                    if b is None:
-                        b = builders[p] = producer.create_batch()
-                    if b.append(key=m.key, value=m.value, timestamp=None, headers=headers) is None:
-                        futures.append(await producer.send_batch(b, s.output_topic, partition=p))
-                        b = builders[p] = producer.create_batch()
-                        b.append(key=m.key, value=m.value, timestamp=None, headers=headers)
+                    outs.append(OutRecord(m.key.decode(), m.value, headers, "pass"))
                 offsets[tp] = msgs[-1].offset + 1
-            for p, b in builders.items():
-                futures.append(await producer.send_batch(b, s.output_topic, partition=p))
-            await asyncio.gather(*futures)
+            await sink.send(outs, [])
             await consumer.commit(offsets)
     finally:
         await consumer.stop()

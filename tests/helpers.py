@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from tokenizers import Tokenizer
 
+from worker.adapters.memory_store import MemoryStore
+from worker.checkpoint import Checkpoint
 from worker.core.model import Model, Registry
-from worker.pipeline import InRecord, OutRecord, Stored, batch_request_ids, decode_batch
-from worker.pipeline import process_batch as _process
+from worker.loop import BatchReport, run_batch, run_sync
+from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 
 
 def registry(tok: Tokenizer, name: str = "m", **kw: Any) -> Registry:
@@ -40,28 +44,55 @@ def end(rid: str, seq: int) -> dict[str, Any]:
 
 
 class Run:
-    """Feeds records one batch at a time through the real pipeline with a memory store
-    (state goes through msgpack between batches, as it does through Redis)."""
+    """Feeds records one batch at a time through the one loop (`loop.run_batch`) with a
+    list source and sink and a `MemoryStore`: CAS, TTLs, epochs and the numbered steps are
+    the ones `run` and `replay` go through (state goes through msgpack between batches)."""
 
-    def __init__(self, reg: Registry) -> None:
+    def __init__(self, reg: Registry, store: MemoryStore | None = None) -> None:
         self.reg = reg
-        self.store: dict[str, Stored | None] = {}
+        self.store = MemoryStore() if store is None else store
+        self.source = ListSource()
+        self.checkpoint = Checkpoint(self.source, self.store)
         self.outputs: list[OutRecord] = []
         self.dead: list[OutRecord] = []
+        self.results: Counter[str] = Counter()
+        self.last: BatchReport | None = None
 
     def feed(self, *records: dict[str, Any] | bytes, key: str | None = None) -> list[OutRecord]:
         ins = [
             InRecord(r if isinstance(r, bytes) else json.dumps(r).encode(), key=key)
             for r in records
         ]
-        decoded = decode_batch(ins, 1 << 20)
-        loaded = {rid: self.store.get(rid) for rid in batch_request_ids(decoded)}
-        result = _process(decoded, loaded, self.reg)
-        for rid, w in result.writes.items():
-            self.store[rid] = Stored(w.seq, w.blob)
-        self.outputs += result.outputs
-        self.dead += result.dead_letters
-        return result.outputs
+        return self.feed_records(ins).result.outputs
+
+    def feed_records(self, ins: list[InRecord], max_record_bytes: int = 1 << 20) -> BatchReport:
+        batch = self.source.batch(ins)
+        sink = ListSink()
+        report = run_sync(
+            run_batch(
+                batch,
+                registry=self.reg,
+                store=self.store,
+                sink=sink,
+                checkpoint=self.checkpoint,
+                max_record_bytes=max_record_bytes,
+            )
+        )
+        self.outputs += sink.outputs
+        self.dead += sink.dead
+        self.results.update(report.result.results)
+        self.last = report
+        return report
+
+    def stored(self, rid: str) -> Stored | None:
+        return run_sync(self.store.load_many([rid]))[rid]
+
+    def plant(self, rid: str, seq: int, blob: bytes) -> None:
+        """Store a state as if a worker had written it (e.g. one that does not decode)."""
+        now = self.stored(rid)
+        expected = None if now is None else now.seq
+        write = StateWrite(rid, seq, blob, False, expected, self.checkpoint.epochs.get(None, 0))
+        assert run_sync(self.store.save_many([write])) == []
 
     def values(self, kind: str | None = None) -> list[Any]:
         return [
@@ -83,3 +114,41 @@ class Run:
                 else:
                     parts.append(c.get("text") or "")
         return "".join(parts)
+
+
+class ListSource:
+    """`Source` of batches the test hands over: one partition, offsets counted."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.committed: dict[Partition, int] = {}
+        self.rewound: list[Batch] = []
+
+    def batch(self, records: list[InRecord]) -> Batch:
+        first = self.offset
+        self.offset += len(records)
+        return Batch(records, {None: first}, {None: max(self.offset - 1, first)})
+
+    async def poll(self) -> Batch | None:
+        return None
+
+    def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
+        self.rewound.append(batch)
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> None:
+        self.committed.update(offsets)
+
+    def scope(self, partition: Partition) -> str:
+        return f"test/{partition}"
+
+
+class ListSink:
+    """`Sink` that keeps what it is sent (acknowledged at once)."""
+
+    def __init__(self) -> None:
+        self.outputs: list[OutRecord] = []
+        self.dead: list[OutRecord] = []
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        self.outputs += outputs
+        self.dead += dead_letters

@@ -34,7 +34,7 @@ def test_lanes_share_the_partitions_out_disjointly_and_completely() -> None:
         r = _runner("--lanes", str(lanes))
         tps = {TopicPartition(t, p) for t in ("a", "b") for p in range(partitions)}
         r.consumer = _Assigned(tps)  # type: ignore[assignment]
-        shares = [r._share(i) for i in range(lanes)]
+        shares = [r.lane_source(i).share() for i in range(lanes)]
         flat = [tp for share in shares for tp in share]
         assert sorted(flat) == sorted(tps) and len(flat) == len(set(flat))
         sizes = [len(share) for share in shares]

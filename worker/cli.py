@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from worker import constants
 from worker.config import ConfigError, load_registry
 from worker.logs import PROCESS_INDEX_ENV
-from worker.settings import ENV_PREFIX, SettingsError
+from worker.settings import SettingsError, env_name
 
 
 def _tune_gc() -> None:
@@ -27,7 +28,7 @@ def _tune_gc() -> None:
 
 def _env_default(flag: str, default: str | None = None) -> str | None:
     """Every flag can also come from `DERENDER_<FLAG>` (dashes → underscores)."""
-    return os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"), default)
+    return os.environ.get(env_name(flag), default)
 
 
 def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,12 +51,15 @@ def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from worker.adapters.files import load_state_file, save_state_file
+    from worker.adapters.memory_store import MemoryStore
     from worker.replay import replay
 
     registry = load_registry(args.models)
     _tune_gc()
-    states = load_state_file(args.state) if args.state else {}
+    store = MemoryStore()
+    if args.state and os.path.exists(args.state):
+        with open(args.state, "rb") as f:
+            store.load(f.read())
     src = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     dst = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")  # noqa: SIM115
     try:
@@ -63,7 +67,7 @@ def _replay(args: argparse.Namespace) -> int:
             src,
             dst,
             registry,
-            states,
+            store,
             name=args.input,
             progress=None if args.quiet else sys.stderr,
         )
@@ -75,7 +79,8 @@ def _replay(args: argparse.Namespace) -> int:
         else:
             dst.flush()
     if args.state:
-        save_state_file(args.state, states)
+        with open(args.state, "wb") as f:
+            f.write(store.dump())
     if not args.quiet:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.results.items()))
         print(
@@ -197,7 +202,7 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--bootstrap-servers", default=_env_default("bootstrap-servers", "localhost:9092")
     )
-    p.add_argument("--topic", default=_env_default("input-topic", "derender.chunks"))
+    p.add_argument("--topic", default=_env_default("input-topic", constants.INPUT_TOPIC))
     p.add_argument("--request-id", help="SSE input: the request id (default: each event's)")
     p.add_argument(
         "--context",
@@ -243,7 +248,7 @@ def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--bootstrap-servers", default=_env_default("bootstrap-servers", "localhost:9092")
     )
-    p.add_argument("--topic", default=_env_default("output-topic", "derender.deltas"))
+    p.add_argument("--topic", default=_env_default("output-topic", constants.OUTPUT_TOPIC))
     p.add_argument("--raw", action="store_true", help="print records as JSON lines")
     p.add_argument("--latest", action="store_true", help="start at the end, not the beginning")
     p.add_argument("--idle-exit-s", type=float, help="stop after this long without records")

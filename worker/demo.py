@@ -24,6 +24,7 @@ from typing import IO, Any
 from worker.adapters.embedded import RedisServer, TansuBroker, create_topics
 from worker.adapters.redis_store import RedisStore
 from worker.config import load_registry
+from worker.constants import DLQ_TOPIC, DONE, H_PART, H_REQUEST_ID, H_SEQ, INPUT_TOPIC, OUTPUT_TOPIC
 from worker.core.model import Registry
 from worker.metrics import Metrics
 from worker.publisher import Publisher
@@ -182,7 +183,7 @@ async def _show(
     from aiokafka import AIOKafkaConsumer
 
     c = AIOKafkaConsumer(
-        "derender.deltas",
+        OUTPUT_TOPIC,
         bootstrap_servers=bootstrap,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=10,  # a reader that shows latency must not add its own
@@ -201,12 +202,12 @@ async def _show(
                     headers = {k: v.decode() for k, v in m.headers}
                     if not dedupe.first_time(headers):
                         continue
-                    rid = headers["derender-request-id"]
+                    rid = headers[H_REQUEST_ID]
                     stats.outputs += 1
-                    sent = stats.sent_at.get((rid, headers["derender-seq"]))
-                    if sent is not None and headers["derender-part"] == "0":
+                    sent = stats.sent_at.get((rid, headers[H_SEQ]))
+                    if sent is not None and headers[H_PART] == "0":
                         stats.latencies_ms.append((now - sent) * 1000)
-                    if m.value == b"[DONE]":
+                    if m.value == DONE:
                         done.add(rid)
                         continue
                     value = json.loads(m.value)
@@ -258,9 +259,7 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
         broker = stack.enter_context(TansuBroker())
         out.write(f"  broker  tansu        {broker.bootstrap}\n")
         out.write(f"  redis   redis-server {redis.url}\n")
-        await create_topics(
-            broker.bootstrap, ["derender.chunks", "derender.deltas", "derender.dlq"], PARTITIONS
-        )
+        await create_topics(broker.bootstrap, [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC], PARTITIONS)
         registry = load_registry(None)
         requests = build_requests(registry)
         if short:

@@ -7,9 +7,11 @@ import logging
 import sys
 import time
 
+from worker.constants import ENV_PREFIX
+
 # Set by `run --processes N` in each worker process's environment (worker/processes.py):
 # the process's index, which its log lines carry.
-PROCESS_INDEX_ENV = "DERENDER_PROCESS_INDEX"
+PROCESS_INDEX_ENV = ENV_PREFIX + "PROCESS_INDEX"
 
 
 class JsonFormatter(logging.Formatter):

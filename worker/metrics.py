@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
@@ -17,8 +18,8 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-# Stages of one batch, in order (DESIGN.md §3 "The loop").
-STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
+from worker.constants import RESULTS, STAGES
+from worker.ports import InRecord, StateWrite
 
 # Buckets from 0.1 ms to ~10 s: a batch stage takes a fraction of a millisecond when
 # idle and seconds during an outage.
@@ -155,10 +156,35 @@ class Metrics:
         )
         for stage in STAGES:  # exported from the start, so dashboards see every series
             self.stage_seconds.labels(stage)
-        for result in ("ok", "duplicate", "error", "dlq", "skipped"):
+        for result in RESULTS:
             self.records.labels(result)
         self.last_turn = time.monotonic()
         self.ready = False
+
+    # -- what the loop reports (loop.Observer) --------------------------------------
+
+    def stage(self, name: str, seconds: float) -> None:
+        self.stage_seconds.labels(name).observe(seconds)
+
+    def round_trip(self, kind: str) -> None:
+        self.redis_round_trips.labels(kind).inc()
+
+    def delivered(self, records: list[InRecord]) -> None:
+        """Every output of these records is acknowledged: their end-to-end latency."""
+        now_ms = time.time() * 1000
+        self.latency.observe_many(
+            max(now_ms - r.timestamp_ms, 0.0) / 1000 for r in records if r.timestamp_ms is not None
+        )
+
+    def saved(self, writes: list[StateWrite], refused: int) -> None:
+        self.state_bytes.observe_many(len(w.blob) for w in writes)
+        if refused:
+            self.conflicts.inc(refused)
+
+    def forget_lag(self, partition: str) -> None:
+        """Drop a partition's lag gauge (it was revoked), if it has one."""
+        with contextlib.suppress(KeyError):
+            self.lag.remove(partition)
 
     def exposition(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import msgspec
 
+from worker.constants import (
+    DLQ,
+    H_ERROR,
+    H_KIND,
+    H_PART,
+    H_REQUEST_ID,
+    H_SEQ,
+    H_SOURCE,
+    MAX_SEQ,
+    UNKNOWN_SEQ,
+)
 from worker.core import derender, errors
 from worker.core.derender import Output, Step
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
 from worker.core.state import DONE, FAILED, RequestState, decode_state, encode_state
+from worker.ports import InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.wire.inbound import BadRecord, ChunkRecord, decode_record, read_head
 from worker.wire.outbound import DONE as DONE_BYTES
 
@@ -27,70 +40,6 @@ log = logging.getLogger("derender.pipeline")
 INTERNAL_ERROR = "internal_error"
 
 DUPLICATE = derender.DUPLICATE
-
-# Output record headers (CONTRACT.md §3).
-H_REQUEST_ID = "derender-request-id"
-H_SEQ = "derender-seq"
-H_PART = "derender-part"
-H_KIND = "derender-kind"
-# Dead-letter headers.
-H_ERROR = "derender-error"
-H_SOURCE = "derender-source"
-# `derender-seq` of outputs for a record whose seq could not be read.
-UNKNOWN_SEQ = "-1"
-
-# The largest `seq` accepted (int64, what any publisher's counter fits in). msgspec's JSON
-# decoder accepts integers of any size, but states are stored as msgpack (at most 2**64 - 1):
-# a larger seq made the state encode raise out of `process_batch`, so the worker crashed on
-# the record, and again on every restart since its offset was never committed.
-MAX_SEQ = 2**63 - 1
-
-# A record larger than this is refused before it is parsed (CONTRACT.md §5 bounds).
-# Kafka's default max.message.bytes is 1 MiB; a whole non-streaming response with
-# logprobs can be larger, so the default leaves headroom. Configurable.
-DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
-
-
-# The records a batch passes along are msgspec Structs: built in C, several times cheaper
-# than a dataclass's generated __init__, and a batch builds a few per input record.
-# gc=False where nothing they hold can lead back to them.
-
-
-class InRecord(msgspec.Struct, gc=False):
-    value: bytes
-    key: str | None = None
-    timestamp_ms: int | None = None
-    # Where it came from, for dead letters and logs: file:line, or (topic, partition,
-    # offset), formatted only when a dead letter needs it (most records never do).
-    origin: str | tuple[str, int, int] = ""
-
-    @property
-    def source(self) -> str:
-        o = self.origin
-        return o if isinstance(o, str) else f"{o[0]}/{o[1]}/{o[2]}"
-
-
-class OutRecord(msgspec.Struct, gc=False):
-    key: str
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    kind: str
-
-
-class Stored(msgspec.Struct, gc=False):
-    """A state as read from the store: its seq (kept beside the blob for compare-and-set)."""
-
-    seq: int
-    blob: bytes
-
-
-class StateWrite(msgspec.Struct, gc=False):
-    request_id: str
-    seq: int
-    blob: bytes
-    done: bool  # a tombstone: short TTL
-    expected_seq: int | None  # the seq it was loaded at (None: there was none)
-    epoch: int = 0  # the writer's owner epoch for the record's partition (set by the shell)
 
 
 class Decoded(msgspec.Struct):  # (collected: a BadRecord's traceback can make a cycle)
@@ -113,6 +62,8 @@ class BatchResult:
     outputs: list[OutRecord] = field(default_factory=list)
     dead_letters: list[OutRecord] = field(default_factory=list)
     writes: dict[str, StateWrite] = field(default_factory=dict)
+    # request_id → the partition its records came from (a refused write rewinds it).
+    partitions: dict[str, Partition] = field(default_factory=dict)
     results: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
 
@@ -207,10 +158,18 @@ def _emit(result: BatchResult, request_id: str, seq: str, outputs: list[Output])
 
 
 def process_batch(
-    decoded: list[Decoded], stored: dict[str, Stored | None], registry: Registry
+    decoded: list[Decoded],
+    stored: Mapping[str, Stored | None],
+    registry: Registry,
+    epochs: Mapping[Partition, int] | None = None,
 ) -> BatchResult:
-    """Step every record in order against the loaded states; nothing here does I/O."""
+    """Step every record in order against the loaded states; nothing here does I/O.
+
+    Each state write carries the owner epoch of its request's partition (`epochs`, as the
+    checkpoint claimed them; 0 where none was claimed)."""
     result = BatchResult()
+    partition_of = result.partitions
+    owned = epochs or {}
     # request_id → (current state, loaded seq, stored blob undecodable)
     live: dict[str, tuple[RequestState | None, int | None, bool]] = {}
     touched: set[str] = set()
@@ -219,9 +178,10 @@ def process_batch(
     results = result.results
     tokens = 0
 
-    def current(rid: str) -> tuple[RequestState | None, int | None, bool]:
+    def current(rid: str, partition: Partition) -> tuple[RequestState | None, int | None, bool]:
         if rid in live:
             return live[rid]
+        partition_of[rid] = partition
         s = stored.get(rid)
         if s is None:
             entry: tuple[RequestState | None, int | None, bool] = (None, None, False)
@@ -242,13 +202,13 @@ def process_batch(
                         d.record.key or "",
                         d.record.value,
                         [(H_ERROR, bad.reason.encode()), (H_SOURCE, d.record.source.encode())],
-                        "dlq",
+                        DLQ,
                     )
                 )
-                result.results["dlq"] += 1
+                result.results[DLQ] += 1
             if bad.request_id is None:
                 continue
-            state, loaded, _ = current(bad.request_id)
+            state, loaded, _ = current(bad.request_id, d.record.partition)
             st = derender.step_invalid(state, bad.request_id, bad.seq, bad.reason)
             if not bad.dead_letter:
                 # CONTRACT.md §5: a record over a bound (the byte limit) is reported as an
@@ -265,7 +225,9 @@ def process_batch(
         rec = d.chunk
         assert rec is not None
         entry = live.get(rec.request_id)
-        state, loaded, corrupt = entry if entry is not None else current(rec.request_id)
+        state, loaded, corrupt = (
+            entry if entry is not None else current(rec.request_id, d.record.partition)
+        )
         try:
             st = derender.step(state, rec, registry, d.record.timestamp_ms, corrupt)
         except Exception as exc:  # a bug or a tokenizer failure: fail this request only
@@ -305,6 +267,7 @@ def process_batch(
             blob if blob is not None else encode_state(state),
             state.status == DONE,
             loaded,
+            owned.get(partition_of[rid], 0),
         )
     return result
 
@@ -346,3 +309,28 @@ def _record(
     live[rid] = (st.state, loaded, False)
     if st.state is not None and st.result != derender.DUPLICATE:
         touched.add(rid)
+
+
+def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecord]:
+    """The broker refused these outputs for themselves (too large for the topic): their
+    requests fail. Returns one `error` output per refused output, in its place (the same
+    request, seq and part headers), and turns each request's state write into a failure,
+    so its later records are skipped."""
+    errors_out: list[OutRecord] = []
+    for rec in refused:
+        err = DerenderError(
+            f"an output of {len(rec.value)} bytes was refused by the broker (larger than "
+            "the output topic's max.message.bytes?)",
+            errors.INVALID_REQUEST,
+        )
+        value = derender.error_output(err).value
+        headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, b"error")]
+        errors_out.append(OutRecord(rec.key, value, headers, derender.ERROR))
+        w = result.writes.get(rec.key)
+        if w is not None:
+            status = DONE if w.done else FAILED
+            blob = encode_state(RequestState(seq=w.seq, status=status))
+            result.writes[rec.key] = StateWrite(
+                w.request_id, w.seq, blob, w.done, w.expected_seq, w.epoch
+            )
+    return errors_out

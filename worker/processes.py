@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import signal
 import socket
@@ -29,7 +28,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -39,7 +37,7 @@ from prometheus_client.samples import Sample
 
 from worker.logs import PROCESS_INDEX_ENV
 from worker.metrics import Response, serve_http
-from worker.settings import Settings, to_env
+from worker.settings import Settings, env_name, to_env
 
 log = logging.getLogger("derender.supervisor")
 
@@ -48,42 +46,6 @@ log = logging.getLogger("derender.supervisor")
 _STOPPED_BY_US = (-signal.SIGTERM, -signal.SIGINT)
 # A process that does not answer a scrape or probe within this long counts as down.
 ASK_TIMEOUT_S = 5.0
-
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-# -- how many ---------------------------------------------------------------------------
-
-
-def usable_cpus(cgroup: Path = CGROUP_ROOT, affinity: int | None = None) -> int:
-    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota (a
-    container's `limits.cpu`; a fractional quota rounds up, so all of it is used)."""
-    n = affinity if affinity is not None else _affinity()
-    quota = cgroup_cpu_quota(cgroup)
-    if quota is not None:
-        n = min(n, math.ceil(quota))
-    return max(1, n)
-
-
-def _affinity() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def cgroup_cpu_quota(root: Path = CGROUP_ROOT) -> float | None:
-    """The CPU quota in CPUs, or None when there is none: cgroup v2's `cpu.max`
-    ("<quota> <period>" or "max <period>"), else cgroup v1's `cpu.cfs_quota_us`."""
-    with contextlib.suppress(OSError, ValueError):
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    with contextlib.suppress(OSError, ValueError):
-        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return None if quota_us <= 0 else quota_us / period_us
-    return None
-
 
 # -- one worker process -----------------------------------------------------------------
 
@@ -99,11 +61,11 @@ def child_env(
             env.pop(name, None)
         else:
             env[name] = value
-    env["DERENDER_PROCESSES"] = "1"
-    env["DERENDER_METRICS_HOST"] = "127.0.0.1"
-    env["DERENDER_METRICS_PORT"] = str(metrics_port)
+    env[env_name("processes")] = "1"
+    env[env_name("metrics-host")] = "127.0.0.1"
+    env[env_name("metrics-port")] = str(metrics_port)
     if settings.group_instance_id:
-        env["DERENDER_GROUP_INSTANCE_ID"] = f"{settings.group_instance_id}-{index}"
+        env[env_name("group-instance-id")] = f"{settings.group_instance_id}-{index}"
     env[PROCESS_INDEX_ENV] = str(index)
     return env
 

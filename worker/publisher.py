@@ -21,14 +21,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from worker.constants import INPUT_TOPIC
+
 SSE_DATA = "data:"
 SSE_DONE = "[DONE]"
 
 
 class Publisher:
-    def __init__(
-        self, bootstrap_servers: str, topic: str = "derender.chunks", **producer: Any
-    ) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str = INPUT_TOPIC, **producer: Any) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap_servers, acks="all", linger_ms=5, **producer

@@ -1,4 +1,9 @@
-"""`derender-worker replay`: the pipeline over files, with the state store in memory."""
+"""`derender-worker replay`: the one loop over files, with the state store in memory.
+
+The same `loop.run_batch` as `run`, with a `FileSource`, a `FileSink` and a
+`MemoryStore` (its compare-and-set, TTLs and owner epochs): a replay exercises the whole
+protocol, and publishes the bytes `run` would.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,14 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import IO
 
-from worker.adapters.files import read_records, write_output
+from worker.adapters.files import FileSink, FileSource
+from worker.adapters.memory_store import MemoryStore
+from worker.checkpoint import Checkpoint
+from worker.constants import DEFAULT_MAX_RECORD_BYTES
 from worker.core.model import Registry
-from worker.pipeline import (
-    DEFAULT_MAX_RECORD_BYTES,
-    Stored,
-    batch_request_ids,
-    decode_batch,
-    process_batch,
-)
+from worker.loop import run_batch, run_sync
 
 # Records per batch: the same batching the Kafka loop sees with its default
 # max_records, so replay exercises the same code paths.
@@ -39,27 +40,33 @@ def replay(
     src: IO[bytes],
     dst: IO[bytes],
     registry: Registry,
-    states: dict[str, Stored | None] | None = None,
+    store: MemoryStore | None = None,
     name: str = "-",
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     progress: IO[str] | None = None,
+    batch_size: int = REPLAY_BATCH,
 ) -> ReplaySummary:
-    """Replay records from `src` to `dst`; `states` is the in-memory store (updated)."""
-    store: dict[str, Stored | None] = {} if states is None else states
+    """Replay records from `src` to `dst`; `store` keeps the states (a fresh one if None)."""
+    store = MemoryStore() if store is None else store
+    source = FileSource(src, name, batch_size)
+    sink = FileSink(dst)
+    checkpoint = Checkpoint(source, store)
     summary = ReplaySummary()
     started = last = time.monotonic()
-    records = read_records(src, name)
-    while batch := list(islice(records, REPLAY_BATCH)):
-        decoded = decode_batch(batch, max_record_bytes)
-        loaded = {rid: store.get(rid) for rid in batch_request_ids(decoded)}
-        result = process_batch(decoded, loaded, registry)
-        for rec in result.dead_letters:
-            write_output(dst, rec)
-        for rec in result.outputs:
-            write_output(dst, rec)
-        for rid, w in result.writes.items():
-            store[rid] = Stored(w.seq, w.blob)
-        summary.records += len(batch)
+    # The memory store and the file sink never wait, so no event loop is needed.
+    while (batch := run_sync(source.poll())) is not None:
+        report = run_sync(
+            run_batch(
+                batch,
+                registry=registry,
+                store=store,
+                sink=sink,
+                checkpoint=checkpoint,
+                max_record_bytes=max_record_bytes,
+            )
+        )
+        result = report.result
+        summary.records += report.records
         summary.outputs += len(result.outputs)
         summary.tokens += result.tokens
         summary.results.update(result.results)

@@ -12,7 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-ENV_PREFIX = "DERENDER_"
+from worker import constants
+from worker.cpus import usable_cpus
+from worker.urls import redact_url
+
+ENV_PREFIX = constants.ENV_PREFIX
+
+
+def env_name(flag: str) -> str:
+    """The variable a flag also reads: `--some-flag` → `DERENDER_SOME_FLAG`."""
+    return ENV_PREFIX + flag.upper().replace("-", "_")
 
 
 class SettingsError(ValueError):
@@ -22,8 +31,6 @@ class SettingsError(ValueError):
 def count_or_auto(raw: str) -> int:
     """A positive count, or `auto`: the CPUs this process may use (cgroup quota included)."""
     if raw.strip().lower() == "auto":
-        from worker.processes import usable_cpus
-
         return usable_cpus()
     return int(raw)
 
@@ -38,7 +45,7 @@ class Flag:
 
     @property
     def env(self) -> str:
-        return ENV_PREFIX + self.name.upper().replace("-", "_")
+        return env_name(self.name)
 
     @property
     def attr(self) -> str:
@@ -47,10 +54,10 @@ class Flag:
 
 FLAGS: list[Flag] = [
     Flag("bootstrap-servers", "localhost:9092", "Kafka bootstrap servers, comma-separated"),
-    Flag("input-topic", "derender.chunks", "topic of ChunkRecords (key = request_id)"),
-    Flag("output-topic", "derender.deltas", "topic of OpenAI payloads"),
-    Flag("dlq-topic", "derender.dlq", "dead-letter topic for undecodable records"),
-    Flag("group-id", "derender", "Kafka consumer group"),
+    Flag("input-topic", constants.INPUT_TOPIC, "topic of ChunkRecords (key = request_id)"),
+    Flag("output-topic", constants.OUTPUT_TOPIC, "topic of OpenAI payloads"),
+    Flag("dlq-topic", constants.DLQ_TOPIC, "dead-letter topic for undecodable records"),
+    Flag("group-id", constants.GROUP_ID, "Kafka consumer group"),
     Flag(
         "group-instance-id",
         None,
@@ -174,8 +181,6 @@ class Settings:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "redis_url" and isinstance(value, str):
-                from worker.adapters.redis_store import redact_url
-
                 value = redact_url(value)
             elif f.name in secret and value is not None:
                 value = "***"

@@ -15,6 +15,8 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaConsumer
 
+from worker.constants import DONE, H_PART, H_REQUEST_ID, H_SEQ
+
 # How many (request_id, seq, part) triples are remembered for dedupe. Redeliveries come
 # within one batch of a crash, so a bounded memory is enough for a long-running tail.
 DEDUPE_CAPACITY = 1_000_000
@@ -28,9 +30,9 @@ class Dedupe:
 
     def first_time(self, headers: dict[str, str]) -> bool:
         triple = (
-            headers.get("derender-request-id", ""),
-            headers.get("derender-seq", ""),
-            headers.get("derender-part", ""),
+            headers.get(H_REQUEST_ID, ""),
+            headers.get(H_SEQ, ""),
+            headers.get(H_PART, ""),
         )
         if triple in self._seen:
             self.dropped += 1
@@ -131,14 +133,12 @@ async def tail(
                     headers = {k: v.decode() for k, v in m.headers}
                     if not dedupe.first_time(headers):
                         continue
-                    rid = headers.get("derender-request-id", "")
+                    rid = headers.get(H_REQUEST_ID, "")
                     if raw:
-                        value: Any = (
-                            m.value.decode() if m.value == b"[DONE]" else json.loads(m.value)
-                        )
+                        value: Any = m.value.decode() if m.value == DONE else json.loads(m.value)
                         line = {"key": rid, "headers": headers, "value": value}
                         out.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    if m.value == b"[DONE]":
+                    if m.value == DONE:
                         finished += 1
                         t = open_requests.pop(rid, Transcript())
                         if on_done is not None:

@@ -5,6 +5,7 @@ real redis-server from the session fixture). Each test is a sync wrapper around
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ from redis.asyncio.connection import AbstractConnection
 
 from tests import servers
 from worker.adapters.memory_store import MemoryStore
-from worker.adapters.redis_store import RedisStore, redact_url
-from worker.pipeline import StateWrite, Stored
+from worker.adapters.redis_store import RedisStore
+from worker.ports import StateWrite, Stored
+from worker.urls import redact_url
 
 TTL_S = 3600
 DONE_TTL_S = 600
@@ -445,6 +447,49 @@ def test_the_url_password_is_never_shown() -> None:
         try:
             assert "s3cr" not in repr(store)
         finally:
+            await store.close()
+
+    asyncio.run(body())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["standalone", "cluster"])
+def test_a_key_holding_no_hash_fails_its_request_only(redis_url: str, mode: str) -> None:
+    """A stray non-hash value under the prefix (WRONGTYPE) is a data error of one request:
+    through the real loop it gets `state_corrupt`, the batch's other request is answered,
+    the offsets are committed, and the failed state replaces the stray value."""
+    from tests.helpers import ListSink, ListSource, chunk
+    from worker.checkpoint import Checkpoint
+    from worker.config import load_registry
+    from worker.loop import run_batch
+    from worker.ports import Batch, InRecord
+
+    prefix = f"test:{uuid.uuid4().hex[:8]}:"
+
+    async def body() -> None:
+        store = RedisStore(redis_url, TTL_S, DONE_TTL_S, prefix, mode=mode)
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            await client.set(store.key("bad"), b"not a hash")
+            assert await store.load_many(["bad"]) == {"bad": Stored(-1, b"")}
+            records = [chunk("bad", 0, [100]), chunk("good", 0, [100])]
+            ins = [InRecord(json.dumps(r).encode(), r["request_id"]) for r in records]
+            source, sink = ListSource(), ListSink()
+            report = await run_batch(
+                Batch(ins, {None: 0}, {None: 1}),
+                registry=load_registry(None),
+                store=store,
+                sink=sink,
+                checkpoint=Checkpoint(source, store),
+                max_record_bytes=1 << 20,
+            )
+            by_request = {o.key: o for o in sink.outputs}
+            assert json.loads(by_request["bad"].value)["error"]["code"] == "state_corrupt"
+            assert by_request["good"].kind == "chunk"
+            assert report.refused == [] and source.committed == {None: 2}
+            assert await client.type(store.key("bad")) == b"hash"
+        finally:
+            await client.aclose()
             await store.close()
 
     asyncio.run(body())

@@ -30,6 +30,7 @@ from tests.chaos.tools import (
     wait_counted,
     worker_registry,
 )
+from tests.helpers import Run as LoopRun
 from tests.integration.harness import (
     WorkerProcess,
     interleave,
@@ -39,19 +40,10 @@ from tests.integration.harness import (
     verify,
 )
 from tests.servers import free_port
+from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.core import errors
-from worker.pipeline import (
-    H_KIND,
-    H_PART,
-    H_REQUEST_ID,
-    H_SEQ,
-    InRecord,
-    OutRecord,
-    Stored,
-    batch_request_ids,
-    decode_batch,
-    process_batch,
-)
+from worker.pipeline import decode_batch, process_batch
+from worker.ports import InRecord, OutRecord
 
 pytestmark = pytest.mark.chaos
 
@@ -82,20 +74,15 @@ class Run:
 
 
 def run(items: list[Item], sizes: Callable[[], int]) -> Run:
-    """The corpus through the pipeline in batches of `sizes()` records, memory store."""
+    """The corpus through the one loop in batches of `sizes()` records, memory store."""
     ins = [InRecord(it.value, it.key, FIXED_TS_MS, f"fuzz/{i}") for i, it in enumerate(items)]
-    store: dict[str, Stored | None] = {}
+    loop = LoopRun(worker_registry())
     out = Run()
     at = 0
     while at < len(ins):
         batch = ins[at : at + sizes()]
         at += len(batch)
-        decoded = decode_batch(batch, LIMIT)
-        res = process_batch(
-            decoded, {r: store.get(r) for r in batch_request_ids(decoded)}, worker_registry()
-        )
-        for rid, w in res.writes.items():
-            store[rid] = Stored(w.seq, w.blob)
+        res = loop.feed_records(batch, LIMIT).result
         out.outputs += res.outputs
         out.dead += res.dead_letters
         out.results.update(res.results)

@@ -19,20 +19,12 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from tests.helpers import Run
 from tests.integration.harness import Output, WorkerProcess
 from worker.config import load_registry
+from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.core.model import Registry
-from worker.pipeline import (
-    H_KIND,
-    H_PART,
-    H_REQUEST_ID,
-    H_SEQ,
-    InRecord,
-    Stored,
-    batch_request_ids,
-    decode_batch,
-    process_batch,
-)
+from worker.ports import InRecord
 
 T = TypeVar("T")
 
@@ -257,7 +249,7 @@ def oracle(
     timestamp_ms: int = FIXED_TS_MS,
     batch: int = 64,
 ) -> Expected:
-    """Run records through decode_batch/process_batch in order, as `replay` does.
+    """Run records through the one loop in order, as `replay` does.
 
     Requests are independent, so per request this is what a worker must publish whatever
     its batching and however the records are spread over partitions (the key keeps a
@@ -267,14 +259,10 @@ def oracle(
     for i, r in enumerate(records):
         key, value = encode(r)
         ins.append(InRecord(value, key, timestamp_ms, f"oracle/{i}"))
-    store: dict[str, Stored | None] = {}
     exp = Expected()
+    run = Run(worker_registry())
     for at in range(0, len(ins), batch):
-        decoded = decode_batch(ins[at : at + batch], max_record_bytes)
-        loaded = {rid: store.get(rid) for rid in batch_request_ids(decoded)}
-        res = process_batch(decoded, loaded, worker_registry())
-        for rid, w in res.writes.items():
-            store[rid] = Stored(w.seq, w.blob)
+        res = run.feed_records(ins[at : at + batch], max_record_bytes).result
         for o in res.outputs:
             headers = {k: v.decode() for k, v in o.headers}
             exp.outputs.append(Output(o.key, headers, o.value, -1, -1))

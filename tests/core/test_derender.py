@@ -14,7 +14,6 @@ from tokenizers import Tokenizer
 
 from tests.helpers import Run, chunk, end, registry
 from worker.core.model import Model, Registry
-from worker.pipeline import Stored
 
 
 @pytest.fixture
@@ -321,7 +320,7 @@ def test_sequence_duplicates_are_skipped_and_gaps_fail(reg: Registry) -> None:
 def test_corrupt_state_is_replaced_by_a_failed_marker(reg: Registry) -> None:
     run = Run(reg)
     run.feed(chunk("r", 0, [1000]))
-    run.store["r"] = Stored(0, b"\xc1 not msgpack")
+    run.plant("r", 0, b"\xc1 not msgpack")
     run.feed(chunk("r", 1, [1001]))
     assert errors(run)[0]["code"] == "state_corrupt"
     run.feed(chunk("r", 2, [1002]))
@@ -358,7 +357,8 @@ def test_key_must_equal_request_id(reg: Registry) -> None:
 
 
 def test_created_comes_from_seq0_created_or_timestamp(reg: Registry) -> None:
-    from worker.pipeline import InRecord, decode_batch, process_batch
+    from worker.pipeline import decode_batch, process_batch
+    from worker.ports import InRecord
 
     rec = json.dumps(chunk("r", 0, [1000])).encode()
     result = process_batch(
@@ -386,8 +386,8 @@ def test_state_of_a_plain_request_is_small_and_bounded(reg: Registry, deepseek: 
     sizes = []
     for seq in range(200):
         run.feed(chunk("r", seq, ids[seq % 50 : seq % 50 + 5]))
-        stored = run.store["r"]
+        stored = run.stored("r")
         assert stored is not None
         sizes.append(len(stored.blob))
     assert max(sizes) <= 96
-    assert msgspec.msgpack.decode(run.store["r"].blob)[0] == 199  # seq is the first field
+    assert msgspec.msgpack.decode(stored.blob)[0] == 199  # seq is the first field

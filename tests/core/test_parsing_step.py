@@ -225,7 +225,7 @@ def test_parser_state_stays_bounded(reg: Registry, deepseek: Tokenizer) -> None:
             "generate_chunk": {"choices": [{"index": 0, "token_ids": ids[n : n + 50]}]},
         }
         run.feed(rec)
-        stored = run.store["r"]
+        stored = run.stored("r")
         assert stored is not None
         sizes.append(len(stored.blob))
     assert max(sizes) < 200

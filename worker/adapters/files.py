@@ -1,4 +1,4 @@
-"""JSONL files for `replay`: input lines in, output lines out, state in memory.
+"""JSONL files for `replay`: a `Source` of input lines, a `Sink` of output lines.
 
 Input line: a ChunkRecord, or a Kafka-shaped envelope `{"key", "value", "timestamp"}`
 (value: the record object, or its JSON text as a string). Output line:
@@ -9,12 +9,14 @@ topic become lines with `derender-kind: dlq` and the verbatim input as a string.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import IO, Any
 
 import msgspec
 
-from worker.pipeline import H_KIND, InRecord, OutRecord, Stored
+from worker.constants import DLQ, DONE_KIND, H_KIND
+from worker.ports import Batch, InRecord, OutRecord, Partition
 
 
 class ReplayLine(msgspec.Struct):
@@ -44,23 +46,25 @@ def read_records(stream: IO[bytes], name: str) -> Iterator[InRecord]:
         try:
             env = _envelope_decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            yield InRecord(line, origin=source)  # not JSON: dead-lettered downstream
+            yield InRecord(line, origin=source, partition=name)  # not JSON: dead-lettered
             continue
         if env.request_id is None and env.value is not None:
             value = env.value
             blob = value.encode() if isinstance(value, str) else _value_encoder.encode(value)
-            yield InRecord(blob, key=env.key, timestamp_ms=env.timestamp, origin=source)
+            yield InRecord(
+                blob, key=env.key, timestamp_ms=env.timestamp, origin=source, partition=name
+            )
         else:
-            yield InRecord(line, origin=source)
+            yield InRecord(line, origin=source, partition=name)
 
 
 def write_output(stream: IO[bytes], rec: OutRecord) -> None:
     headers = {k: v.decode() for k, v in rec.headers}
     value: msgspec.Raw | str
-    if rec.kind == "done":
+    if rec.kind == DONE_KIND:
         value = rec.value.decode()
-    elif rec.kind == "dlq":
-        headers[H_KIND] = "dlq"
+    elif rec.kind == DLQ:
+        headers[H_KIND] = DLQ
         value = rec.value.decode("utf-8", errors="replace")
     else:
         value = msgspec.Raw(rec.value)
@@ -68,22 +72,47 @@ def write_output(stream: IO[bytes], rec: OutRecord) -> None:
     stream.write(b"\n")
 
 
-class StateFile(msgspec.Struct):
-    """`replay --state`: the in-memory store saved between runs (split replays)."""
+class FileSource:
+    """`Source` over a JSONL stream, `batch_size` records a poll: one partition (the
+    file's name), whose offsets are the records' positions in it."""
 
-    states: dict[str, tuple[int, bytes]]
+    def __init__(self, stream: IO[bytes], name: str, batch_size: int) -> None:
+        self.name = name
+        self.batch_size = batch_size
+        self._records = read_records(stream, name)
+        self._offset = 0
+        self._again: list[InRecord] = []  # a rewound batch, delivered before the rest
+        self.committed: int | None = None  # the next offset to read, once committed
+
+    async def poll(self) -> Batch | None:
+        records = self._again or list(islice(self._records, self.batch_size))
+        self._again = []
+        if not records:
+            return None
+        first = self._offset
+        self._offset += len(records)
+        return Batch(records, {self.name: first}, {self.name: self._offset - 1})
+
+    def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
+        self._again = batch.records
+        self._offset = batch.first[self.name]
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> None:
+        self.committed = offsets[self.name]
+
+    def scope(self, partition: Partition) -> str:
+        return f"replay/{partition}"
 
 
-def load_state_file(path: str) -> dict[str, Stored | None]:
-    try:
-        with open(path, "rb") as f:
-            data = msgspec.msgpack.decode(f.read(), type=StateFile)
-    except FileNotFoundError:
-        return {}
-    return {k: Stored(seq, blob) for k, (seq, blob) in data.states.items()}
+class FileSink:
+    """`Sink` writing output lines to a stream (dead letters first, as lines of kind
+    `dlq`); a write is its own acknowledgement."""
 
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
 
-def save_state_file(path: str, states: dict[str, Stored | None]) -> None:
-    data = StateFile({k: (s.seq, s.blob) for k, s in states.items() if s is not None})
-    with open(path, "wb") as f:
-        f.write(msgspec.msgpack.encode(data))
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        for rec in dead_letters:
+            write_output(self.stream, rec)
+        for rec in outputs:
+            write_output(self.stream, rec)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
 from worker.settings import Settings
@@ -57,21 +54,3 @@ def make_producer(s: Settings) -> AIOKafkaProducer:
         linger_ms=s.linger_ms,
         **security_kwargs(s),
     )
-
-
-async def ensure_topics(bootstrap_servers: str, topics: dict[str, int], **security: Any) -> None:
-    """Create topics (name → partitions) that do not exist yet (demo and tests)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, **security)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        new = [
-            NewTopic(name, num_partitions=n, replication_factor=1)
-            for name, n in topics.items()
-            if name not in existing
-        ]
-        if new:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
-    finally:
-        await admin.close()

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from worker.adapters.redis_store import DEFAULT_KEY_PREFIX
-from worker.adapters.store import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, StateStore
-from worker.pipeline import StateWrite, Stored
+import msgspec
+
+from worker.constants import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, KEY_PREFIX, epoch_key, state_key
+from worker.ports import StateStore, StateWrite, Stored
 
 
 @dataclass(slots=True)
@@ -31,7 +32,7 @@ class MemoryStore:
         self,
         ttl_s: float = DEFAULT_TTL_S,
         done_ttl_s: float = DEFAULT_DONE_TTL_S,
-        key_prefix: str = DEFAULT_KEY_PREFIX,
+        key_prefix: str = KEY_PREFIX,
         *,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -47,10 +48,10 @@ class MemoryStore:
         self.round_trips = 0
 
     def key(self, request_id: str) -> str:
-        return f"{self.key_prefix}{{{request_id}}}"
+        return state_key(self.key_prefix, request_id)
 
     def epoch_key(self, scope: str) -> str:
-        return f"{self.key_prefix}epoch:{scope}"
+        return epoch_key(self.key_prefix, scope)
 
     def _live(self, key: str, now: float) -> _Entry | None:
         entry = self._entries.get(key)
@@ -108,6 +109,29 @@ class MemoryStore:
 
     async def close(self) -> None:
         return None
+
+    # `replay --state`: the live states saved between runs (a replay split in parts).
+    # Owner epochs are not kept: each run claims its own, above the stored ones' 0.
+
+    def dump(self) -> bytes:
+        now = self._now()
+        states = {}
+        for key, e in self._entries.items():
+            if e.expires_at > now:
+                states[key[len(self.key_prefix) + 1 : -1]] = (e.seq, e.blob)
+        return msgspec.msgpack.encode(StateFile(states))
+
+    def load(self, data: bytes) -> None:
+        """Adds the states of a `dump` (each with a fresh TTL)."""
+        expires_at = self._now() + self.ttl_s
+        for rid, (seq, blob) in msgspec.msgpack.decode(data, type=StateFile).states.items():
+            self._entries[self.key(rid)] = _Entry(seq, 0, blob, expires_at)
+
+
+class StateFile(msgspec.Struct):
+    """The file `replay --state` reads and writes: request_id → (seq, state blob)."""
+
+    states: dict[str, tuple[int, bytes]]
 
 
 if TYPE_CHECKING:

@@ -25,23 +25,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import DataError, NoScriptError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 
 try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
     import hiredis
 except ImportError:  # pragma: no cover
     hiredis = None  # type: ignore[assignment]
 
-from worker.adapters.store import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, StateStore
-from worker.pipeline import StateWrite, Stored
+from worker.constants import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, KEY_PREFIX, epoch_key, state_key
+from worker.ports import StateStore, StateWrite, Stored
+from worker.urls import redact_url
 
-DEFAULT_KEY_PREFIX = "derender:"
 # A Redis that does not answer within this long is treated as down (the caller retries
 # with backoff). Far above a healthy round trip (< 1 ms on a LAN, a few ms cross-zone) and
 # far below the TTLs, so a stalled server is noticed before any state could expire.
@@ -56,16 +55,25 @@ F_STATE = "state"
 _NO_RETRY = Retry(NoBackoff(), 0)
 
 # KEYS: the requests' keys. ARGV: five per key — expected seq ("" = the key must not
-# exist), seq, epoch, state blob, TTL in ms. Returns one flag per key: 1 when applied (or
-# when exactly this write is already stored), 0 when refused.
+# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms.
+# Returns one flag per key: 1 when applied (or when exactly this write is already
+# stored), 0 when refused.
 CAS_SCRIPT = """
+local WRONG_TYPE = '-1'
 -- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
 -- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
 local function apply(key, expected, seq, epoch_s, blob, ttl)
   local epoch = tonumber(epoch_s)
-  local cur = redis.call('HMGET', key, 'seq', 'epoch', 'state')
   -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
-  if cur[1] or cur[2] or cur[3] then
+  local ok, cur = pcall(redis.call, 'HMGET', key, 'seq', 'epoch', 'state')
+  if not ok then
+    -- Not a hash (WRONGTYPE): the load reported it as seq -1 and the request failed;
+    -- its failed state replaces the stray value. Otherwise it appeared since the load.
+    if expected ~= WRONG_TYPE then
+      return 0
+    end
+    redis.call('DEL', key)
+  elseif cur[1] or cur[2] or cur[3] then
     local cur_epoch = tonumber(cur[2]) or 0
     -- Fencing: a newer owner has written this request; an older one may not.
     if cur_epoch > epoch then
@@ -94,32 +102,30 @@ for i, key in ipairs(KEYS) do
 end
 return out
 """
-# KEYS: the requests' keys. Returns seq, state, seq, state, … (nil where a key is absent).
+# KEYS: the requests' keys. Returns seq, state, seq, state, … (nil where a key is absent;
+# seq -1 and an empty state where a key holds no hash: see WRONG_TYPE_SEQ).
 LOAD_SCRIPT = """
 local out = {}
 for i, key in ipairs(KEYS) do
-  local v = redis.call('HMGET', key, 'seq', 'state')
-  out[2 * i - 1] = v[1]
-  out[2 * i] = v[2]
+  local ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state')
+  if ok then
+    out[2 * i - 1] = v[1]
+    out[2 * i] = v[2]
+  else
+    out[2 * i - 1] = '-1'
+    out[2 * i] = ''
+  end
 end
 return out
 """
+# A key under the prefix that holds no hash (a stray SET, a foreign tool): read as a state
+# at this seq that does not decode, so its request fails with `state_corrupt` (one error
+# output, the partition moves on) and the failed state's write, expecting this seq,
+# replaces the value. Raised as WRONGTYPE it failed the whole batch, on every retry.
+WRONG_TYPE_SEQ = -1
 LOAD_SHA = hashlib.sha1(LOAD_SCRIPT.encode()).hexdigest()
 MODES = ("standalone", "cluster")
 CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by `***`, fit for logs and reprs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
 class _HiredisPacking:
@@ -157,6 +163,16 @@ def _with_hiredis_packing(client: Redis) -> None:
     pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
 
 
+def _pair(reply: Any) -> tuple[Any, Any]:
+    """One HMGET reply of the cluster mode's load, a WRONGTYPE error read as LOAD_SCRIPT
+    reads it."""
+    if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
+        return str(WRONG_TYPE_SEQ), b""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply[0], reply[1]
+
+
 def _ttl_ms(ttl_s: float) -> int:
     ttl_ms = round(ttl_s * 1000)
     if ttl_ms <= 0:
@@ -172,7 +188,7 @@ class RedisStore:
         url: str,
         ttl_s: float = DEFAULT_TTL_S,
         done_ttl_s: float = DEFAULT_DONE_TTL_S,
-        key_prefix: str = DEFAULT_KEY_PREFIX,
+        key_prefix: str = KEY_PREFIX,
         *,
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
@@ -202,10 +218,10 @@ class RedisStore:
         return f"RedisStore({self._url_for_logs!r}, key_prefix={self.key_prefix!r})"
 
     def key(self, request_id: str) -> str:
-        return f"{self.key_prefix}{{{request_id}}}"
+        return state_key(self.key_prefix, request_id)
 
     def epoch_key(self, scope: str) -> str:
-        return f"{self.key_prefix}epoch:{scope}"
+        return epoch_key(self.key_prefix, scope)
 
     async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
         if not request_ids:
@@ -217,7 +233,8 @@ class RedisStore:
                 for key in keys:
                     pipe.hmget(key, [F_SEQ, F_STATE])
                 self.round_trips += 1
-                pairs = await pipe.execute()
+                replies = await pipe.execute(raise_on_error=False)
+            pairs = [_pair(r) for r in replies]
         else:
             flat = await self._script(LOAD_SHA, keys, [])
             pairs = list(zip(flat[0::2], flat[1::2], strict=True))

@@ -1,0 +1,82 @@
+"""The commit protocol's owner: owner epochs, state saves, refused writes, offset commits.
+
+A batch counts as done when its states are saved and its offsets committed, in that order,
+after its outputs were acknowledged (CONTRACT.md §4, §6). `Checkpoint` does the store and
+source half of `loop.run_batch`; its steps, numbered as there:
+
+  2a. `claim`: an owner epoch for every partition of the batch not claimed since it was
+      assigned (one `claim_epoch` round trip each; none in steady state). Every state the
+      batch writes carries its partition's epoch, so a worker that lost the partition but
+      still runs (a zombie) cannot overwrite what the new owner saved.
+  5.  `save`: every state write in one round trip, each a compare-and-set on seq and epoch.
+  6.  `commit`: `last + 1` per partition, except partitions with a refused write: another
+      owner moved on there, so they are rewound to the batch's first offsets and their
+      epoch dropped (the next batch there claims anew, and the seq check makes what was
+      already applied a no-op).
+  -   `abort`: a batch that failed before 6 (an outage) is rewound whole; nothing is
+      committed, and the next poll fetches it again.
+
+A transactional checkpoint (Kafka transactions for exactly-once) is meant to sit beside
+this one, with the same four calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from worker.ports import Batch, Partition, Source, StateStore, StateWrite
+
+log = logging.getLogger("derender.worker")
+
+
+class Checkpoint:
+    """Steps 2a, 5 and 6 of the loop over one source and one store.
+
+    `source`: where offsets are committed and rewound; `store`: where states are saved.
+    `round_trips` counts store calls by kind (claim_epoch, save), for the metrics."""
+
+    def __init__(self, source: Source, store: StateStore) -> None:
+        self.source = source
+        self.store = store
+        # Owner epoch per partition, claimed on first use after each assignment.
+        self.epochs: dict[Partition, int] = {}
+
+    async def claim(self, batch: Batch) -> Mapping[Partition, int]:
+        """Step 2a. Returns the epochs of the batch's partitions (claiming new ones)."""
+        for partition in batch.last:
+            if partition not in self.epochs:
+                scope = self.source.scope(partition)
+                self.epochs[partition] = await self.store.claim_epoch(scope)
+        return self.epochs
+
+    async def save(self, writes: list[StateWrite]) -> list[str]:
+        """Step 5. Returns the request ids whose write was refused."""
+        return await self.store.save_many(writes) if writes else []
+
+    async def commit(
+        self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
+    ) -> list[Partition]:
+        """Step 6. Returns the partitions not committed (rewound) because of `refused`."""
+        lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
+        offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
+        if lost:
+            log.warning(
+                "%d state writes refused (partitions %s moved on); not committing them",
+                len(refused),
+                ", ".join(map(str, lost)),
+            )
+            self.forget(lost)
+            self.source.rewind(batch, lost)
+        if offsets:
+            await self.source.commit(offsets)
+        return lost
+
+    def abort(self, batch: Batch) -> None:
+        """The batch failed before it was committed: deliver all of it again."""
+        self.source.rewind(batch)
+
+    def forget(self, partitions: Iterable[Partition]) -> None:
+        """The partitions left us (revoked, or another owner wrote): claim anew if back."""
+        for p in partitions:
+            self.epochs.pop(p, None)

@@ -1,0 +1,79 @@
+"""The worker's shared words, each once, with why it is what it is.
+
+Everything here is part of a contract someone else reads (the output topic's headers, the
+state keys in Redis, the environment) or a name two modules must agree on. A leaf module:
+it imports nothing from the worker.
+"""
+
+from __future__ import annotations
+
+# -- output records (CONTRACT.md §3) ------------------------------------------------------
+# Every output carries these headers: (request_id, seq, part) is the dedupe key a consumer
+# uses after a redelivery, so renaming one breaks every consumer downstream.
+H_REQUEST_ID = "derender-request-id"
+H_SEQ = "derender-seq"
+H_PART = "derender-part"
+H_KIND = "derender-kind"
+# Dead letters carry why and where from (file:line or topic/partition/offset).
+H_ERROR = "derender-error"
+H_SOURCE = "derender-source"
+# `derender-seq` of the outputs for a record whose seq could not be read.
+UNKNOWN_SEQ = "-1"
+
+# Output kinds (the `derender-kind` header). The core produces the first four; a dead
+# letter is the shell's.
+CHUNK = "chunk"
+RESPONSE = "response"
+ERROR = "error"
+DONE_KIND = "done"
+DLQ = "dlq"
+# The value of the last output of a stream, as OpenAI's SSE ends one (`data: [DONE]`).
+DONE = b"[DONE]"
+
+# Per-record results (the `result` label of derender_records_total).
+OK = "ok"
+DUPLICATE = "duplicate"
+FAILED = "error"
+SKIPPED = "skipped"  # consumed silently: the request had already failed or finished
+RESULTS = (OK, DUPLICATE, FAILED, DLQ, SKIPPED)
+
+# -- topics and the environment -----------------------------------------------------------
+INPUT_TOPIC = "derender.chunks"
+OUTPUT_TOPIC = "derender.deltas"
+DLQ_TOPIC = "derender.dlq"
+GROUP_ID = "derender"
+# Every flag `--some-flag` also reads DERENDER_SOME_FLAG (settings.FLAGS).
+ENV_PREFIX = "DERENDER_"
+
+# -- state in Redis (CONTRACT.md §6) -------------------------------------------------------
+# `derender:{<request_id>}`: the braces are a Redis Cluster hash tag, so a request's key
+# lives in one slot whatever its id; `derender:epoch:<scope>` holds owner epochs.
+KEY_PREFIX = "derender:"
+
+
+def state_key(prefix: str, request_id: str) -> str:
+    return f"{prefix}{{{request_id}}}"
+
+
+def epoch_key(prefix: str, scope: str) -> str:
+    return f"{prefix}epoch:{scope}"
+
+
+# -- the batch loop -----------------------------------------------------------------------
+# Stages of one batch, in order (DESIGN.md §3 "The loop"; loop.run_batch's numbered steps).
+STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
+
+# The largest `seq` accepted (int64, what any publisher's counter fits in). msgspec's JSON
+# decoder accepts integers of any size, but states are stored as msgpack (at most 2**64 - 1).
+MAX_SEQ = 2**63 - 1
+
+# A record larger than this is refused before it is parsed (CONTRACT.md §5 bounds).
+# Kafka's default max.message.bytes is 1 MiB; a whole non-streaming response with
+# logprobs can be larger, so the default leaves headroom. Configurable.
+DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
+
+# How long a live request's state survives without a new record (CONTRACT.md §6).
+DEFAULT_TTL_S = 3600
+# How long a finished request's tombstone is kept: long enough that a redelivery after
+# a crash (at most one uncommitted batch, or a rebalance) is recognised as a duplicate.
+DEFAULT_DONE_TTL_S = 600

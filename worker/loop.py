@@ -1,0 +1,152 @@
+"""The one batch loop: `run` (per lane), `replay` and the tests all call `run_batch`.
+
+Per batch, in this order (CONTRACT.md §4, §6):
+  1. decode every record (bad ones are dead-lettered, never crash the partition);
+  2. claim owner epochs for partitions new to us (`Checkpoint.claim`), then load every
+     state the batch needs: one store round trip;
+  3. step the core over the records, in order (pure, no I/O: `pipeline.process_batch`);
+  4. produce all outputs and dead letters, and await every ack; an output the broker
+     refuses for itself fails its request (an `error` output takes its place);
+  5. save every state: one round trip, compare-and-set on seq and owner epoch;
+  6. commit `offset + 1` per partition (`Checkpoint.commit`).
+A crash anywhere before 6 redelivers the batch; the seq check then turns what was already
+applied into no-ops and the rest produces the same bytes again. Errors are raised to the
+driver, which decides (`failures.classify`) whether to rewind and retry or to stop.
+
+Only the adapters differ between drivers: Kafka and Redis in `run`, files and
+`MemoryStore` in `replay`, lists and `MemoryStore` in the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from worker.checkpoint import Checkpoint
+from worker.constants import DLQ
+from worker.core.model import Registry
+from worker.pipeline import (
+    BatchResult,
+    batch_request_ids,
+    decode_batch,
+    fail_refused,
+    process_batch,
+)
+from worker.ports import (
+    Batch,
+    InRecord,
+    OutputsRefused,
+    Partition,
+    Sink,
+    StateStore,
+    StateWrite,
+)
+
+log = logging.getLogger("derender.worker")
+
+T = TypeVar("T")
+
+
+class Observer(Protocol):
+    """What the loop reports as it goes (the worker's metrics; nothing in replay)."""
+
+    def stage(self, name: str, seconds: float) -> None: ...
+    def round_trip(self, kind: str) -> None: ...
+    def delivered(self, records: list[InRecord]) -> None: ...
+    def saved(self, writes: list[StateWrite], refused: int) -> None: ...
+
+
+class Silent:
+    def stage(self, name: str, seconds: float) -> None:
+        pass
+
+    def round_trip(self, kind: str) -> None:
+        pass
+
+    def delivered(self, records: list[InRecord]) -> None:
+        pass
+
+    def saved(self, writes: list[StateWrite], refused: int) -> None:
+        pass
+
+
+SILENT = Silent()
+
+
+@dataclass(slots=True)
+class BatchReport:
+    result: BatchResult
+    writes: list[StateWrite]
+    refused: list[str]  # request ids whose state write was refused
+    rewound: list[Partition]  # partitions not committed because of them
+    records: int
+
+
+async def run_batch(
+    batch: Batch,
+    *,
+    registry: Registry,
+    store: StateStore,
+    sink: Sink,
+    checkpoint: Checkpoint,
+    max_record_bytes: int,
+    observer: Observer = SILENT,
+) -> BatchReport:
+    """Steps 1–6 above for one batch."""
+    t0 = time.perf_counter()
+    # 1) decode
+    decoded = decode_batch(batch.records, max_record_bytes)
+    t1 = time.perf_counter()
+    observer.stage("decode", t1 - t0)
+    # 2) owner epochs (only after an assignment), then every state: one round trip
+    known = len(checkpoint.epochs)
+    epochs = await checkpoint.claim(batch)
+    for _ in range(len(epochs) - known):
+        observer.round_trip("claim_epoch")
+    stored = await store.load_many(batch_request_ids(decoded))
+    observer.round_trip("load")
+    t2 = time.perf_counter()
+    observer.stage("redis_load", t2 - t1)
+    # 3) the core
+    result = process_batch(decoded, stored, registry, epochs)
+    t3 = time.perf_counter()
+    observer.stage("core", t3 - t2)
+    # 4) produce and await every ack
+    try:
+        await sink.send(result.outputs, result.dead_letters)
+    except OutputsRefused as exc:
+        # Everything else was delivered: the refused outputs' requests fail, with an
+        # `error` output in each refused output's place (same request, seq and part).
+        for rec, why in exc.refused:
+            log.error("output %s/%s refused by the broker: %s", rec.kind, rec.key, why)
+        errors = fail_refused(result, [rec for rec, _ in exc.refused if rec.kind != DLQ])
+        await sink.send(errors, [])
+    t4 = time.perf_counter()
+    observer.stage("produce", t4 - t3)
+    observer.delivered(batch.records)
+    # 5) save states: one round trip, compare-and-set
+    writes = list(result.writes.values())
+    refused = await checkpoint.save(writes)
+    if writes:
+        observer.round_trip("save")
+    observer.saved(writes, len(refused))
+    t5 = time.perf_counter()
+    observer.stage("redis_save", t5 - t4)
+    # 6) commit what was saved
+    rewound = await checkpoint.commit(batch, refused, result.partitions)
+    observer.stage("commit", time.perf_counter() - t5)
+    return BatchReport(result, writes, refused, rewound, len(batch.records))
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (memory store, list sink) without an event loop:
+    the tests drive the real loop thousands of times, and `asyncio.run` costs ~1 ms each."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("run_sync: the coroutine waited on I/O")

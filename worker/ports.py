@@ -1,0 +1,139 @@
+"""The ports: what flows between the batch loop and its adapters, and the adapters' shapes.
+
+A leaf module (it imports no other part of the worker), so sources, sinks and stores
+depend on it and never on the loop or the pipeline:
+
+    adapters (kafka_source, kafka_sink, files, redis_store, memory_store)
+        → ports ←  pipeline, loop, checkpoint, runner, replay
+
+Records are msgspec Structs: built in C, several times cheaper than a dataclass's
+generated __init__, and a batch builds a few per input record. gc=False where nothing they
+hold can lead back to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+
+# A partition as its source names it (aiokafka's TopicPartition; a file's name). Opaque to
+# the loop: it keys offsets and epochs, and the source turns it into an epoch scope.
+Partition = Hashable
+
+
+class InRecord(msgspec.Struct, gc=False):
+    value: bytes
+    key: str | None = None
+    timestamp_ms: int | None = None
+    # Where it came from, for dead letters and logs: file:line, or (topic, partition,
+    # offset), formatted only when a dead letter needs it (most records never do).
+    origin: str | tuple[str, int, int] = ""
+    # The partition it was read from: the unit whose offsets are committed and whose
+    # owner epoch fences the states its requests write.
+    partition: Partition = None
+
+    @property
+    def source(self) -> str:
+        o = self.origin
+        return o if isinstance(o, str) else f"{o[0]}/{o[1]}/{o[2]}"
+
+
+class OutRecord(msgspec.Struct, gc=False):
+    key: str
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    kind: str
+
+
+class Stored(msgspec.Struct, gc=False):
+    """A state as read from the store: its seq (kept beside the blob for compare-and-set)."""
+
+    seq: int
+    blob: bytes
+
+
+class StateWrite(msgspec.Struct, gc=False):
+    request_id: str
+    seq: int
+    blob: bytes
+    done: bool  # a tombstone: short TTL
+    expected_seq: int | None  # the seq it was loaded at (None: there was none)
+    epoch: int  # the writer's owner epoch for the partition of the request's records
+
+
+@dataclass(slots=True)
+class Batch:
+    """One poll's records, in partition order, with the offsets that bound them.
+
+    `first` is where a rewind seeks back to (the batch is fetched again); `last` + 1 is
+    what a commit stores. A request's records all sit in one partition (the Kafka key
+    decides it), so each record's `partition` is also its request's."""
+
+    records: list[InRecord]
+    first: dict[Partition, int]
+    last: dict[Partition, int]
+
+
+class Source(Protocol):
+    async def poll(self) -> Batch | None:
+        """The next batch, or None when there is nothing (yet, or any more)."""
+        ...
+
+    def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
+        """Deliver the batch's records again from `first` (only `partitions`, if given)."""
+        ...
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> None:
+        """Store `offsets` (the next offset to read, i.e. last + 1) as consumed."""
+        ...
+
+    def scope(self, partition: Partition) -> str:
+        """The name of the owner-epoch counter of `partition` (group/topic/partition)."""
+        ...
+
+
+class OutputsRefused(Exception):
+    """Records the broker will never take (each with the error it gave); every other
+    record of the batch was delivered."""
+
+    def __init__(self, refused: list[tuple[OutRecord, BaseException]]) -> None:
+        super().__init__(f"{len(refused)} outputs refused by the broker: {refused[0][1]}")
+        self.refused = refused
+
+
+class Sink(Protocol):
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        """Publish every record and return once each is acknowledged; raises otherwise
+        (`OutputsRefused` when only some records were refused, for themselves)."""
+        ...
+
+
+class StateStore(Protocol):
+    """Keys are request ids; the store adds its own prefix (`constants.KEY_PREFIX`). A
+    write is a compare-and-set: applied only when the stored seq still equals the seq the
+    batch loaded (`expected_seq`; None = there must be no state) and the writer's owner
+    epoch is not older than the one stored with the state. That is what keeps a zombie
+    worker, one that lost its partitions but still runs, from overwriting newer state."""
+
+    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
+        """All states of a batch in one round trip; None where there is none."""
+        ...
+
+    async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        """All writes of a batch in one round trip, each a compare-and-set on
+        `write.expected_seq` and `write.epoch`.
+
+        Returns the request ids whose write was refused (seq or epoch moved on).
+        Tombstones (`write.done`) get the short TTL.
+        """
+        ...
+
+    async def claim_epoch(self, scope: str) -> int:
+        """A new owner epoch for `scope` (e.g. group/topic/partition), larger than any
+        handed out before."""
+        ...
+
+    async def close(self) -> None: ...
