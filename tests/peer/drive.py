@@ -52,10 +52,15 @@ def served_model(server: str) -> str:
     return FAMILY_MODELS.get(prefix, MODEL) if dash else MODEL
 
 
+# A recorded family's server (test_recorded.py) is `<family>-recorded`.
+RECORDED = "recorded"
+
+
 def family(server: str) -> str:
-    """The tokenizer family a server belongs to: its name's prefix, or "deepseek"."""
-    prefix, dash, _ = server.partition("-")
-    return prefix if dash and prefix in FAMILY_MODELS else "deepseek"
+    """The family a server belongs to: its name's prefix (`glm-on`: glm; `gemma4-recorded`:
+    gemma4), or "deepseek"."""
+    prefix, dash, rest = server.partition("-")
+    return prefix if dash and (prefix in FAMILY_MODELS or rest == RECORDED) else "deepseek"
 
 
 @dataclass

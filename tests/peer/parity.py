@@ -53,14 +53,57 @@ class Outcome:
 
 
 @dataclass
+class Recorded:
+    """One recorded case run live (test_recorded.py): whether vLLM still answers it as
+    recorded, and ours against that live answer (EQUAL; DOCUMENTED: a DEVIATIONS entry
+    says what we answer instead; FAILED)."""
+
+    family: str
+    label: str
+    live_equals_recorded: bool
+    status: str
+    calls: int
+    report: str = ""
+
+
+@dataclass
 class Tally:
     outcomes: list[Outcome] = field(default_factory=list)
+    recorded: list[Recorded] = field(default_factory=list)
     vllm_calls: int = 0
     log_dir: str | None = None
 
     def add(self, o: Outcome) -> None:
         self.outcomes.append(o)
         self.vllm_calls += o.calls
+
+    def add_recorded(self, r: Recorded) -> None:
+        self.recorded.append(r)
+
+    def recorded_summary(self) -> dict[str, Any]:
+        """Per family and over all: cases, vLLM calls, live == recorded, and ours equal /
+        documented / failed."""
+
+        def counts(rows: list[Recorded]) -> dict[str, int]:
+            status = Counter(r.status for r in rows)
+            return {
+                "cases": len(rows),
+                "vllm_http_calls": sum(r.calls for r in rows),
+                "live_equals_recorded": sum(r.live_equals_recorded for r in rows),
+                "equal": status[EQUAL],
+                "documented": status[DOCUMENTED],
+                "failed": status[FAILED],
+            }
+
+        families = dict.fromkeys(r.family for r in self.recorded)
+        return {
+            **counts(self.recorded),
+            "families": {f: counts([r for r in self.recorded if r.family == f]) for f in families},
+            "drifted_cases": [
+                f"{r.family}:{r.label}" for r in self.recorded if not r.live_equals_recorded
+            ],
+            "failed_cases": [f"{r.family}:{r.label}" for r in self.recorded if r.status == FAILED],
+        }
 
     def summary(self) -> dict[str, Any]:
         status = Counter(o.status for o in self.outcomes)
@@ -77,24 +120,36 @@ class Tally:
             "failed_explained_by_proposed": {d.id: proposed[d.id] for d in PROPOSED},
             "failed_unexplained_even_by_proposed": sum(1 for o in fail if o.unexplained_by_any),
             "failed_cases": [o.case.name for o in fail],
+            **({"recorded": self.recorded_summary()} if self.recorded else {}),
         }
 
     def line(self) -> str:
         s = self.summary()
-        ids = ", ".join(f"{k} {v}" for k, v in s["differences"].items())
-        line = (
-            f"parity vs vLLM 0.33.0: {s['requests']} requests ({s['vllm_http_calls']} vLLM calls): "
-            f"{s['equal']} equal, {s['documented']} documented, {s['failed']} failed; "
-            f"differences: {ids}"
-        )
+        lines = []
+        if self.outcomes:
+            ids = ", ".join(f"{k} {v}" for k, v in s["differences"].items())
+            lines.append(
+                f"parity vs vLLM 0.33.0: {s['requests']} requests ({s['vllm_http_calls']} vLLM "
+                f"calls): {s['equal']} equal, {s['documented']} documented, {s['failed']} "
+                f"failed; differences: {ids}"
+            )
         if s["failed"]:
             prop = ", ".join(f"{k} {v}" for k, v in s["failed_explained_by_proposed"].items() if v)
             alone = s["failed_unexplained_even_by_proposed"]
-            line += (
-                f"\n  of the failed: {alone} not explained by any proposal; "
+            lines.append(
+                f"  of the failed: {alone} not explained by any proposal; "
                 f"proposals touching failures: {prop or 'none'}"
             )
-        return line
+        if self.recorded:
+            r = s["recorded"]
+            lines.append(
+                f"recorded answers live on vLLM 0.33.0: {r['cases']} cases in "
+                f"{len(r['families'])} families ({r['vllm_http_calls']} vLLM calls), "
+                f"{r['live_equals_recorded']} answered as "
+                f"recorded; ours {r['equal']} equal, {r['documented']} documented, "
+                f"{r['failed']} failed"
+            )
+        return "\n".join(lines)
 
     def write(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -120,10 +175,11 @@ class Tally:
                     ],
                 }
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        failed = [o for o in self.outcomes if o.status == FAILED]
-        (folder / "failures.txt").write_text(
-            "\n\n".join(f"=== {o.case.name}\n{o.report()}" for o in failed) + "\n", encoding="utf-8"
-        )
+        failed = [f"=== {o.case.name}\n{o.report()}" for o in self.outcomes if o.status == FAILED]
+        failed += [
+            f"=== recorded {r.family}:{r.label}\n{r.report}" for r in self.recorded if r.report
+        ]
+        (folder / "failures.txt").write_text("\n\n".join(failed) + "\n", encoding="utf-8")
 
 
 class Prompts:

