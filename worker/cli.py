@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from worker import constants
 from worker.config import ConfigError, load_registry
@@ -289,6 +290,41 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(sys.stdout, short=args.short, pace=not args.fast)
 
 
+def _add_servers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "servers",
+        help="a local Kafka broker and redis-server for development, until Ctrl-C",
+        description="Starts a broker (Apache Kafka when java and mvn are installed, else "
+        "tansu) and redis-server on 127.0.0.1, creates the worker's default topics, prints "
+        "KAFKA_BOOTSTRAP_SERVERS=… and REDIS_URL=… on stdout once both accept connections, "
+        "and stops both on Ctrl-C or SIGTERM.",
+    )
+    p.add_argument(
+        "--kafka",
+        choices=("apache", "tansu"),
+        help="the broker (default: apache when java and mvn are installed, else tansu)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the broker's log and Redis's data here, across runs (Apache Kafka only)",
+    )
+    p.add_argument(
+        "--kafka-port", type=int, metavar="N", help="the broker's port (default: a free one)"
+    )
+    p.add_argument(
+        "--redis-port", type=int, metavar="N", help="redis-server's port (default: a free one)"
+    )
+
+
+def _servers(args: argparse.Namespace) -> int:
+    from worker.servers import Options, run_servers
+
+    options = Options(args.kafka, args.data_dir, args.kafka_port, args.redis_port)
+    return run_servers(options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="derender-worker",
@@ -301,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_publish(sub)
     _add_tail(sub)
     _add_demo(sub)
+    _add_servers(sub)
     return parser
 
 
@@ -319,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tail(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "servers":
+            return _servers(args)
     except (ConfigError, SettingsError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2

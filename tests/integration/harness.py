@@ -29,7 +29,9 @@ from tokenizers import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Fast group membership for tests: tansu's joins wait about half a session timeout.
+# Fast group membership for tests: a killed or frozen worker leaves the group after 3 s
+# (tansu's joins also wait about half a session timeout). Apache Kafka's default floor is
+# 6 s; the test broker lowers it (kafka_server.ApacheKafka.properties).
 TEST_SESSION_TIMEOUT_MS = 3000
 TEST_HEARTBEAT_MS = 500
 

@@ -1,7 +1,8 @@
 """Real servers as local processes: `redis-server` and the Kafka-protocol broker `tansu`.
 
-Used by `derender-worker demo` and by the test fixtures (tests/integration/conftest.py);
-it needs only the standard library (aiokafka is imported inside `create_topics`).
+Used by `derender-worker demo` and `servers` and by the test fixtures
+(tests/server_fixtures.py), and the base of `kafka_server.ApacheKafka`; it needs only the
+standard library (aiokafka is imported inside `create_topics`).
 
 Where the binaries come from (DESIGN.md §4):
 - redis-server: `$DERENDER_REDIS_SERVER_BIN`, else the one on PATH or Debian's
@@ -15,6 +16,7 @@ fails to start, the error names the binary and quotes the log's tail.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import importlib.util
 import os
@@ -27,7 +29,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
+
+from worker.parent_death import die_with_parent
 
 LOCALHOST = "127.0.0.1"
 # How long a server may take to accept connections. Both take well under a second here;
@@ -182,6 +186,11 @@ class LocalServer:
         self.port = port if port is not None else free_port(host)
         self.workdir = Path(tempfile.mkdtemp(prefix=f"derender-{self.name}-"))
         self.log_path = self.workdir / f"{self.name}.log"
+        # Linux: have the kernel SIGTERM the server when the thread that started it dies,
+        # even by SIGKILL (which runs no atexit handler). For a foreground tool such as
+        # `derender-worker servers`, whose servers must not outlive it; off by default,
+        # since a server started from a short-lived thread would die with that thread.
+        self.stop_with_parent = False
         self._proc: subprocess.Popen[bytes] | None = None
 
     # To override -------------------------------------------------------------------
@@ -238,6 +247,7 @@ class LocalServer:
                     # Its own session: a Ctrl-C meant for pytest reaches us, not the
                     # server, so teardown still stops it in order.
                     start_new_session=True,
+                    preexec_fn=die_with_parent() if self.stop_with_parent else None,
                 )
         except OSError as e:
             raise ServerError(f"cannot run {self.name} binary {self.binary}: {e}") from e
@@ -322,14 +332,23 @@ class LocalServer:
 
 class RedisServer(LocalServer):
     """redis-server without persistence: a restart loses every key, as a failover to an
-    empty replica or a flushed cache would."""
+    empty replica or a flushed cache would. With `data_dir` it keeps an append-only file
+    there instead (fsync'd every second, Redis's default), so a new server on that folder
+    finds the keys again."""
 
     name = "redis"
 
     def __init__(
-        self, binary: Path | None = None, port: int | None = None, host: str = LOCALHOST
+        self,
+        binary: Path | None = None,
+        port: int | None = None,
+        host: str = LOCALHOST,
+        data_dir: Path | None = None,
     ) -> None:
         super().__init__(binary or redis_server_binary(), port, host)
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
 
     @property
     def url(self) -> str:
@@ -345,9 +364,9 @@ class RedisServer(LocalServer):
             "--save",
             "",
             "--appendonly",
-            "no",
+            "no" if self.data_dir is None else "yes",
             "--dir",
-            str(self.workdir),
+            str(self.data_dir or self.workdir),
         ]
 
     def ready(self) -> bool:
@@ -391,23 +410,52 @@ async def create_topics(
     partitions: int = 1,
     timeout_ms: int = 10_000,
 ) -> None:
-    """Create topics (replication factor 1); existing ones are left as they are."""
+    """Create topics (replication factor 1); existing ones are left as they are. Returns
+    once the broker serves every new topic's partitions with a leader."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
+    wanted = list(names)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     await admin.start()
     try:
-        topics = [NewTopic(name, partitions, 1) for name in names]
+        topics = [NewTopic(name, partitions, 1) for name in wanted]
         response = await admin.create_topics(topics, timeout_ms=timeout_ms)
+        # Errors come back per topic as codes, not as exceptions.
+        for topic, code, *rest in response.topic_errors:
+            error = for_code(code)
+            if code != 0 and error is not TopicAlreadyExistsError:
+                message = rest[0] if rest else None
+                raise error(f"creating topic {topic!r}: {message or error.__name__}")
+        await _await_leaders(admin, wanted, timeout_ms / 1000)
     finally:
         await admin.close()
-    # Errors come back per topic as codes, not as exceptions.
-    for topic, code, *rest in response.topic_errors:
-        error = for_code(code)
-        if code != 0 and error is not TopicAlreadyExistsError:
-            message = rest[0] if rest else None
-            raise error(f"creating topic {topic!r}: {message or error.__name__}")
+
+
+async def _await_leaders(admin: Any, names: list[str], timeout_s: float) -> None:
+    """Apache Kafka answers CreateTopics once its controller has committed the topics; the
+    broker that serves them learns of them from the metadata log a moment later. Until
+    then a Metadata request does not list them, and a worker started at once would find
+    its topics missing (and exit 2). So wait until the broker lists every partition with a
+    leader."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = await admin.describe_topics(names)
+        ready = {
+            t["topic"]
+            for t in described
+            # A topic's partitions arrive in one metadata record batch, so a listed
+            # topic has all of them.
+            if t["error_code"] == 0
+            and t["partitions"]
+            and all(p["leader"] >= 0 for p in t["partitions"])
+        }
+        if ready >= set(names):
+            return
+        if time.monotonic() > deadline:
+            missing = ", ".join(sorted(set(names) - ready))
+            raise ServerError(f"topics {missing} have no partition leaders after {timeout_s} s")
+        await asyncio.sleep(0.05)
 
 
 def run_in_thread(fn: Callable[[], T]) -> T:

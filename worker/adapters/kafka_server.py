@@ -1,67 +1,57 @@
 """Apache Kafka itself as a local process: a single-node KRaft cluster, one JVM that is both
 the broker and the controller, for tests that need what tansu lacks (transactions,
 idempotent producers, topic configs such as `max.message.bytes`, records that outlive a
-restart).
+restart), and for `derender-worker servers`.
 
-Where it comes from: Maven Central, the one place with Kafka's jars that this project's
-machines reach (the release tarball's host is not). `resolve()` writes a small pom.xml that
-depends on `org.apache.kafka:kafka_2.13` and lets `mvn` copy the runtime classpath into a
-cache outside the repository:
-
-    $DERENDER_KAFKA_HOME/<version>/          (default ~/.cache/derender-kafka/<version>/)
-        pom.xml  mvn.log  libs/*.jar  resolved  cds-<jvm>.jsa
-
-The first resolution downloads 45 jars (45 MB, plus Maven's own plugins into ~/.m2, 65 MB
-in all) in about 40 s, and records a class-data-sharing archive of a started broker (50 MB,
-15-30 s), which cuts each later JVM start by a third to a half; afterwards `resolve()`
-returns at once.
+Its jars come from Maven Central (`kafka_jars`); `resolve()` makes sure they are in the
+cache and records, once per JVM, a class-data-sharing archive of a started broker
+(`cds-<jvm>.jsa` beside the jars: 50 MB, 15-30 s), which cuts each later JVM start by a
+third to a half; afterwards it returns at once.
 
 `ApacheKafka` runs `java -cp libs/* kafka.Kafka server.properties` on free ports, in the
-style of `embedded.TansuBroker`: its log goes to a file in its own temporary directory, and
-a failed start quotes the log's tail. Only the standard library is imported here.
+style of `embedded.TansuBroker`: its log goes to a file in its own temporary directory, a
+failed start quotes the log's tail, and it is ready when it answers a Metadata request
+(`kafka_probe`). Only the standard library is imported here.
 """
 
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import os
-import shutil
 import signal
-import socket
-import struct
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
 from worker.adapters.embedded import LOCALHOST, LocalServer, ServerError, free_port
+from worker.adapters.kafka_jars import (
+    DEFAULT_VERSION,
+    MissingToolError,
+    Progress,
+    class_archive_path,
+    classpath,
+    file_lock,
+    jars_resolved,
+    java_binary,
+    kafka_home,
+    missing_tools,
+    resolve_jars,
+)
+from worker.adapters.kafka_probe import BrokerMetadata, group_coordinator_error, kafka_metadata
 
-DEFAULT_VERSION = "4.4.0"
-# Kafka 4.x logs through SLF4J 1.7, and its published POMs bring log4j-api and -core but
-# no SLF4J binding: without one SLF4J falls back to its no-op logger and the broker's log
-# stays empty. So the pom adds log4j-slf4j-impl, the log4j binding for SLF4J 1.x
-# (log4j-slf4j2-impl would not bind to slf4j-api 1.7). The BOM holds log4j-api, -core and
-# the binding to one version: the one Kafka 4.4.0 depends on.
-LOG4J_VERSION = "2.25.5"
-# Pinned: without a version Maven 3.8 falls back to its built-in maven-dependency-plugin
-# 2.8 (2013).
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-
-ENV_KAFKA_HOME = "DERENDER_KAFKA_HOME"  # the cache root; one folder per Kafka version below
-DEFAULT_CACHE = Path("~/.cache/derender-kafka")
-MARKER = "resolved"  # written last: its presence means libs/ is complete
-# Generous: the first run downloads Maven plugins too, on whatever network CI has.
-RESOLVE_TIMEOUT_S = 1800.0
-# How often `resolve` reports while mvn downloads.
-PROGRESS_EVERY_S = 5.0
-LOG_TAIL_LINES = 30
+__all__ = [
+    "DEFAULT_VERSION",
+    "ApacheKafka",
+    "BrokerMetadata",
+    "MissingToolError",
+    "jars_resolved",
+    "kafka_metadata",
+    "missing_tools",
+    "resolve",
+    "starts_from_cache",
+]
 
 # A cold JVM (class loading, JIT) is most of a start. On an idle 2-core machine: about 3 s
 # with the options below and the class-data archive, 4.5 s without the archive, 9 s with
@@ -108,102 +98,6 @@ logger.config.name = org.apache.kafka.common.config.AbstractConfig
 logger.config.level = WARN
 """
 
-POM_TEMPLATE = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by worker/adapters/kafka_server.py: the runtime classpath of an Apache Kafka
-     broker, copied into libs/ by `mvn dependency:copy-dependencies`. -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local.derender</groupId>
-  <artifactId>apache-kafka-runtime</artifactId>
-  <version>{version}</version>
-  <packaging>pom</packaging>
-  <dependencyManagement>
-    <dependencies>
-      <dependency>
-        <groupId>org.apache.logging.log4j</groupId>
-        <artifactId>log4j-bom</artifactId>
-        <version>{log4j_version}</version>
-        <type>pom</type>
-        <scope>import</scope>
-      </dependency>
-    </dependencies>
-  </dependencyManagement>
-  <dependencies>
-    <!-- The broker and controller (kafka.Kafka) and the storage formatter
-         (kafka.tools.StorageTool); its runtime dependencies bring kafka-server, -raft,
-         -metadata, -storage and the coordinators. -->
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
-      <version>{version}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j-impl</artifactId>
-    </dependency>
-  </dependencies>
-</project>
-"""
-
-Progress = Callable[[str], object]
-
-
-class MissingToolError(ServerError):
-    """`java` or `mvn` is not installed."""
-
-
-# Resolution ----------------------------------------------------------------------------
-
-
-def cache_root() -> Path:
-    chosen = os.environ.get(ENV_KAFKA_HOME)
-    # Absolute: the JVMs run in their own working directories.
-    return (Path(chosen) if chosen else DEFAULT_CACHE).expanduser().absolute()
-
-
-def kafka_home(version: str = DEFAULT_VERSION) -> Path:
-    return cache_root() / version
-
-
-def java_binary() -> Path:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return Path(java_home) / "bin" / "java"
-    on_path = shutil.which("java")
-    if on_path:
-        return Path(on_path)
-    raise MissingToolError(
-        "no java: Apache Kafka 4.x needs a JDK 17 or newer (apt-get install "
-        "openjdk-17-jre-headless), on PATH or in $JAVA_HOME"
-    )
-
-
-def mvn_binary() -> Path:
-    on_path = shutil.which("mvn")
-    if on_path:
-        return Path(on_path)
-    raise MissingToolError(
-        "no mvn: Apache Kafka's jars are resolved from Maven Central with Maven "
-        "(apt-get install maven)"
-    )
-
-
-def classpath(home: Path) -> str:
-    # Explicit and sorted rather than `libs/*`: the class-data archive is only used when
-    # the classpath is the one it was recorded with, in the same order.
-    return os.pathsep.join(str(p) for p in sorted((home / "libs").glob("*.jar")))
-
-
-def class_archive_path(home: Path, java: Path) -> Path:
-    """Where the class-data-sharing archive for this Kafka and this JVM lives. An archive
-    only works with the JVM build that wrote it, so its name carries the JVM binary's
-    identity: a JDK upgrade makes `resolve` record a new one."""
-    real = java.resolve()
-    st = real.stat()
-    key = hashlib.sha256(f"{real}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    return home / f"cds-{key}.jsa"
-
 
 def resolve(version: str = DEFAULT_VERSION, progress: Progress = print) -> Path:
     """The cache folder of Apache Kafka `version`, with its jars in `libs/`; resolves them
@@ -211,140 +105,33 @@ def resolve(version: str = DEFAULT_VERSION, progress: Progress = print) -> Path:
     Safe to call from several processes at once: one resolves, the others wait."""
     home = kafka_home(version)
     java = java_binary()
-    if (home / MARKER).is_file() and _archive_decided(class_archive_path(home, java)):
+    if starts_from_cache(version):
         return home
     home.mkdir(parents=True, exist_ok=True)
-    with _file_lock(home / ".lock", progress, f"Kafka {version} in {home}"):
-        if not (home / MARKER).is_file():
-            _resolve_jars(home, version, progress)
+    with file_lock(home / ".lock", progress, f"Kafka {version} in {home}"):
+        if not jars_resolved(version):
+            resolve_jars(home, version, progress)
         archive = class_archive_path(home, java)
         if not _archive_decided(archive):
             _record_class_archive(home, version, archive, progress)
     return home
 
 
+def starts_from_cache(version: str = DEFAULT_VERSION) -> bool:
+    """True when a broker of `version` can start at once: java is installed and `resolve`
+    has nothing left to do (no download, no class-data archive to record)."""
+    try:
+        java = java_binary()
+    except MissingToolError:
+        return False
+    home = kafka_home(version)
+    return jars_resolved(version) and _archive_decided(class_archive_path(home, java))
+
+
 def _archive_decided(archive: Path) -> bool:
     """Recorded, or tried and failed with this JVM (not tried again: each try costs a
     broker start)."""
     return archive.is_file() or archive.with_suffix(".failed").is_file()
-
-
-@contextmanager
-def _file_lock(path: Path, progress: Progress, what: str) -> Iterator[None]:
-    with path.open("a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"waiting for another process that is resolving {what}")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _resolve_jars(home: Path, version: str, progress: Progress) -> None:
-    mvn = mvn_binary()
-    pom = home / "pom.xml"
-    pom.write_text(POM_TEMPLATE.format(version=version, log4j_version=LOG4J_VERSION))
-    # Copied into a side folder and renamed when complete: an interrupted run never
-    # leaves a libs/ that looks usable.
-    partial = home / "libs.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    log_path = home / "mvn.log"
-    argv = [
-        str(mvn),
-        "-B",  # batch mode: no prompts, no colours, one line per download
-        "-Dstyle.color=never",
-        "-f",
-        str(pom),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        f"-DoutputDirectory={partial}",
-        "-Dmdep.includeScope=runtime",
-    ]
-    progress(
-        f"resolving Apache Kafka {version} from Maven Central with mvn into {home} "
-        f"(the first time takes a minute or more; log: {log_path})"
-    )
-    started = time.monotonic()
-    code = _run_mvn(argv, log_path, version, started, progress)
-    if code != 0:
-        raise ServerError(
-            f"mvn could not resolve org.apache.kafka:kafka_2.13:{version} (exit code {code}); "
-            f"{log_path} ends with:\n{_tail(log_path)}"
-        )
-    if not (partial / f"kafka_2.13-{version}.jar").is_file():
-        raise ServerError(
-            f"mvn finished but {partial} has no kafka_2.13-{version}.jar; "
-            f"{log_path} ends with:\n{_tail(log_path)}"
-        )
-    libs = home / "libs"
-    shutil.rmtree(libs, ignore_errors=True)
-    partial.rename(libs)
-    jars = sorted(p.name for p in libs.glob("*.jar"))
-    (home / MARKER).write_text("\n".join(jars) + "\n")
-    size_mb = sum(p.stat().st_size for p in libs.glob("*.jar")) / 1e6
-    progress(
-        f"resolved Apache Kafka {version}: {len(jars)} jars, {size_mb:.0f} MB in "
-        f"{time.monotonic() - started:.0f} s"
-    )
-
-
-def _run_mvn(
-    argv: list[str], log_path: Path, version: str, started: float, progress: Progress
-) -> int | str:
-    """Run mvn with its output in `log_path`, reporting how many files it has downloaded
-    every few seconds. Returns the exit code, or a reason it could not finish."""
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-    except OSError as e:
-        return f"cannot run {argv[0]}: {e}"
-    # Reading its output blocks, so a silent, hung mvn is ended by a timer instead.
-    timed_out = threading.Event()
-
-    def expire() -> None:
-        timed_out.set()
-        proc.kill()
-
-    timer = threading.Timer(RESOLVE_TIMEOUT_S, expire)
-    timer.start()
-    downloads = 0
-    latest = ""
-    last_report = started
-    try:
-        assert proc.stdout is not None
-        with log_path.open("w") as log:
-            for line in proc.stdout:
-                log.write(line)
-                # "[INFO] Downloaded from central: https://.../name-1.0.jar (12 kB at …)"
-                _, found, source = line.partition("Downloaded from ")
-                if found:
-                    downloads += 1
-                    words = source.split()
-                    latest = words[1].rsplit("/", 1)[-1] if len(words) > 1 else latest
-                now = time.monotonic()
-                if downloads and now - last_report >= PROGRESS_EVERY_S:
-                    last_report = now
-                    progress(
-                        f"  Kafka {version}: {downloads} files downloaded in "
-                        f"{now - started:.0f} s (latest: {latest})"
-                    )
-        code = proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if timed_out.is_set():
-        return f"timed out after {RESOLVE_TIMEOUT_S:.0f} s"
-    return code
 
 
 def _record_class_archive(home: Path, version: str, archive: Path, progress: Progress) -> None:
@@ -378,98 +165,6 @@ def _record_class_archive(home: Path, version: str, archive: Path, progress: Pro
     partial.unlink(missing_ok=True)
     progress(f"  no class-data archive, brokers start without one: {failure}")
     archive.with_suffix(".failed").write_text(failure + "\n")
-
-
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-# The Kafka protocol, just enough to ask for metadata -------------------------------------
-
-
-@dataclass(frozen=True)
-class BrokerMetadata:
-    cluster_id: str | None
-    controller_id: int
-    brokers: tuple[tuple[int, str, int], ...]  # (node id, host, port)
-
-
-# Metadata v4 with request header v1: the oldest version Kafka 4.x still serves (KIP-896
-# removed v0-v3), and the newest before the "flexible" encoding, so fixed-width fields
-# suffice.
-METADATA_API_KEY = 3
-METADATA_VERSION = 4
-
-
-def kafka_metadata(host: str, port: int, timeout_s: float = 1.0) -> BrokerMetadata | None:
-    """The broker list and cluster id a Kafka broker on host:port reports, or None when
-    nothing answers a Metadata request there (yet)."""
-    client_id = b"derender-probe"
-    correlation_id = 1
-    request = (
-        struct.pack(">hhih", METADATA_API_KEY, METADATA_VERSION, correlation_id, len(client_id))
-        + client_id
-        # topics: an empty array (none; null would list every topic), and
-        # allow_auto_topic_creation: false.
-        + struct.pack(">i?", 0, False)
-    )
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as s:
-            s.sendall(struct.pack(">i", len(request)) + request)
-            (size,) = struct.unpack(">i", _recv_exactly(s, 4))
-            reply = _recv_exactly(s, size)
-        return _parse_metadata(reply, correlation_id)
-    except (OSError, struct.error, ValueError, UnicodeDecodeError):
-        return None
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ValueError("connection closed mid-reply")
-        data += chunk
-    return data
-
-
-def _parse_metadata(reply: bytes, correlation_id: int) -> BrokerMetadata:
-    pos = 0
-
-    def take(fmt: str) -> tuple[int, ...]:
-        nonlocal pos
-        values = struct.unpack_from(fmt, reply, pos)
-        pos += struct.calcsize(fmt)
-        return tuple(int(v) for v in values)
-
-    def string() -> str | None:
-        nonlocal pos
-        (length,) = take(">h")
-        if length < 0:
-            return None
-        text = reply[pos : pos + length].decode()
-        pos += length
-        return text
-
-    (got_id,) = take(">i")
-    if got_id != correlation_id:
-        raise ValueError(f"correlation id {got_id}, expected {correlation_id}")
-    take(">i")  # throttle_time_ms
-    (count,) = take(">i")
-    brokers = []
-    for _ in range(count):
-        (node_id,) = take(">i")
-        broker_host = string() or ""
-        (broker_port,) = take(">i")
-        string()  # rack
-        brokers.append((node_id, broker_host, broker_port))
-    cluster_id = string()
-    (controller_id,) = take(">i")
-    return BrokerMetadata(cluster_id, controller_id, tuple(brokers))
 
 
 # The broker ------------------------------------------------------------------------------
@@ -595,6 +290,10 @@ class ApacheKafka(LocalServer):
             # Tests start consumers and expect them to be assigned partitions at once, not
             # after the default 3 s wait for more members.
             "group.initial.rebalance.delay.ms": "0",
+            # The tests and the demo run workers with 3 s session timeouts, so that a
+            # killed or frozen member leaves the group within seconds; Kafka refuses
+            # anything under 6 s by default (INVALID_SESSION_TIMEOUT at JoinGroup).
+            "group.min.session.timeout.ms": "1000",
             "num.partitions": "1",
             # As in production here: the worker's topics are created on purpose, and a
             # typo in a topic name should fail rather than make a new topic.
@@ -622,8 +321,8 @@ class ApacheKafka(LocalServer):
     # ---------------------------------------------------------------------------------
     def start(self, timeout_s: float = KAFKA_START_TIMEOUT_S) -> Self:
         """Write the config, format the storage if it never was, start the broker and wait
-        until it serves metadata; on fresh ports if the chosen ones were taken meanwhile
-        (only when the ports were not given)."""
+        until it serves metadata and consumer groups; on fresh ports if the chosen ones
+        were taken meanwhile (only when the ports were not given)."""
         began = time.monotonic()
         attempts = 3 if self._port_chosen else 1
         for attempt in range(attempts):
@@ -642,8 +341,24 @@ class ApacheKafka(LocalServer):
             # From now on the ports are the cluster's address: a restart keeps them.
             self._port_chosen = False
             break
+        self._await_group_coordinator(began + timeout_s)
         self.last_start_s = time.monotonic() - began
         return self
+
+    def _await_group_coordinator(self, deadline: float) -> None:
+        """Until a consumer group would find its coordinator: on a fresh cluster the first
+        FindCoordinator creates `__consumer_offsets`, which takes about a second to load
+        (kafka_probe)."""
+        while (code := group_coordinator_error(self.host, self.port)) != 0:
+            if not self.running:
+                raise ServerError(f"kafka exited after its start; log tail:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerError(
+                    f"kafka serves metadata but no group coordinator (error {code}); "
+                    f"log tail:\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
 
     def stop(self, timeout_s: float = KAFKA_STOP_TIMEOUT_S) -> None:
         # A stopped (SIGSTOP) process would act on SIGTERM only after the timeout's
@@ -744,6 +459,16 @@ class ApacheKafka(LocalServer):
         return f"<ApacheKafka {self.bootstrap} {state} (data {self.data_dir})>"
 
 
-if __name__ == "__main__":  # python -m worker.adapters.kafka_server: resolve, start, stop
-    with ApacheKafka() as _kafka:
-        print(f"{_kafka!r} started in {_kafka.last_start_s:.1f} s", file=sys.stderr)
+def _main() -> None:
+    """python -m worker.adapters.kafka_server: resolve (with progress), start once, stop.
+    .ci/run calls it before the tests, so a download or start problem shows up as such."""
+
+    def progress(line: str) -> None:
+        print(line, flush=True)  # flushed: a pipe (CI's log) would hold it until exit
+
+    with ApacheKafka(progress=progress) as kafka:
+        progress(f"{kafka!r} started in {kafka.last_start_s or 0:.1f} s")
+
+
+if __name__ == "__main__":
+    _main()
