@@ -122,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
         log.info("settings: %s", settings.redacted())
         return asyncio.run(Supervisor(settings).run())
     registry = load_registry(settings.models)
+    registry.max_output_bytes = settings.max_output_bytes
     _tune_gc()
     log.info("models: %s (default %s)", ", ".join(registry.models), registry.default)
     log.info("settings: %s", settings.redacted())

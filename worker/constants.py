@@ -71,6 +71,11 @@ MAX_SEQ = 2**63 - 1
 # Kafka's default max.message.bytes is 1 MiB; a whole non-streaming response with
 # logprobs can be larger, so the default leaves headroom. Configurable.
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Every output becomes one broker record. Kafka refuses one over the topic's
+# `max.message.bytes` (1,048,588 bytes by default) or the producer's `max.request.size`
+# (1 MiB), both counted with the record's key, headers and batch overhead: 1,000,000
+# bytes of value leaves room for those.
+DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
 
 # How long a live request's state survives without a new record (CONTRACT.md §6).
 DEFAULT_TTL_S = 3600

@@ -16,6 +16,7 @@ import msgspec
 
 from worker.constants import (
     DLQ,
+    ERROR,
     H_ERROR,
     H_KIND,
     H_PART,
@@ -26,18 +27,14 @@ from worker.constants import (
     UNKNOWN_SEQ,
 )
 from worker.core import derender, errors
-from worker.core.derender import Output, Step
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
-from worker.core.state import DONE, FAILED, RequestState, decode_state, encode_state
+from worker.core.render import Output
+from worker.core.state import DONE, CorruptState, RequestState, load_state
 from worker.ports import InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.wire.inbound import BadRecord, ChunkRecord, decode_record, read_head
-from worker.wire.outbound import DONE as DONE_BYTES
 
 log = logging.getLogger("derender.pipeline")
-
-# The error code of a record the core itself failed on (a bug, not bad input).
-INTERNAL_ERROR = "internal_error"
 
 DUPLICATE = derender.DUPLICATE
 
@@ -165,32 +162,28 @@ def process_batch(
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
-    Each state write carries the owner epoch of its request's partition (`epochs`, as the
-    checkpoint claimed them; 0 where none was claimed)."""
+    The core decides what every record produces, failures included (`core.step` is
+    total); this only routes: outputs with their headers, dead letters, and one state
+    write per touched request, carrying the owner epoch of its partition (`epochs`, as
+    the checkpoint claimed them; 0 where none was claimed)."""
     result = BatchResult()
     partition_of = result.partitions
     owned = epochs or {}
-    # request_id → (current state, loaded seq, stored blob undecodable)
-    live: dict[str, tuple[RequestState | None, int | None, bool]] = {}
-    touched: set[str] = set()
-    # request_id → its state's encoding, when the last step that touched it was checked.
+    # request_id → (its current state, or the store's verdict on it; the seq it loaded at)
+    live: dict[str, tuple[RequestState | CorruptState | None, int | None]] = {}
+    # request_id → the encoding of its latest state that must be written (Step.blob)
     blobs: dict[str, bytes] = {}
     results = result.results
     tokens = 0
 
-    def current(rid: str, partition: Partition) -> tuple[RequestState | None, int | None, bool]:
-        if rid in live:
-            return live[rid]
-        partition_of[rid] = partition
-        s = stored.get(rid)
-        if s is None:
-            entry: tuple[RequestState | None, int | None, bool] = (None, None, False)
-        else:
-            try:
-                entry = (decode_state(s.blob), s.seq, False)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                entry = (None, s.seq, True)
-        live[rid] = entry
+    def current(
+        rid: str, partition: Partition
+    ) -> tuple[RequestState | CorruptState | None, int | None]:
+        entry = live.get(rid)
+        if entry is None:
+            partition_of[rid] = partition
+            s = stored.get(rid)
+            entry = live[rid] = (None, None) if s is None else (load_state(s.blob), s.seq)
         return entry
 
     for d in decoded:
@@ -205,117 +198,60 @@ def process_batch(
                         DLQ,
                     )
                 )
-                result.results[DLQ] += 1
+                results[DLQ] += 1
             if bad.request_id is None:
                 continue
-            state, loaded, _ = current(bad.request_id, d.record.partition)
-            st = derender.step_invalid(state, bad.request_id, bad.seq, bad.reason)
-            if not bad.dead_letter:
-                # CONTRACT.md §5: a record over a bound (the byte limit) is reported as an
-                # `invalid_request_error`; step_invalid's `invalid_record` is for records
-                # that do not match the schema (those are dead-lettered).
-                st.outputs = [
-                    _bound_error(bad.reason) if o.kind == derender.ERROR else o for o in st.outputs
-                ]
+            rid = bad.request_id
+            state, loaded = current(rid, d.record.partition)
+            # CONTRACT.md §5: a record over a bound (the byte limit) is reported as an
+            # `invalid_request_error`; one that does not match the schema (dead-lettered
+            # too) as `invalid_record`.
+            code = errors.INVALID_RECORD if bad.dead_letter else errors.INVALID_REQUEST
+            st = derender.step_invalid(state, rid, bad.seq, bad.reason, code)
+            if not bad.dead_letter:  # (a dead letter is counted once, as "dlq")
+                results[st.result] += 1
             seq = str(bad.seq) if bad.seq is not None else UNKNOWN_SEQ
-            blobs.pop(bad.request_id, None)
-            # A dead-lettered record is counted once, as "dlq" (not again for its error).
-            _record(result, live, touched, bad.request_id, st, loaded, seq, bad.dead_letter)
-            continue
-        rec = d.chunk
-        assert rec is not None
-        entry = live.get(rec.request_id)
-        state, loaded, corrupt = (
-            entry if entry is not None else current(rec.request_id, d.record.partition)
-        )
-        try:
-            st = derender.step(state, rec, registry, d.record.timestamp_ms, corrupt)
-        except Exception as exc:  # a bug or a tokenizer failure: fail this request only
-            st = _internal_error(state, rec, exc)
-        if st.state is not None and st.result != DUPLICATE:
-            # The state must be storable: msgspec's JSON decoder takes integers of any size
-            # (`created`, `n`, a choice `index`, `stop_token_ids`, …) that msgpack cannot
-            # hold. Encoding it here (the blob is kept for the write) confines such a record
-            # to its request; at the end of the batch it crashed the worker.
-            try:
-                blobs[rec.request_id] = encode_state(st.state)
-            except (OverflowError, msgspec.EncodeError) as exc:
-                st = _failed(state, rec, DerenderError(f"a number is out of range: {exc}"))
-                assert st.state is not None
-                blobs[rec.request_id] = encode_state(st.state)
-        chunk = rec.generate_chunk
-        if chunk is not None:
-            for c in chunk.choices:
-                if c.token_ids:
-                    tokens += len(c.token_ids)
-        # (_record, inlined: this is the path of nearly every record.)
-        results[st.result] += 1
+        else:
+            rec = d.chunk
+            assert rec is not None
+            rid = rec.request_id
+            state, loaded = current(rid, d.record.partition)
+            st = derender.step(state, rec, registry, d.record.timestamp_ms)
+            if st.exception is not None:  # a bug, or a tokenizer failure: this request only
+                log.error(
+                    "record %s/%s failed inside the core", rid, rec.seq, exc_info=st.exception
+                )
+                st.exception = None  # (its traceback holds frames: let them go)
+            chunk = rec.generate_chunk
+            if chunk is not None:
+                for c in chunk.choices:
+                    if c.token_ids:
+                        tokens += len(c.token_ids)
+            results[st.result] += 1
+            seq = str(rec.seq)
         if st.outputs:
-            _emit(result, rec.request_id, str(rec.seq), st.outputs)
-        live[rec.request_id] = (st.state, loaded, False)
-        if st.state is not None and st.result != DUPLICATE:
-            touched.add(rec.request_id)
+            _emit(result, rid, seq, st.outputs)
+        if st.result != DUPLICATE:
+            live[rid] = (st.state, loaded)
+        if st.blob is not None:
+            blobs[rid] = st.blob
     result.tokens = tokens
-    # One encode per request, however many of its records the batch held.
-    for rid in touched:
-        state, loaded, _ = live[rid]
-        assert state is not None
-        blob = blobs.get(rid)
+    # One write per request, however many of its records the batch held: its last state.
+    for rid, blob in blobs.items():
+        state, loaded = live[rid]
+        if not isinstance(state, RequestState):  # (nothing the core could stand behind)
+            continue
         result.writes[rid] = StateWrite(
-            rid,
-            state.seq,
-            blob if blob is not None else encode_state(state),
-            state.status == DONE,
-            loaded,
-            owned.get(partition_of[rid], 0),
+            rid, state.seq, blob, state.status == DONE, loaded, owned.get(partition_of[rid], 0)
         )
     return result
 
 
-def _bound_error(reason: str) -> Output:
-    return derender.error_output(DerenderError(reason, errors.INVALID_REQUEST))
-
-
-def _internal_error(state: RequestState | None, rec: ChunkRecord, exc: Exception) -> Step:
-    """One poison record must not stop its partition: report it and fail the request."""
-    log.exception("record %s/%s failed inside the core", rec.request_id, rec.seq)
-    err = DerenderError(f"internal error: {type(exc).__name__}: {exc}", INTERNAL_ERROR)
-    return _failed(state, rec, err)
-
-
-def _failed(state: RequestState | None, rec: ChunkRecord, err: DerenderError) -> Step:
-    """Report `err` for this record and fail the request (`[DONE]` too at end/abort)."""
-    failed = RequestState(seq=rec.seq if state is None else max(rec.seq, state.seq), status=FAILED)
-    outputs = [derender.error_output(err)]
-    if rec.type in ("end", "abort"):
-        outputs.append(Output(derender.DONE_KIND, DONE_BYTES))
-        failed.status = DONE
-    return Step(failed, outputs, derender.FAILED_RESULT)
-
-
-def _record(
-    result: BatchResult,
-    live: dict[str, tuple[RequestState | None, int | None, bool]],
-    touched: set[str],
-    rid: str,
-    st: Step,
-    loaded: int | None,
-    seq: str,
-    counted: bool = False,
-) -> None:
-    if not counted:
-        result.results[st.result] += 1
-    _emit(result, rid, seq, st.outputs)
-    live[rid] = (st.state, loaded, False)
-    if st.state is not None and st.result != derender.DUPLICATE:
-        touched.add(rid)
-
-
 def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecord]:
     """The broker refused these outputs for themselves (too large for the topic): their
-    requests fail. Returns one `error` output per refused output, in its place (the same
-    request, seq and part headers), and turns each request's state write into a failure,
-    so its later records are skipped."""
+    requests fail (`core.fail`). Returns one `error` output per refused output, in its
+    place (the same request, seq and part headers), and turns each request's state write
+    into the failed state, so its later records are skipped."""
     errors_out: list[OutRecord] = []
     for rec in refused:
         err = DerenderError(
@@ -323,14 +259,14 @@ def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecor
             "the output topic's max.message.bytes?)",
             errors.INVALID_REQUEST,
         )
-        value = derender.error_output(err).value
-        headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, b"error")]
-        errors_out.append(OutRecord(rec.key, value, headers, derender.ERROR))
         w = result.writes.get(rec.key)
-        if w is not None:
-            status = DONE if w.done else FAILED
-            blob = encode_state(RequestState(seq=w.seq, status=status))
+        seq = w.seq if w is not None else int(dict(rec.headers).get(H_SEQ, b"0"))
+        st = derender.fail(None, seq, err, closes=w is not None and w.done)
+        (error,) = [o for o in st.outputs if o.kind == ERROR]
+        headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, ERROR.encode())]
+        errors_out.append(OutRecord(rec.key, error.value, headers, ERROR))
+        if w is not None and st.blob is not None:
             result.writes[rec.key] = StateWrite(
-                w.request_id, w.seq, blob, w.done, w.expected_seq, w.epoch
+                w.request_id, w.seq, st.blob, w.done, w.expected_seq, w.epoch
             )
     return errors_out

@@ -101,6 +101,13 @@ FLAGS: list[Flag] = [
         float,
     ),
     Flag("max-record-bytes", 8 * 1024 * 1024, "input records larger than this are refused", int),
+    Flag(
+        "max-output-bytes",
+        constants.DEFAULT_MAX_OUTPUT_BYTES,
+        "an output larger than this fails its request (keep it under the output topic's "
+        "max.message.bytes)",
+        int,
+    ),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
     # 0: the worker already hands the producer one full record batch per partition
@@ -158,6 +165,7 @@ class Settings:
     done_ttl_s: int
     outage_limit_s: float
     max_record_bytes: int
+    max_output_bytes: int
     session_timeout_ms: int
     heartbeat_interval_ms: int
     linger_ms: int
@@ -228,6 +236,8 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"--event-loop: expected auto, uvloop or asyncio, got {s.event_loop!r}")
     if s.log_format not in ("text", "json"):
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
+    if s.max_output_bytes < 1:
+        raise SettingsError("--max-output-bytes must be at least 1")
     if s.max_batch < 1:
         raise SettingsError("--max-batch must be at least 1")
     if s.lanes < 1:

@@ -116,3 +116,41 @@ def test_metrics_health_and_check(
         capture_output=True,
     )
     assert res.returncode == 1
+
+
+def test_an_output_over_the_output_bound_fails_its_request_and_the_rest_is_committed(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """`--max-output-bytes`: a whole response larger than the bound is an `error` output
+    for that request only; every other request, before and after it in its partition,
+    is answered exactly (the partition moves on)."""
+    gens = make_generations(deepseek, 20, seed=7)
+    ids = deepseek.encode("a long whole answer " * 200, add_special_tokens=False).ids
+    whole = {
+        "request_id": "big",
+        "seq": 0,
+        "type": "response",
+        "generate_response": {
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]
+        },
+    }
+    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=8))
+    records.insert(3, whole)
+    worker = worker_factory("--max-output-bytes", "2000")
+    asyncio.run(publish(kafka_bootstrap, topics["input"], records))
+    outputs = asyncio.run(
+        read_all(
+            kafka_bootstrap,
+            topics["output"],
+            lambda o: done_count(o) >= len(gens) and any(x.key == "big" for x in o),
+        )
+    )
+    verify([o for o in outputs if o.key != "big"], gens)
+    (err,) = [o for o in outputs if o.key == "big"]
+    assert err.headers["derender-kind"] == "error"
+    body = json.loads(err.value)["error"]
+    assert body["code"] == "invalid_request_error" and "max_output_bytes = 2000" in body["message"]
+    assert worker.stop() == 0

@@ -1,10 +1,16 @@
-"""The pure derender core: no I/O, no clock, no asyncio (checked by a test)."""
+"""The pure derender core: no I/O, no clock, no asyncio (checked by a test).
 
-from worker.core.derender import Output, Step, step, step_invalid
+`step` (derender.py) is the entry point; `load_state` turns a stored blob into what it
+takes, and a Step carries the blob to store back.
+"""
+
+from worker.core.derender import Output, Step, fail, step, step_invalid
 from worker.core.model import Model, Registry
-from worker.core.state import RequestState, decode_state, encode_state
+from worker.core.render import error_output
+from worker.core.state import CorruptState, RequestState, decode_state, encode_state, load_state
 
 __all__ = [
+    "CorruptState",
     "Model",
     "Output",
     "Registry",
@@ -12,6 +18,9 @@ __all__ = [
     "Step",
     "decode_state",
     "encode_state",
+    "error_output",
+    "fail",
+    "load_state",
     "step",
     "step_invalid",
 ]

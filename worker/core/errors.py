@@ -9,6 +9,9 @@ STATE_MISSING = "state_missing"
 STATE_CORRUPT = "state_corrupt"
 # Records that were not valid ChunkRecords (also dead-lettered by the shell).
 INVALID_RECORD = "invalid_record"
+# The core failed on a record (a bug or a tokenizer failure, not bad input): the request
+# fails, its partition goes on.
+INTERNAL_ERROR = "internal_error"
 
 
 class DerenderError(Exception):

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from worker.core.detokenize import Detokenizer
 from worker.core.logprobs import Resolver
-from worker.core.parsers import ParserSpec, compile_parser
+from worker.core.parsers import Parser
 
 
 @dataclass(eq=False)
@@ -36,7 +36,7 @@ class Model:
     vocab_size: int = field(init=False)
     # The reasoning and tool-call formats compiled against the tokenizer (markers
     # that are single added tokens are matched by id).
-    parser: ParserSpec = field(init=False, repr=False)
+    parser: Parser = field(init=False, repr=False)
     _detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
     _resolver: Resolver | None = field(init=False, repr=False, default=None)
 
@@ -46,7 +46,13 @@ class Model:
             skip: Detokenizer(self.tokenizer, skip_special_tokens=skip) for skip in (False, True)
         }
         # Raises KeyError for an unknown format name (the registry reports it).
-        self.parser = compile_parser(self.reasoning_parser, self.tool_parser, self.tokenizer)
+        self.parser = Parser.compile(
+            self.reasoning_parser,
+            self.tool_parser,
+            self.tokenizer,
+            reasoning_field=self.reasoning_field,
+            strict=self.strict_tool_calling,
+        )
 
     def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:
         return self._detokenizers[skip_special_tokens]
@@ -58,12 +64,18 @@ class Model:
         return self._resolver
 
 
+from worker.constants import DEFAULT_MAX_OUTPUT_BYTES  # noqa: E402
+
+
 @dataclass(eq=False)
 class Registry:
-    """Served models by name, plus the one used when a record names none."""
+    """Served models by name, plus the one used when a record names none, and the limits
+    that hold for every model."""
 
     models: dict[str, Model]
     default: str
+    # The largest output value `step` emits; a larger one fails its request instead.
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
     def resolve(self, name: str | None) -> Model | None:
         return self.models.get(self.default if name is None else name)

@@ -16,7 +16,9 @@ import msgspec
 
 from worker.core.parsers.state import ParserState
 
-STATE_VERSION = 1
+# 2: a parser call in progress is a tagged union (parsers/state.py); a v1 blob holding one
+# fails to decode and its request ends as state_corrupt, never misread.
+STATE_VERSION = 2
 
 # RequestState.status
 ACTIVE = 0
@@ -87,14 +89,40 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
         return None
 
 
+class CorruptState(msgspec.Struct, frozen=True, gc=False):
+    """The store's verdict that a request's blob does not decode (`load_state`).
+
+    Passed to `step` in place of the state: the request fails with `state_corrupt`.
+    `reason` is msgspec's message, for the shell's log; it is not in any output.
+    """
+
+    reason: str = ""
+
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(RequestState)
 
+# What msgspec raises for a state msgpack cannot hold: an integer past 64 bits (msgspec's
+# JSON decoder takes integers of any size: `created`, `n`, a choice `index`, …).
+UNSTORABLE = (OverflowError, msgspec.EncodeError)
+
 
 def encode_state(state: RequestState) -> bytes:
+    """Raises one of UNSTORABLE for a state msgpack cannot hold."""
     return _encoder.encode(state)
 
 
 def decode_state(blob: bytes) -> RequestState:
     """Raises msgspec.DecodeError / ValidationError for a corrupt blob."""
     return _decoder.decode(blob)
+
+
+def load_state(blob: bytes | None) -> RequestState | CorruptState | None:
+    """A stored blob as `step` takes it: None (nothing stored), the state, or the verdict
+    that it is corrupt."""
+    if blob is None:
+        return None
+    try:
+        return _decoder.decode(blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return CorruptState(str(exc))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from worker.core.errors import DerenderError
+from worker.core.state import RequestState
 from worker.wire.outbound import UsageInfo
 
 # Counters are unsigned 64-bit on the Rust side and in most consumers; a total past
@@ -23,3 +24,14 @@ def usage(prompt_tokens: int, completion_tokens: int) -> UsageInfo:
             "overflows the token counter"
         )
     return UsageInfo(prompt_tokens, completion_tokens, total)
+
+
+def completion_tokens(state: RequestState) -> int:
+    """The tokens generated so far, over every choice."""
+    return sum(c.tokens for c in state.choices)
+
+
+def request_usage(state: RequestState) -> UsageInfo:
+    """The request's usage so far: its prompt and every choice's tokens."""
+    # (completion_tokens, inlined: with continuous usage this runs on every chunk.)
+    return usage(state.prompt_tokens or 0, sum(c.tokens for c in state.choices))

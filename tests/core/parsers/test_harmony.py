@@ -30,7 +30,7 @@ from tests import harmony_oracle as oracle
 from tests.core.parsers.harness import Parser, Result, parser, request, tool
 from tests.tiktoken_convert import gpt_oss_tokenizer
 from worker.core.parsers import feed
-from worker.core.parsers.engine import FRAME_MAX
+from worker.core.parsers.prose import FRAME_MAX
 
 TOOLS = [tool("get_weather", location="string"), tool("get_time", tz="string")]
 R = "<|channel|>analysis<|message|>The user asks for the weather.<|end|>"

@@ -270,7 +270,7 @@ def test_a_long_string_parameter_streams(tok: Tokenizer) -> None:
     ids = p.ids(text)
     per_chunk, st = p.stream_ids(ids, list(range(1, len(ids))))
     assert sum(1 for c in per_chunk if c) > len(ids) // 2  # arguments flow record by record
-    assert st.call is None or len(st.call.held) + len(st.call.raw) < 64
+    assert st.call is None or len(st.call.held) + len(st.call.body) < 64
     whole = p.whole(text)
     assert [(n, json.loads(a)) for n, a in whole.calls] == [
         ("get_weather", {"city": "word " * 2000, "days": 3})

@@ -39,7 +39,7 @@ from worker.core.parsers import (
     tool_call_id,
     uses_parser,
 )
-from worker.core.parsers.formats import CONTENT, REASONING
+from worker.core.parsers.grammar import CONTENT, REASONING
 from worker.core.parsers.serving import start_state
 from worker.core.parsers.state import (
     TOOLS_AUTO,

@@ -15,11 +15,12 @@ its first value.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value, dumps, escape
-from worker.core.parsers.events import Event, send_args
-from worker.core.parsers.state import Call, ParserState
+from worker.core.parsers.events import send_args
+from worker.core.parsers.scope import Scope
+from worker.core.parsers.state import CallElements
 
 PREFIX = "]<]minimax[>["
 ITEM = "item"
@@ -93,31 +94,22 @@ def _value(node: _Node, type_name: str, top: bool) -> Any:
 
 # -- streaming: one parameter at a time -------------------------------------------------
 
-# Call.role while reading an invoke's body
-E_BETWEEN = 0  # between parameters
-E_STREAM = 1  # inside a `string` parameter: its text is sent as it comes
-E_BUFFER = 2  # inside any other parameter: its body is held (`Call.raw`) to its close
-E_SKIP = 3  # inside a repeated parameter: read and left out
-E_STOP = 4  # text between parameters: the rest is malformed (vLLM stops there too)
+# CallElements.part: where in an invoke's body the text is
+BETWEEN = 0  # between parameters
+STREAM = 1  # inside a `string` parameter: its text is sent as it comes
+BUFFER = 2  # inside any other parameter: its body is held (CallElements.body) to its close
+SKIP = 3  # inside a repeated parameter: read and left out
+STOP = 4  # text between parameters: the rest is malformed (vLLM stops there too)
 
 
-class Run(Protocol):
-    st: ParserState
-    out: list[Event]
+def _types(scope: Scope, call: CallElements) -> dict[str, str]:
+    return next((t.types for t in scope.st.tools if t.name == call.name), {})
 
 
-def _send(run: Run, call: Call, text: str) -> None:
-    send_args(run.out, call, text)
-
-
-def _types(run: Run, call: Call) -> dict[str, str]:
-    return next((t.types for t in run.st.tools if t.name == call.name), {})
-
-
-def _lead(call: Call, key: str) -> str:
+def _lead(call: CallElements, key: str) -> str:
     lead = ", " if call.count else "{"
     call.count += 1
-    call.flag += key + "\n"  # the parameters sent (a repeat is left out)
+    call.sent += key + "\n"  # the parameters sent (a repeat is left out)
     return lead + dumps(key) + ": "
 
 
@@ -129,94 +121,94 @@ def _holdback(buf: str, start: int) -> int:
     return len(buf)
 
 
-def feed(run: Run, call: Call, text: str) -> None:
-    """Text of an invoke's body (the engine ends the invoke at `]<]minimax[>[</invoke>`)."""
+def feed(scope: Scope, call: CallElements, text: str) -> int:
+    """Text of an invoke's body (the engine ends the invoke at `]<]minimax[>[</invoke>`);
+    all of it is used."""
     buf = call.held + text
     call.held = ""
     i = 0
-    while i < len(buf):
-        role = call.role
-        if role == E_STOP:
-            return
+    while i < len(buf) and call.part != STOP:
+        part = call.part
         at = buf.find(PREFIX, i)
-        end = len(buf) if at < 0 else at
-        if at < 0:
-            end = _holdback(buf, i)
+        end = _holdback(buf, i) if at < 0 else at
         piece = buf[i:end]
-        if role == E_STREAM:
-            _stream(run, call, piece)
-        elif role in (E_BUFFER, E_SKIP):
-            call.raw += piece
+        if part == STREAM:
+            _stream(scope, call, piece)
+        elif part in (BUFFER, SKIP):
+            call.body += piece
         elif piece.strip():
-            call.role = E_STOP
-            return
+            call.part = STOP
+            break
         if at < 0:
             call.held = buf[end:]
-            return
+            break
         close = buf.find(">", at + len(PREFIX))
         if close < 0:
             call.held = buf[at:]  # the tag is not complete yet
-            return
+            break
         tag = buf[at + len(PREFIX) + 1 : close].strip()
-        _tag(run, call, tag, buf[at : close + 1])
+        _tag(scope, call, tag, buf[at : close + 1])
         i = close + 1
+    return len(text)
 
 
-def _tag(run: Run, call: Call, tag: str, raw: str) -> None:
-    role = call.role
-    if role == E_BETWEEN:
+def _tag(scope: Scope, call: CallElements, tag: str, raw: str) -> None:
+    part = call.part
+    if part == BETWEEN:
         if tag.startswith("/"):
-            call.role = E_STOP  # a closer that closes nothing
+            call.part = STOP  # a closer that closes nothing
             return
-        call.key, call.raw, call.depth = tag, "", 0
-        if tag in call.flag.split("\n"):
-            call.role = E_SKIP
-        elif _types(run, call).get(tag, UNKNOWN) == STRING:
-            call.role, call.esc = E_STREAM, False  # `esc`: its `"key": "` is out
+        call.key, call.body, call.depth = tag, "", 0
+        if tag in call.sent.split("\n"):
+            call.part = SKIP
+        elif _types(scope, call).get(tag, UNKNOWN) == STRING:
+            call.part, call.opened = STREAM, False  # (`opened`: its `"key": "` is out)
         else:
-            call.role = E_BUFFER
+            call.part = BUFFER
         return
     closing = tag.startswith("/")
     if call.depth == 0 and closing and tag[1:].strip() == call.key:
-        if role == E_STREAM:
-            _send(run, call, '"' if call.esc else _lead(call, call.key) + '""')
-        elif role == E_BUFFER:
-            node = parse(f"{PREFIX}<{call.key}>{call.raw}{PREFIX}</{call.key}>")
+        if part == STREAM:
+            send_args(scope.out, call, '"' if call.opened else _lead(call, call.key) + '""')
+        elif part == BUFFER:
+            node = parse(f"{PREFIX}<{call.key}>{call.body}{PREFIX}</{call.key}>")
             if node.children:
                 child = node.children[0]
-                value = _value(child, _types(run, call).get(call.key, UNKNOWN), top=True)
-                _send(run, call, _lead(call, call.key) + dumps(value))
-        call.role, call.key, call.raw = E_BETWEEN, "", ""
+                value = _value(child, _types(scope, call).get(call.key, UNKNOWN), top=True)
+                send_args(scope.out, call, _lead(call, call.key) + dumps(value))
+        call.part, call.key, call.body = BETWEEN, "", ""
         return
-    if role == E_STREAM:
-        _stream(run, call, raw)  # markup inside a string parameter is its text
+    if part == STREAM:
+        _stream(scope, call, raw)  # markup inside a string parameter is its text
         return
-    call.raw += raw
+    call.body += raw
     if closing:
         call.depth -= 1
         if call.depth < 0:
-            call.role = E_STOP
+            call.part = STOP
     else:
         call.depth += 1
 
 
-def _stream(run: Run, call: Call, text: str) -> None:
+def _stream(scope: Scope, call: CallElements, text: str) -> None:
     """Text of a `string` parameter; its key goes out with the first of it (a parameter
     cut before any text is left out, as vLLM leaves it)."""
     if not text:
         return
-    if not call.esc:
-        call.esc = True
+    if not call.opened:
+        call.opened = True
         text_lead = _lead(call, call.key) + '"'
-        _send(run, call, text_lead + escape(text))
+        send_args(scope.out, call, text_lead + escape(text))
     else:
-        _send(run, call, escape(text))
+        send_args(scope.out, call, escape(text))
 
 
-def end(run: Run, call: Call) -> None:
+def end(scope: Scope, call: CallElements) -> None:
     """The invoke ended (or the output did): a string left open is closed where it
     stopped; any other open parameter is left out, as vLLM leaves it."""
-    if call.role == E_STREAM and call.esc:
-        _send(run, call, '"')  # (a cut tag held at the end is markup, not text)
-    _send(run, call, "}" if call.count else "{}")
-    call.role, call.held, call.raw, call.flag, call.esc = E_BETWEEN, "", "", "", False
+    if call.index < 0 or call.skip:
+        return
+    if call.part == STREAM and call.opened:
+        send_args(scope.out, call, '"')  # (a cut tag held at the end is markup, not text)
+    send_args(scope.out, call, "}" if call.count else "{}")
+    call.part, call.held, call.body, call.sent, call.opened = BETWEEN, "", "", "", False

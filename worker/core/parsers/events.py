@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 if TYPE_CHECKING:
-    from worker.core.parsers.state import Call
+    from worker.core.parsers.state import CallBase
 
 
 class Reasoning(msgspec.Struct, frozen=True, gc=False):
@@ -44,7 +44,7 @@ class ToolCallArgs(msgspec.Struct, frozen=True, gc=False):
 Event = Reasoning | Content | ToolCallStart | ToolCallArgs
 
 
-def send_args(out: list[Event], call: Call, text: str) -> None:
+def send_args(out: list[Event], call: CallBase, text: str) -> None:
     """A fragment of `call`'s arguments, unless the call is not out (no header yet, or
     suppressed) or there is nothing to send. Every argument scanner sends through this."""
     if text and call.index >= 0 and not call.skip:

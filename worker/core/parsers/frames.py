@@ -1,5 +1,5 @@
-"""What a Harmony message header says, and what its body therefore is
-(vllm-parsers-0.33.md §3.1).
+"""Harmony messages (vllm-parsers-0.33.md §3.1): their markers (`HARMONY`), what a
+message header says, and what its body therefore is.
 
 A header is the text between the start of a message and `<|message|>`, special tokens
 included, e.g. `<|channel|>analysis`, `assistant<|channel|>commentary to=functions.f
@@ -21,9 +21,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from worker.core.parsers.grammar import Frames
+
 CHANNEL = "<|channel|>"
 CONSTRAIN = "<|constrain|>"
 START = "<|start|>"
+
+# gpt-oss's messages: the reasoning format `openai_gptoss` and the tool format `openai`
+# both read them (the first header needs no start: the prompt ends with it).
+HARMONY = Frames(START, "<|message|>", ("<|end|>", "<|call|>", "<|return|>"), (CHANNEL, CONSTRAIN))
 
 ROLES = frozenset(("system", "developer", "user", "assistant", "tool"))
 # vLLM's built-in tools (harmony_utils.BUILTIN_TOOL_TO_MCP_SERVER_LABEL): their messages

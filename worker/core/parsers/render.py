@@ -1,4 +1,5 @@
-"""Events → OpenAI shapes: a streaming `Delta`, or a whole `ChatMessage`.
+"""Events → OpenAI shapes: a streaming `Delta`, or a whole `ChatMessage`, both from the
+one `merge` of the events.
 
 The reasoning field is named by the model registry: `reasoning` (current vLLM) or
 `reasoning_content` (older clients, DeepSeek's API convention).
@@ -7,6 +8,7 @@ The reasoning field is named by the model registry: `reasoning` (current vLLM) o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from msgspec import UNSET
 
@@ -25,22 +27,18 @@ REASONING_CONTENT = "reasoning_content"
 FUNCTION = "function"
 
 
-def to_delta(events: list[Event], reasoning_field: str = REASONING) -> Delta | None:
-    """One delta for one feed's events; None when they say nothing.
+class Merged(NamedTuple):
+    """Events merged: text of a kind joined (None when there was none), and per call
+    index its header (None when the events had none) and argument fragments, in the
+    order the calls first appear."""
 
-    Text of a kind is joined; a call's header and arguments in the same feed share one
-    `ToolCallDelta` (vLLM coalesces deltas of one index within a step).
-    """
-    if not events:
-        return None
-    if len(events) == 1:  # the common case: one piece of text
-        ev = events[0]
-        if isinstance(ev, Content):
-            return Delta(content=ev.text)
-        if isinstance(ev, Reasoning):
-            delta = Delta()
-            setattr(delta, _field(reasoning_field), ev.text)
-            return delta
+    content: str | None
+    reasoning: str | None
+    calls: dict[int, tuple[ToolCallStart | None, list[str]]]
+
+
+def merge(events: list[Event]) -> Merged:
+    """The one merge of events, for a streamed delta and for a whole message alike."""
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, tuple[ToolCallStart | None, list[str]]] = {}
@@ -50,18 +48,45 @@ def to_delta(events: list[Event], reasoning_field: str = REASONING) -> Delta | N
         elif isinstance(ev, Reasoning):
             reasoning.append(ev.text)
         elif isinstance(ev, ToolCallStart):
-            calls[ev.index] = (ev, calls.get(ev.index, (None, []))[1])
+            calls[ev.index] = (ev, calls[ev.index][1] if ev.index in calls else [])
         else:
             calls.setdefault(ev.index, (None, []))[1].append(ev.text)
-    delta = Delta()
-    if content:
-        delta.content = "".join(content)
-    if reasoning:
-        setattr(delta, _field(reasoning_field), "".join(reasoning))
-    if calls:
-        delta.tool_calls = [_tool_delta(i, head, parts) for i, (head, parts) in calls.items()]
-    if not (content or reasoning or calls):
+    return Merged(
+        "".join(content) if content else None,
+        "".join(reasoning) if reasoning else None,
+        calls,
+    )
+
+
+def to_delta(events: list[Event], reasoning_field: str = REASONING) -> Delta | None:
+    """One delta for one feed's events; None when they say nothing.
+
+    Text of a kind is joined; a call's header and arguments in the same feed share one
+    `ToolCallDelta` (vLLM coalesces deltas of one index within a step).
+    """
+    if not events:
         return None
+    if len(events) == 1:  # the common cases: one piece of text, or of a call's arguments
+        ev = events[0]
+        if isinstance(ev, Content):
+            return Delta(content=ev.text)
+        if isinstance(ev, Reasoning):
+            delta = Delta()
+            setattr(delta, _field(reasoning_field), ev.text)
+            return delta
+        if isinstance(ev, ToolCallArgs):
+            function = FunctionDelta(arguments=ev.text)
+            return Delta(tool_calls=[ToolCallDelta(index=ev.index, function=function)])
+    merged = merge(events)
+    delta = Delta()
+    if merged.content is not None:
+        delta.content = merged.content
+    if merged.reasoning is not None:
+        setattr(delta, _field(reasoning_field), merged.reasoning)
+    if merged.calls:
+        delta.tool_calls = [
+            _tool_delta(i, head, parts) for i, (head, parts) in merged.calls.items()
+        ]
     return delta
 
 
@@ -99,30 +124,18 @@ class Parsed:
 def collect(
     events: list[Event], hide_reasoning: bool, content_default: str | None, empty: str | None
 ) -> Parsed:
-    """Merge a whole output's events (the non-streaming answer)."""
-    content: list[str] = []
-    reasoning: list[str] = []
-    heads: dict[int, ToolCallStart] = {}
-    args: dict[int, list[str]] = {}
-    for ev in events:
-        if isinstance(ev, Content):
-            content.append(ev.text)
-        elif isinstance(ev, Reasoning):
-            reasoning.append(ev.text)
-        elif isinstance(ev, ToolCallStart):
-            heads[ev.index] = ev
-            args.setdefault(ev.index, [])
-        elif isinstance(ev, ToolCallArgs):
-            args.setdefault(ev.index, []).append(ev.text)
-    text = "".join(reasoning)
+    """A whole output's events as one message (the non-streaming answer); calls in
+    index order, those without a header left out."""
+    merged = merge(events)
     return Parsed(
         # Empty reasoning (`</think>` first) is `empty`: null for vLLM 0.33's engine
         # parsers, "" for its older think-tag classes.
-        reasoning=None if hide_reasoning else (text or empty),
-        content="".join(content) or content_default,
+        reasoning=None if hide_reasoning else (merged.reasoning or empty),
+        content=merged.content or content_default,
         tool_calls=[
-            ToolCall(h.id, FUNCTION, FunctionCall(h.name, "".join(args[i])))
-            for i, h in sorted(heads.items())
+            ToolCall(head.id, FUNCTION, FunctionCall(head.name, "".join(parts)))
+            for _, (head, parts) in sorted(merged.calls.items())
+            if head is not None
         ],
     )
 

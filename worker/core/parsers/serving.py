@@ -9,8 +9,7 @@ from typing import Any
 import msgspec
 
 from worker.core.parsers.convert import schema_type, schema_types
-from worker.core.parsers.engine import ParserSpec
-from worker.core.parsers.formats import (
+from worker.core.parsers.grammar import (
     CONTENT,
     FORCED_JSON,
     FORCED_NATIVE,
@@ -18,6 +17,7 @@ from worker.core.parsers.formats import (
     REASONING,
     ReasoningFormat,
 )
+from worker.core.parsers.spec import ParserSpec
 from worker.core.parsers.state import (
     APPEND_THINK,
     FORCE_CONTENT,

@@ -9,12 +9,18 @@ Bounded by construction: no copy of the output is kept. What is held is at most
 - `rws`: the reasoning's trailing whitespace, waiting to see whether reasoning goes on
   (capped);
 - `head`: one message header (Harmony), capped;
-- in `Call`: the piece of one tool call that is not final yet (a name, one parameter
+- in `call`: the piece of one tool call that is not final yet (a name, one parameter
   value that must be converted whole, the head of a call whose name comes after its
   arguments). That is bounded by one call, never by the generation.
 
+`call` is one small Struct per argument scanner (`Call`, a tagged union): each kind has
+the fields its scanner reads, named for what they hold in it.
+
 Field order is the msgpack layout (`array_like`); new fields go at the end with
-defaults (msgspec evolution rules), as in `core/state.py`.
+defaults (msgspec evolution rules), as in `core/state.py`. Layout 2 (this one) replaced
+the one 17-field `Call` of layout 1 by the union: that changed what `call` means, so a
+layout-1 state with a call in progress no longer decodes (the tags see to it) and is
+reported as a corrupt state; states without a call in progress decode as before.
 """
 
 from __future__ import annotations
@@ -76,27 +82,118 @@ class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     types: dict[str, str] = {}
 
 
-class Call(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-    """The tool call (or, for JSON and pythonic lists, the block of calls) being parsed."""
+class CallBase(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """What every kind of call has: its header once it is out, and the name text.
 
-    kind: int  # how argument text becomes JSON (formats.ARGS_*)
-    head: str = ""  # name / header text read so far
+    Its fields come first in every kind's encoding, so none may be added here: a new
+    field goes at the end of the kinds that need it.
+    """
+
     index: int = -1  # OpenAI index once the header is out; -1 before
     skip: bool = False  # suppressed: parallel_tool_calls false, malformed header, bad value
-    held: str = ""  # argument text not sendable yet
-    phase: int = 0  # scanner phase (args.py: J_*, C_*, Y_*, or a parameter's P_LEAD)
-    depth: int = 0  # bracket depth inside the current value
+    name: str = ""  # the call's name once known
+    head: str = ""  # header / name text read so far (bounded by calls.HEAD_MAX)
+
+
+# One Struct per argument scanner, a tagged union (`Call`): the tag is the first element
+# of the array. Tags start at 16, past the 0-6 that the first field of the one earlier
+# `Call` Struct held (its kind), so a blob written before the union (layout 1, with a
+# call in progress) fails to decode rather than being read as a wrong kind.
+
+
+class CallJson(CallBase, tag=16):
+    """JSON arguments streamed as written (json_args.py: Kimi K2, Mistral v11, DeepSeek V3)."""
+
+    phase: int = 0  # json_args.BEFORE / IN / AFTER the value
+    depth: int = 0  # bracket depth inside the value; -1: a scalar
+    quote: bool = False  # inside a string
+    esc: bool = False  # after a backslash inside a string
+    # Kimi K2: a bare-counter header (`0`) whose name the arguments must tell; its id,
+    # and the arguments held until the call ends (bounded by that one call).
+    defer_id: str = ""
+    deferred: str = ""
+
+
+class CallParams(CallBase, tag=17):
+    """Key/value parameter markup turned into one JSON object (params.py: XML, DSML)."""
+
+    key: str = ""  # the parameter's name as written (bounded by calls.HEAD_MAX)
+    # The parameter's `string="…"` flag as written (DSML), or what its `type="…"` says
+    # (Kimi K3: "true" for a string).
+    flag: str = ""
+    value: int = 0  # how the current value is sent: params.NONE / STREAM / BUFFER
+    held: str = ""  # a value converted whole at its end; a streamed value's last "\n"
+    lead: bool = False  # a leading newline of the value may still be dropped
+    count: int = 0  # parameters sent (the separator before the next one)
+
+
+class CallList(CallBase, tag=18):
+    """A block of JSON call objects (call_list.py: hermes, llama3_json, "required")."""
+
+    phase: int = 0  # call_list.START … END
+    key: str = ""  # the JSON key being read, as JSON text
+    value: int = 0  # what the current value is: call_list.V_NAME, V_ARGS, …
+    depth: int = 0  # bracket depth inside the current value; -1: a scalar
+    quote: bool = False
+    esc: bool = False
+    args_seen: bool = False  # an arguments key was seen in this object
+    held: str = ""  # arguments written before the name, or given as a string
+    count: int = 0  # argument fragments sent for the current call ("{}" if none)
+    # A sniffed block keeps its text until its first header, to be given back as
+    # content if it is no call list (bounded by calls.RAW_MAX).
+    fallback: bool = False
+    raw: str = ""
+    required: bool = False  # tool_choice "required": `[{"name", "parameters"}, …]`
+
+
+class CallPythonic(CallBase, tag=19):
+    """A Python list of calls with keyword arguments (pythonic.py)."""
+
+    phase: int = 0  # pythonic.START … END
+    key: str = ""  # the keyword being read
+    held: str = ""  # the keyword's value text, converted whole when it ends
+    value: int = 0  # pythonic.WHOLE / STREAM (a plain string) / REST (after that string)
+    depth: int = 0  # bracket depth inside the value
     quote: str = ""  # inside a string literal: its quote character
     esc: bool = False  # after a backslash inside a string
-    key: str = ""  # JSON key / parameter name being read; Kimi: the deferred call's id
-    role: int = 0  # what the current value is (args.ROLE_*); Kimi: name to infer
-    count: int = 0  # parameters / fragments sent for the current call (separators, "{}")
-    flag: str = ""  # a DSML parameter's `string="…"` text
-    raw: str = ""  # block text kept for the content fallback (sniffed blocks only)
-    name: str = ""  # the call's name once known
-    args: bool = False  # an arguments key was seen (JSON lists)
-    fallback: bool = False  # `raw` is kept: no header yet in a sniffed block
-    required: bool = False  # the `[{"name", "parameters"}, …]` of tool_choice "required"
+    escape: str = ""  # an escape sequence being read inside a streamed string
+    count: int = 0  # keyword arguments sent for the current call
+    fallback: bool = False  # as CallList's
+    raw: str = ""
+
+
+class CallVerbatim(CallBase, tag=20):
+    """Every later character is arguments (a Harmony call's body, a named tool_choice)."""
+
+
+class CallGemma(CallBase, tag=21):
+    """Gemma 4's `{key:value,…}` with `<|"|>` strings (gemma.py)."""
+
+    phase: int = 0  # gemma.START … DONE
+    # The open containers, innermost last: `{` / `[` before their first member, `o` /
+    # `a` after it (bounded by gemma.DEPTH_MAX).
+    stack: str = ""
+    key: str = ""  # the object key being read
+    key_waits: bool = False  # the key is read: it is sent with its value's start
+    held: str = ""  # a bare value, or a typed string, converted at its end
+    string: int = 0  # inside a `<|"|>` string: gemma.STREAM / TYPED / KEY_STRING, or OUTSIDE
+    count: int = 0  # top-level parameters sent
+
+
+class CallElements(CallBase, tag=22):
+    """MiniMax M3's parameter elements (elements.py)."""
+
+    part: int = 0  # where in the invoke's body: elements.BETWEEN, STREAM, …
+    held: str = ""  # a tag or namespace prefix cut at the end of the text
+    key: str = ""  # the parameter being read
+    body: str = ""  # a buffered parameter's body, converted when it closes
+    depth: int = 0  # child elements open inside it
+    sent: str = ""  # the parameters sent, one per line (a repeat is left out)
+    opened: bool = False  # a streamed string parameter's `"key": "` is out
+    count: int = 0  # parameters sent
+
+
+Call = CallJson | CallParams | CallList | CallPythonic | CallVerbatim | CallGemma | CallElements
 
 
 class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -110,7 +207,7 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     started: bool = False  # non-whitespace content was seen (since reasoning ended)
     ws: str = ""
     calls: int = 0  # tool-call headers sent
-    call: Call | None = None
+    call: Call | None = None  # the call (or block of calls) being parsed
     reasoned: bool = False  # the output was in reasoning at some point
     reasoning_tokens: int = 0
     request_id: str = ""
@@ -119,9 +216,9 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     tools: list[ToolSchema] = []
     finished: bool = False
     # Trailing whitespace of the reasoning so far: sent only if more reasoning follows
-    # (vLLM strips it from the end of the reasoning). Capped at engine.WS_HOLD_MAX.
+    # (vLLM strips it from the end of the reasoning). Capped at prose.WS_HOLD_MAX.
     rws: str = ""
-    # Message frames (Harmony): the header read so far (capped at engine.HEAD_MAX) and
+    # Message frames (Harmony): the header read so far (capped at prose.FRAME_MAX) and
     # what the messages so far said (MSG_* bits).
     head: str = ""
     msg: int = 0

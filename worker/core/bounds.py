@@ -1,0 +1,125 @@
+"""The bounds of CONTRACT.md §5: sizes and ranges checked before any tokenizer work.
+
+A bound that does not hold raises `DerenderError` with `invalid_request_error` and a
+message that names the bound and the value. Nothing here decodes a token, so a record
+that would make the tokenizer work hard is refused cheaply.
+"""
+
+from __future__ import annotations
+
+from worker.core.errors import DerenderError
+from worker.core.model import Model
+from worker.core.render import Output
+from worker.wire.inbound import GenerateResponse, GenerateStreamResponse, Logprobs, ResponseChoice
+
+# OpenAI's own bound on `n`. The state holds one entry per choice and `abort` finishes
+# every unseen choice, so an unbounded `n` would let one record grow a state (and its
+# output) without limit (CONTRACT.md §4.6).
+MAX_N = 128
+
+# vLLM's VLLM_MAX_N_SEQUENCES default: most generate outputs (completion prompts) and
+# choices per output one `response` record may carry.
+MAX_N_SEQUENCES = 16384
+
+
+def check_ids(ids: list[int], model: Model, what: str) -> None:
+    if len(ids) > model.max_model_len:
+        raise DerenderError(
+            f"{what} length ({len(ids)}) exceeds max_model_len ({model.max_model_len}).",
+            param=what,
+        )
+    if ids and (min(ids) < 0 or max(ids) >= model.vocab_size):
+        bad = next(i for i in ids if i < 0 or i >= model.vocab_size)
+        raise DerenderError(
+            f"{what} contains token id {bad} outside the vocabulary [0, {model.vocab_size}).",
+            param=what,
+        )
+
+
+def check_options(top_logprobs: int, n: int, model: Model) -> None:
+    """The request's own asks: `top_logprobs` (or completion `logprobs: k`) and `n`."""
+    if model.max_logprobs >= 0 and top_logprobs > model.max_logprobs:
+        raise DerenderError(
+            f"top_logprobs ({top_logprobs}) exceeds max_logprobs ({model.max_logprobs}).",
+            param="top_logprobs",
+        )
+    if not 1 <= n <= MAX_N:
+        raise DerenderError(f"n must be between 1 and {MAX_N}, got {n}", param="n")
+
+
+def check_logprobs(lp: Logprobs | None, index: int, model: Model) -> None:
+    if lp is None or lp.content is None:
+        return
+    if len(lp.content) > model.max_model_len:
+        raise DerenderError(
+            f"logprobs.content length ({len(lp.content)}) in choice {index} exceeds "
+            f"max_model_len ({model.max_model_len}).",
+            param="logprobs",
+        )
+    if model.max_logprobs >= 0:
+        for entry in lp.content:
+            top = entry.top_logprobs
+            if top is not None and len(top) > model.max_logprobs:
+                raise DerenderError(
+                    f"top_logprobs count ({len(top)}) in choice {index} exceeds "
+                    f"max_logprobs ({model.max_logprobs}).",
+                    param="logprobs",
+                )
+
+
+def check_chunk(chunk: GenerateStreamResponse, model: Model) -> None:
+    if len(chunk.choices) > 1:
+        raise DerenderError(
+            f"generate_chunk has {len(chunk.choices)} choices; the worker expects at most "
+            "one choice per chunk",
+            param="generate_chunk.choices",
+        )
+    for choice in chunk.choices:
+        if choice.index < 0:
+            raise DerenderError("choice index must not be negative", param="index")
+        if choice.token_ids:
+            check_ids(choice.token_ids, model, "token_ids")
+        check_logprobs(choice.logprobs, choice.index, model)
+
+
+def check_generate_outputs(count: int) -> None:
+    if count > MAX_N_SEQUENCES:
+        raise DerenderError(
+            f"generate_responses count ({count}) exceeds the maximum ({MAX_N_SEQUENCES}).",
+            param="generate_responses",
+        )
+
+
+def check_response(resp: GenerateResponse, model: Model) -> None:
+    """One whole generate output, except its choices (see `check_response_choice`)."""
+    if len(resp.choices) > MAX_N_SEQUENCES:
+        raise DerenderError(
+            f"choices count ({len(resp.choices)}) in response '{resp.request_id}' exceeds "
+            f"the maximum ({MAX_N_SEQUENCES}).",
+            param="choices",
+        )
+    if resp.prompt_token_ids is not None:
+        check_ids(resp.prompt_token_ids, model, "prompt_token_ids")
+    if resp.prompt_logprobs is not None and len(resp.prompt_logprobs) > model.max_model_len:
+        raise DerenderError(
+            f"prompt_logprobs length ({len(resp.prompt_logprobs)}) in response "
+            f"'{resp.request_id}' exceeds max_model_len ({model.max_model_len}).",
+            param="prompt_logprobs",
+        )
+
+
+def check_response_choice(choice: ResponseChoice, model: Model) -> None:
+    if not choice.token_ids:
+        raise DerenderError(f"choice {choice.index} has empty or null token_ids", param="token_ids")
+    check_ids(choice.token_ids, model, "token_ids")
+    check_logprobs(choice.logprobs, choice.index, model)
+
+
+def output_too_large(output: Output, max_output_bytes: int) -> DerenderError:
+    """The error for an output over `max_output_bytes`. Each output becomes one broker
+    record: one over the broker's message size would be refused on every retry and
+    block its partition (Kafka's `max.message.bytes`)."""
+    return DerenderError(
+        f"{output.kind} output of {len(output.value)} bytes exceeds the output size limit "
+        f"(max_output_bytes = {max_output_bytes} bytes)"
+    )

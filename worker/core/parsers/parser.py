@@ -1,0 +1,144 @@
+"""`Parser`: a model's reasoning and tool-call parsing behind one object.
+
+Built once per model, bound to its compiled spec and the model's two options (the name
+of the reasoning field, strict tool calling). Per request `open` gives the state every
+choice starts from (None: the request takes no parser path); per choice `for_choice`
+copies it; per record `feed` returns the delta; at the end `finish` gives the finish
+reason. A whole response is `whole`, the same engine fed once. The states are plain
+msgspec data kept in the request state, so the parser holds nothing between calls.
+
+The text fed must be detokenized with special tokens kept: the markers are in it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from worker.core.parsers.engine import feed
+from worker.core.parsers.grammar import SWAP_ABSENT, SWAP_BLANK
+from worker.core.parsers.render import REASONING, Parsed, collect, to_delta, to_message
+from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
+from worker.core.parsers.spec import ParserSpec, TokenizerLike, compile_parser
+from worker.core.parsers.state import (
+    FORCE_CONTENT,
+    FORCED_CHOICE,
+    HIDE_REASONING,
+    MSG_CONTENT,
+    ParserState,
+)
+from worker.wire.inbound import ChatRequest
+from worker.wire.outbound import ChatMessage, Delta
+
+
+class ParsedDelta(NamedTuple):
+    """One record's output: its delta (None: it says nothing), and per token id of the
+    record True where its logprobs must not be sent (hidden reasoning; None: none)."""
+
+    delta: Delta | None
+    hidden: list[bool] | None
+
+
+class ParsedMessage(NamedTuple):
+    """A whole output's message, the hidden tokens (as ParsedDelta's), the finish
+    reason and how many tokens were reasoning."""
+
+    message: ChatMessage
+    hidden: list[bool] | None
+    finish_reason: str | None
+    reasoning_tokens: int
+
+
+class Parser:
+    """One model's parsing: its compiled spec and options; holds no request's state."""
+
+    __slots__ = ("reasoning_field", "spec", "strict")
+
+    def __init__(
+        self, spec: ParserSpec, reasoning_field: str = REASONING, strict: bool = True
+    ) -> None:
+        self.spec = spec
+        self.reasoning_field = reasoning_field  # `reasoning` or `reasoning_content`
+        self.strict = strict  # strict_tool_calling (vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING)
+
+    @classmethod
+    def compile(
+        cls,
+        reasoning_parser: str | None,
+        tool_parser: str | None,
+        tokenizer: TokenizerLike,
+        *,
+        reasoning_field: str = REASONING,
+        strict: bool = True,
+    ) -> Parser:
+        """The named formats compiled for a tokenizer (KeyError for an unknown name)."""
+        spec = compile_parser(reasoning_parser, tool_parser, tokenizer)
+        return cls(spec, reasoning_field, strict)
+
+    def open(
+        self, request: ChatRequest | None, prompt_ids: list[int] | None, request_id: str
+    ) -> ParserState | None:
+        """The state every choice of the request starts from, or None when the request
+        needs no parser (no reasoning format, no tool parsing)."""
+        st = open_parser(self.spec, request, prompt_ids, request_id, strict=self.strict)
+        return st if uses_parser(self.spec, st) else None
+
+    def for_choice(self, template: ParserState, index: int) -> ParserState:
+        """Choice `index`'s own state (tool-call ids differ per choice)."""
+        return for_choice(template, index)
+
+    def feed(
+        self, st: ParserState, text: str, token_ids: list[int] | None, final: bool = False
+    ) -> ParsedDelta:
+        """Advance one choice by one record: `text` is the detokenized text of
+        `token_ids` (None: match every marker on text alone); `final` releases
+        everything held."""
+        fed = feed(self.spec, st, text, token_ids, final)
+        return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden)
+
+    def finish(self, st: ParserState, engine_reason: str | None) -> str | None:
+        """The finish reason to report: `tool_calls` when calls were made and the engine
+        stopped naturally (not for a named tool_choice), else the engine's."""
+        return finish_reason(st, engine_reason)
+
+    def whole(
+        self,
+        template: ParserState,
+        index: int,
+        text: str,
+        token_ids: list[int] | None,
+        engine_reason: str | None,
+    ) -> ParsedMessage:
+        """Choice `index` of a whole response (`type = "response"`) as one message."""
+        st = for_choice(template, index)
+        parsed = parse_whole(self.spec, st, text, token_ids)
+        return ParsedMessage(
+            to_message(parsed, self.reasoning_field),
+            parsed.hidden,
+            finish_reason(st, engine_reason),
+            parsed.reasoning_tokens,
+        )
+
+
+def parse_whole(
+    spec: ParserSpec, st: ParserState, text: str, token_ids: list[int] | None
+) -> Parsed:
+    """A whole output (`type = "response"`): the same engine, fed once with `final`."""
+    fed = feed(spec, st, text, token_ids, final=True)
+    fmt = spec.reasoning
+    parsed = collect(
+        fed.events,
+        empty="" if fmt is not None and fmt.empty_as_text and st.reasoned else None,
+        hide_reasoning=bool(st.flags & HIDE_REASONING),
+        # vLLM answers a forced call with `content: ""` rather than null (§3.6).
+        content_default="" if st.flags & FORCED_CHOICE else None,
+    )
+    if st.flags & FORCE_CONTENT and fmt is not None and not parsed.tool_calls:
+        # vLLM's nemotron_v3: an answer that wrote only reasoning is given as content.
+        answer = parsed.content
+        if (fmt.swap == SWAP_BLANK and (answer is None or not answer.strip())) or (
+            fmt.swap == SWAP_ABSENT and answer is None and not st.msg & MSG_CONTENT
+        ):
+            parsed.reasoning, parsed.content = answer, parsed.reasoning
+    parsed.reasoning_tokens = st.reasoning_tokens
+    parsed.hidden = fed.hidden
+    return parsed

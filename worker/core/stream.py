@@ -1,0 +1,138 @@
+"""Streaming: a `chunk` record → at most one chunk output; `end` / `abort` → the stream's end.
+
+A chunk carries one choice's new token ids (choices of `n > 1` interleave, one per
+record). Each is advanced through `decode_choice` and, on the parser path, the
+reasoning / tool-call parser, then rendered as one `chat.completion.chunk` or
+`text_completion` chunk. `end` flushes what is held, sends usage if asked and `[DONE]`.
+"""
+
+from __future__ import annotations
+
+from worker.core import render
+from worker.core.bounds import check_chunk
+from worker.core.decode import decode_choice, shown_positions, unhidden
+from worker.core.errors import DerenderError
+from worker.core.logprobs import Position, chat_logprobs, completion_logprobs
+from worker.core.model import Model
+from worker.core.parsers import for_choice
+from worker.core.render import LogprobsOut, Output, Piece
+from worker.core.state import DONE, ChoiceState, RequestState
+from worker.core.usage import completion_tokens, request_usage, usage
+from worker.wire import outbound as out
+from worker.wire.inbound import GenerateStreamResponse, StreamChoice
+
+FINISH_ABORT = "abort"
+
+
+def on_chunk(
+    state: RequestState, request_id: str, chunk: GenerateStreamResponse | None, model: Model
+) -> list[Output]:
+    if chunk is None:
+        raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
+    check_chunk(chunk, model)
+    outputs: list[Output] = []
+    if chunk.choices:
+        choice = chunk.choices[0]
+        ids = choice.token_ids or []
+        positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
+        piece = _advance(state, choice, positions, model)
+        if piece is not None:
+            outputs.append(render.chunk(state, request_id, [piece]))
+    elif chunk.usage is not None and _wants_usage(state):
+        # A usage-only event: the engine's final count, with the request's prompt size.
+        prompt = state.prompt_tokens
+        if prompt is None:
+            prompt = chunk.usage.prompt_tokens or 0
+        completion = chunk.usage.completion_tokens
+        if completion is None:
+            completion = completion_tokens(state)
+        outputs.append(render.usage_chunk(state, request_id, usage(prompt, completion)))
+        state.usage_sent = True
+    return outputs
+
+
+def on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> list[Output]:
+    """`end`: flush what is held, usage if asked, `[DONE]`. `abort`: the same, but every
+    unfinished choice gets `finish_reason: "abort"` (choices never seen included)."""
+    opts = state.opts
+    detok = model.detokenizer(opts.skip_special_tokens)
+    if abort:
+        for index in range(opts.n):
+            if state.choice(index) is None:
+                _new_choice(state, index)
+    pieces: list[Piece] = []
+    for cs in state.choices:
+        if cs.done:
+            continue
+        text = cs.held + detok.flush(cs)
+        cs.held = ""
+        cs.done = True
+        piece = Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)
+        if cs.parser is not None:  # release what the parser holds (a partial marker)
+            piece.delta = model.parser.feed(cs.parser, text, None, True).delta
+            piece.text = ""
+        cs.role_sent = True
+        if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
+            pieces.append(piece)
+    outputs = [render.chunk(state, request_id, [p]) for p in pieces]
+    if opts.include_usage and not state.usage_sent:
+        outputs.append(render.usage_chunk(state, request_id, request_usage(state)))
+        state.usage_sent = True
+    outputs.append(render.DONE)
+    state.status = DONE
+    return outputs
+
+
+def _wants_usage(state: RequestState) -> bool:
+    """One final usage chunk when the request asked for it; with no request at all,
+    the engine's usage events are forwarded as vLLM's derender does."""
+    return (state.opts.include_usage or state.opts.no_request) and not state.usage_sent
+
+
+def _new_choice(state: RequestState, index: int) -> ChoiceState:
+    cs = ChoiceState(index=index, window=list(state.seed), text_offset=state.opts.echo_len)
+    if state.parser is not None:
+        cs.parser = for_choice(state.parser, index)
+    state.choices.append(cs)
+    state.choices.sort(key=lambda c: c.index)
+    return cs
+
+
+def _advance(
+    state: RequestState, choice: StreamChoice, positions: list[Position] | None, model: Model
+) -> Piece | None:
+    """Detokenize one choice's new ids, apply stops, resolve logprobs; None when there
+    is nothing to say."""
+    cs = state.choice(choice.index) or _new_choice(state, choice.index)
+    ids = choice.token_ids or []
+    cs.tokens += len(ids)
+    if cs.done:
+        return None  # a stop string already ended this choice: later tokens are hidden
+    finish = choice.finish_reason
+    stop_reason = choice.stop_reason
+    emit = ""
+    logprobs: LogprobsOut | None = None
+    delta: out.Delta | None = None
+    if not state.opts.hide_output:  # prompt-only echo shows no generated token
+        d = decode_choice(state, cs, ids, finish, stop_reason, model, finish is not None, positions)
+        emit, finish, stop_reason, resolved = d.text, d.finish_reason, d.stop_reason, d.logprobs
+        if cs.parser is not None:
+            delta, hidden = model.parser.feed(cs.parser, emit, d.text_ids, final=finish is not None)
+            emit = ""  # the text is in the delta, split (markers never show)
+            resolved = unhidden(resolved, hidden)
+            if finish is not None:
+                finish = model.parser.finish(cs.parser, finish)
+        if resolved:
+            if state.api == "chat":
+                logprobs = chat_logprobs(resolved)
+            else:
+                logprobs, cs.text_offset = completion_logprobs(resolved, cs.text_offset)
+    if finish is not None:
+        cs.done = True
+        cs.window, cs.pending = [], []  # nothing more to decode: keep the state small
+    piece = Piece(choice.index, emit, not cs.role_sent, finish, stop_reason, logprobs, delta)
+    cs.role_sent = True
+    says = piece.delta is not None or bool(piece.text)
+    if not says and not piece.role and piece.finish_reason is None and logprobs is None:
+        return None
+    return piece
