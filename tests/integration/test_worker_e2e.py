@@ -154,3 +154,63 @@ def test_an_output_over_the_output_bound_fails_its_request_and_the_rest_is_commi
     body = json.loads(err.value)["error"]
     assert body["code"] == "invalid_request_error" and "max_output_bytes = 2000" in body["message"]
     assert worker.stop() == 0
+
+
+def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_on(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """A real broker enforcing the output topic's `max.message.bytes` (12,000 here, under
+    the worker's own 1,000,000 bound): the whole response it refuses becomes an `error`
+    output in its place, and every other request is answered exactly — no retry loop,
+    no blocked partition. (tansu enforces no size: only brokers that do are tested.)"""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from tests.server_fixtures import TANSU, kafka_plan
+
+    if kafka_plan().kind == TANSU:
+        pytest.skip("tansu does not enforce max.message.bytes")
+
+    async def limit_output_topic() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            resource = ConfigResource(
+                ConfigResourceType.TOPIC, topics["output"], {"max.message.bytes": "12000"}
+            )
+            await admin.alter_configs([resource])
+        finally:
+            await admin.close()
+
+    asyncio.run(limit_output_topic())
+    gens = make_generations(deepseek, 20, seed=9)
+    ids = deepseek.encode("a long whole answer " * 2000, add_special_tokens=False).ids
+    whole = {
+        "request_id": "big",
+        "seq": 0,
+        "type": "response",
+        "generate_response": {
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]
+        },
+    }
+    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=10))
+    records.insert(3, whole)
+    worker = worker_factory()
+    asyncio.run(publish(kafka_bootstrap, topics["input"], records))
+    outputs = asyncio.run(
+        read_all(
+            kafka_bootstrap,
+            topics["output"],
+            lambda o: done_count(o) >= len(gens) and any(x.key == "big" for x in o),
+        )
+    )
+    verify([o for o in outputs if o.key != "big"], gens)
+    (err,) = [o for o in outputs if o.key == "big"]
+    assert err.headers["derender-kind"] == "error"
+    assert err.headers["derender-seq"] == "0" and err.headers["derender-part"] == "0"
+    assert "refused by the broker" in json.loads(err.value)["error"]["message"]
+    assert worker.stop() == 0
+    assert "refused by the broker" in worker.log_tail()
