@@ -992,11 +992,12 @@ def _harmony_stop(case: Any, diff: Any) -> bool:
     if case.server not in GPTOSS_SERVERS or not (req.get("stop") or req.get("stop_token_ids")):
         return False
     field, v, o = _any_field(diff), diff.vllm, diff.ours
-    if field in ("content", "reasoning") or re.fullmatch(
-        r"tool_calls(\.\d+|\[\d+\])\.arguments", field
-    ):
+    if field in ("content", "reasoning"):
         o = o or ""
         return isinstance(v, str) and isinstance(o, str) and v != o and v.startswith(o)
+    if re.fullmatch(r"tool_calls(\.\d+|\[\d+\])\.arguments", field):
+        o = o or ""
+        return isinstance(v, str) and isinstance(o, str) and v != o and _as_written(v).startswith(o)
     if field == "tool_calls":  # compare_to_whole: [(name, arguments)] per call
         return (
             isinstance(v, list)
@@ -1004,10 +1005,23 @@ def _harmony_stop(case: Any, diff: Any) -> bool:
             and len(v) == len(o)
             and v != o
             and all(
-                a[0] == b[0] and str(a[1]).startswith(str(b[1])) for a, b in zip(v, o, strict=True)
+                a[0] == b[0] and _as_written(a[1]).startswith(str(b[1]))
+                for a, b in zip(v, o, strict=True)
             )
         )
     return False
+
+
+def _as_written(arguments: Any) -> str:
+    """vLLM's whole-response arguments without its re-serialization (`harmony-raw-arguments`:
+    `json.dumps` spacing and `\\uXXXX`), so a stop-string cut of the model's own text can be
+    recognised as its prefix."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _harmony_reserved_name(case: Any, diff: Any) -> bool:
