@@ -42,13 +42,16 @@ class Checkpoint:
         # Owner epoch per partition, claimed on first use after each assignment.
         self.epochs: dict[Partition, int] = {}
 
-    async def claim(self, batch: Batch) -> Mapping[Partition, int]:
-        """Step 2a. Returns the epochs of the batch's partitions (claiming new ones)."""
+    async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
+        """Step 2a. Returns the epochs of the batch's partitions (claiming new ones) and
+        how many were claimed (each a store round trip)."""
+        claimed = 0
         for partition in batch.last:
             if partition not in self.epochs:
                 scope = self.source.scope(partition)
                 self.epochs[partition] = await self.store.claim_epoch(scope)
-        return self.epochs
+                claimed += 1
+        return self.epochs, claimed
 
     async def save(self, writes: list[StateWrite]) -> list[str]:
         """Step 5. Returns the request ids whose write was refused."""

@@ -102,9 +102,8 @@ async def run_batch(
     t1 = time.perf_counter()
     observer.stage("decode", t1 - t0)
     # 2) owner epochs (only after an assignment), then every state: one round trip
-    known = len(checkpoint.epochs)
-    epochs = await checkpoint.claim(batch)
-    for _ in range(len(epochs) - known):
+    epochs, claimed = await checkpoint.claim(batch)
+    for _ in range(claimed):
         observer.round_trip("claim_epoch")
     stored = await store.load_many(batch_request_ids(decoded))
     observer.round_trip("load")

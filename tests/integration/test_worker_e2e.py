@@ -11,6 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.integration.harness import (
+    Output,
     WorkerProcess,
     done_count,
     interleave,
@@ -127,29 +128,8 @@ def test_an_output_over_the_output_bound_fails_its_request_and_the_rest_is_commi
     """`--max-output-bytes`: a whole response larger than the bound is an `error` output
     for that request only; every other request, before and after it in its partition,
     is answered exactly (the partition moves on)."""
-    gens = make_generations(deepseek, 20, seed=7)
-    ids = deepseek.encode("a long whole answer " * 200, add_special_tokens=False).ids
-    whole = {
-        "request_id": "big",
-        "seq": 0,
-        "type": "response",
-        "generate_response": {
-            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]
-        },
-    }
-    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=8))
-    records.insert(3, whole)
     worker = worker_factory("--max-output-bytes", "2000")
-    asyncio.run(publish(kafka_bootstrap, topics["input"], records))
-    outputs = asyncio.run(
-        read_all(
-            kafka_bootstrap,
-            topics["output"],
-            lambda o: done_count(o) >= len(gens) and any(x.key == "big" for x in o),
-        )
-    )
-    verify([o for o in outputs if o.key != "big"], gens)
-    (err,) = [o for o in outputs if o.key == "big"]
+    err = _with_one_big_response(deepseek, kafka_bootstrap, topics, 200, seed=7)
     assert err.headers["derender-kind"] == "error"
     body = json.loads(err.value)["error"]
     assert body["code"] == "invalid_request_error" and "max_output_bytes = 2000" in body["message"]
@@ -186,8 +166,27 @@ def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_
             await admin.close()
 
     asyncio.run(limit_output_topic())
-    gens = make_generations(deepseek, 20, seed=9)
-    ids = deepseek.encode("a long whole answer " * 2000, add_special_tokens=False).ids
+    worker = worker_factory()
+    err = _with_one_big_response(deepseek, kafka_bootstrap, topics, 2000, seed=9)
+    assert err.headers["derender-kind"] == "error"
+    assert err.headers["derender-seq"] == "0" and err.headers["derender-part"] == "0"
+    assert "refused by the broker" in json.loads(err.value)["error"]["message"]
+    assert worker.stop() == 0
+    assert "refused by the broker" in worker.log_tail()
+
+
+def _with_one_big_response(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    repeats: int,
+    seed: int,
+) -> Output:
+    """20 streamed requests with one whole response ("big", `repeats` × a phrase) among
+    them, through the running worker: checks every streamed request is exact and
+    returns big's only output."""
+    gens = make_generations(deepseek, 20, seed=seed)
+    ids = deepseek.encode("a long whole answer " * repeats, add_special_tokens=False).ids
     whole = {
         "request_id": "big",
         "seq": 0,
@@ -196,9 +195,8 @@ def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_
             "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]
         },
     }
-    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=10))
+    records: list[dict[str, object] | tuple[str, bytes]] = list(interleave(gens, seed=seed + 1))
     records.insert(3, whole)
-    worker = worker_factory()
     asyncio.run(publish(kafka_bootstrap, topics["input"], records))
     outputs = asyncio.run(
         read_all(
@@ -208,9 +206,5 @@ def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_
         )
     )
     verify([o for o in outputs if o.key != "big"], gens)
-    (err,) = [o for o in outputs if o.key == "big"]
-    assert err.headers["derender-kind"] == "error"
-    assert err.headers["derender-seq"] == "0" and err.headers["derender-part"] == "0"
-    assert "refused by the broker" in json.loads(err.value)["error"]["message"]
-    assert worker.stop() == 0
-    assert "refused by the broker" in worker.log_tail()
+    (big,) = [o for o in outputs if o.key == "big"]
+    return big
