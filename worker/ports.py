@@ -46,6 +46,9 @@ class OutRecord(msgspec.Struct, gc=False):
     value: bytes
     headers: list[tuple[str, bytes]]
     kind: str
+    # The input partition whose records produced it: under exactly-once, the transaction
+    # that carries it (one per input partition; `adapters.kafka_txn`).
+    source_partition: Partition = None
 
 
 class Stored(msgspec.Struct, gc=False):
@@ -62,6 +65,16 @@ class StateWrite(msgspec.Struct, gc=False):
     done: bool  # a tombstone: short TTL
     expected_seq: int | None  # the seq it was loaded at (None: there was none)
     epoch: int  # the writer's owner epoch for the partition of the request's records
+    # Exactly-once only (-1 otherwise): the first and last input offsets of the writing
+    # batch in the request's partition. The store keeps the state before this write beside
+    # it, and a later load from an offset at or below `last_offset` (the batch came back:
+    # its transaction never committed) reads that one instead (`StateStore.load_many`).
+    first_offset: int = -1
+    last_offset: int = -1
+
+    @property
+    def versioned(self) -> bool:
+        return self.last_offset >= 0
 
 
 @dataclass(slots=True)
@@ -118,8 +131,14 @@ class StateStore(Protocol):
     epoch is not older than the one stored with the state. That is what keeps a zombie
     worker, one that lost its partitions but still runs, from overwriting newer state."""
 
-    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
-        """All states of a batch in one round trip; None where there is none."""
+    async def load_many(
+        self, request_ids: list[str], first_offsets: list[int] | None = None
+    ) -> dict[str, Stored | None]:
+        """All states of a batch in one round trip; None where there is none.
+
+        `first_offsets` (exactly-once): per request, the batch's first offset in its
+        partition. A state written by a batch that reached that offset was never committed
+        (its records are being read again), so the state saved before it is returned."""
         ...
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
@@ -127,7 +146,10 @@ class StateStore(Protocol):
         `write.expected_seq` and `write.epoch`.
 
         Returns the request ids whose write was refused (seq or epoch moved on).
-        Tombstones (`write.done`) get the short TTL.
+        Tombstones (`write.done`) get the short TTL. A versioned write (`first_offset` set)
+        compares `expected_seq` against the state `load_many` would return for its batch,
+        replaces a state left by an uncommitted batch, and otherwise keeps the state it
+        replaces as the one before it.
         """
         ...
 

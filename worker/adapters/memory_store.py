@@ -1,9 +1,9 @@
 """The state store in memory, for `replay` and tests: the Redis store's contract and rules.
 
 Same compare-and-set as `redis_store.CAS_SCRIPT` (seq, then owner epoch), same TTLs (a
-tombstone keeps the short one), same key names, and the same idempotent re-apply of an
-identical write. Time comes from an injectable clock so tests can expire states without
-sleeping.
+tombstone keeps the short one), same key names, the same idempotent re-apply of an
+identical write, and the same two versions under exactly-once (`redis_store.CAS_SCRIPT`).
+Time comes from an injectable clock so tests can expire states without sleeping.
 """
 
 from __future__ import annotations
@@ -25,6 +25,18 @@ class _Entry:
     epoch: int
     blob: bytes
     expires_at: float
+    # Exactly-once: the last input offset of the batch that wrote it (-1: unversioned) and
+    # the state before it (None: there was none).
+    upto: int = -1
+    prev: tuple[int, bytes] | None = None
+
+    def base(self, first_offset: int) -> tuple[int, bytes] | None:
+        """The state a batch starting at `first_offset` builds on: this one, unless the
+        batch that wrote it reached that offset (so it is being read again: its
+        transaction never committed)."""
+        if 0 <= first_offset <= self.upto:
+            return self.prev
+        return (self.seq, self.blob)
 
 
 class MemoryStore:
@@ -65,15 +77,19 @@ class MemoryStore:
         entry = self._live(self.key(request_id), self._now())
         return None if entry is None else entry.expires_at - self._now()
 
-    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
+    async def load_many(
+        self, request_ids: list[str], first_offsets: list[int] | None = None
+    ) -> dict[str, Stored | None]:
         if not request_ids:
             return {}
         self.round_trips += 1
         now = self._now()
+        firsts = first_offsets or [-1] * len(request_ids)
         out: dict[str, Stored | None] = {}
-        for rid in request_ids:
+        for rid, first in zip(request_ids, firsts, strict=True):
             entry = self._live(self.key(rid), now)
-            out[rid] = None if entry is None else Stored(entry.seq, entry.blob)
+            base = None if entry is None else entry.base(first)
+            out[rid] = None if base is None else Stored(*base)
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
@@ -85,19 +101,32 @@ class MemoryStore:
         for w in writes:
             key = self.key(w.request_id)
             cur = self._live(key, now)
+            prev: tuple[int, bytes] | None = None
             if cur is not None:
                 if cur.epoch > w.epoch:
                     refused.append(w.request_id)
                     continue
-                same = cur.seq == w.seq and cur.epoch == w.epoch and cur.blob == w.blob
-                if not same and (w.expected_seq is None or w.expected_seq != cur.seq):
-                    refused.append(w.request_id)
-                    continue
+                same = (cur.seq, cur.epoch, cur.blob, cur.upto) == (
+                    w.seq,
+                    w.epoch,
+                    w.blob,
+                    w.last_offset,
+                )
+                if same:  # (a retry after a lost reply: already applied)
+                    prev = cur.prev
+                else:
+                    base = cur.base(w.first_offset) if w.versioned else (cur.seq, cur.blob)
+                    if (None if base is None else base[0]) != w.expected_seq:
+                        refused.append(w.request_id)
+                        continue
+                    prev = base if w.versioned else None
             elif w.expected_seq is not None:
                 refused.append(w.request_id)
                 continue
             ttl_s = self.done_ttl_s if w.done else self.ttl_s
-            self._entries[key] = _Entry(w.seq, w.epoch, bytes(w.blob), now + ttl_s)
+            self._entries[key] = _Entry(
+                w.seq, w.epoch, bytes(w.blob), now + ttl_s, w.last_offset, prev
+            )
         return refused
 
     async def claim_epoch(self, scope: str) -> int:

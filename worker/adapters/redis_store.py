@@ -2,7 +2,8 @@
 
 Layout (CONTRACT.md §6): key `derender:{<request_id>}` (the braces are a Redis Cluster hash
 tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob), TTL refreshed on
-every write. Per batch there is exactly one round trip to load and one to save.
+every write; under exactly-once also `upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per
+batch there is exactly one round trip to load and one to save.
 
 Two modes:
 - `standalone` (default): the whole batch is ONE command each way — a load script that
@@ -50,22 +51,36 @@ DEFAULT_CONNECT_TIMEOUT_S = 5.0
 F_SEQ = "seq"
 F_EPOCH = "epoch"
 F_STATE = "state"
+_FIELDS = [F_SEQ, F_STATE]
+# Exactly-once's versions (see CAS_SCRIPT): the last offset of the batch that wrote the
+# state, and the state before it.
+_VERSIONED_FIELDS = [F_SEQ, F_STATE, "upto", "pseq", "pstate"]
 
 # Zero retries inside redis-py: the caller owns retry and backoff (see the module docstring).
 _NO_RETRY = Retry(NoBackoff(), 0)
 
-# KEYS: the requests' keys. ARGV: five per key — expected seq ("" = the key must not
-# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms.
-# Returns one flag per key: 1 when applied (or when exactly this write is already
-# stored), 0 when refused.
+# KEYS: the requests' keys. ARGV: seven per key — expected seq ("" = the key must not
+# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms, and
+# under exactly-once the writing batch's first and last input offsets in the request's
+# partition ("" and "" otherwise). Returns one flag per key: 1 when applied (or when
+# exactly this write is already stored), 0 when refused.
+#
+# Exactly-once keeps two versions: `seq`/`state` with `upto` (the last offset of the batch
+# that wrote it) and `pseq`/`pstate`, the state before it. Redis is outside the Kafka
+# transaction, so a batch can save and then see its transaction abort; its records are
+# then read again from an offset at or below `upto`, and that batch (from any owner)
+# builds on the state before, replacing the uncommitted one (LOAD_SCRIPT reads the same).
 CAS_SCRIPT = """
 local WRONG_TYPE = '-1'
 -- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
 -- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
-local function apply(key, expected, seq, epoch_s, blob, ttl)
+-- Offsets are compared as numbers: a partition's offsets stay far below 2^53.
+local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s)
   local epoch = tonumber(epoch_s)
+  local versioned = last_s ~= ''
+  local shift = false
   -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
-  local ok, cur = pcall(redis.call, 'HMGET', key, 'seq', 'epoch', 'state')
+  local ok, cur = pcall(redis.call, 'HMGET', key, 'seq', 'epoch', 'state', 'upto', 'pseq', 'pstate')
   if not ok then
     -- Not a hash (WRONGTYPE): the load reported it as seq -1 and the request failed;
     -- its failed state replaces the stray value. Otherwise it appeared since the load.
@@ -80,34 +95,68 @@ local function apply(key, expected, seq, epoch_s, blob, ttl)
       return 0
     end
     -- The same write again (a retry after a lost reply): it is already applied.
-    if cur[1] == seq and cur_epoch == epoch and cur[3] == blob then
+    if cur[1] == seq and cur_epoch == epoch and cur[3] == blob and (cur[4] or '') == last_s then
       redis.call('PEXPIRE', key, ttl)
       return 1
     end
-    if expected == '' or expected ~= cur[1] then
+    -- The state the batch built on: the stored one, or under exactly-once the one before
+    -- it when the batch that stored it never committed (its records came back).
+    local base = cur[1]
+    if versioned and cur[4] and tonumber(cur[4]) >= tonumber(first_s) then
+      base = cur[5]
+    else
+      shift = versioned
+    end
+    if expected == '' then
+      if base then
+        return 0
+      end
+    elseif expected ~= base then
       return 0
+    end
+    if cur[4] and not versioned then
+      redis.call('HDEL', key, 'upto', 'pseq', 'pstate')
     end
   elseif expected ~= '' then
     -- Expired or deleted since the batch loaded it.
     return 0
   end
-  redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob)
+  if shift then
+    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob, 'upto', last_s,
+      'pseq', cur[1], 'pstate', cur[3])
+  elseif versioned then
+    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob, 'upto', last_s)
+  else
+    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob)
+  end
   redis.call('PEXPIRE', key, ttl)
   return 1
 end
 local out = {}
 for i, key in ipairs(KEYS) do
-  local b = (i - 1) * 5
-  out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5])
+  local b = (i - 1) * 7
+  out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5],
+    ARGV[b + 6], ARGV[b + 7])
 end
 return out
 """
-# KEYS: the requests' keys. Returns seq, state, seq, state, … (nil where a key is absent;
-# seq -1 and an empty state where a key holds no hash: see WRONG_TYPE_SEQ).
+# KEYS: the requests' keys; ARGV: nothing, or under exactly-once the batch's first offset
+# in each request's partition. Returns seq, state, seq, state, … (nil where a key is
+# absent; seq -1 and an empty state where a key holds no hash: see WRONG_TYPE_SEQ).
 LOAD_SCRIPT = """
+local versioned = #ARGV > 0
 local out = {}
 for i, key in ipairs(KEYS) do
-  local ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state')
+  local ok, v
+  if versioned then
+    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'upto', 'pseq', 'pstate')
+    -- Written by a batch whose records are being read again: it never committed.
+    if ok and v[3] and tonumber(v[3]) >= tonumber(ARGV[i]) then
+      v = {v[4], v[5]}
+    end
+  else
+    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state')
+  end
   if ok then
     out[2 * i - 1] = v[1]
     out[2 * i] = v[2]
@@ -163,14 +212,20 @@ def _with_hiredis_packing(client: Redis) -> None:
     pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
 
 
-def _pair(reply: Any) -> tuple[Any, Any]:
-    """One HMGET reply of the cluster mode's load, a WRONGTYPE error read as LOAD_SCRIPT
-    reads it."""
+def _pair(reply: Any, first: int = -1) -> tuple[Any, Any]:
+    """One HMGET reply of the cluster mode's load, read as LOAD_SCRIPT reads it (a
+    WRONGTYPE error; under exactly-once, the state before one left by an uncommitted batch)."""
     if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
         return str(WRONG_TYPE_SEQ), b""
     if isinstance(reply, Exception):
         raise reply
+    if first >= 0 and reply[2] is not None and int(reply[2]) >= first:
+        return reply[3], reply[4]
     return reply[0], reply[1]
+
+
+# One write's ARGV for CAS_SCRIPT.
+_CasArgs = tuple[str | int, int, int, bytes, int, int | str, int | str]
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -223,20 +278,24 @@ class RedisStore:
     def epoch_key(self, scope: str) -> str:
         return epoch_key(self.key_prefix, scope)
 
-    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
+    async def load_many(
+        self, request_ids: list[str], first_offsets: list[int] | None = None
+    ) -> dict[str, Stored | None]:
         if not request_ids:
             return {}
         prefix = self.key_prefix
         keys = [f"{prefix}{{{rid}}}" for rid in request_ids]
         if self.mode == "cluster":
+            fields = _VERSIONED_FIELDS if first_offsets else _FIELDS
             async with self._client.pipeline(transaction=False) as pipe:
                 for key in keys:
-                    pipe.hmget(key, [F_SEQ, F_STATE])
+                    pipe.hmget(key, fields)
                 self.round_trips += 1
                 replies = await pipe.execute(raise_on_error=False)
-            pairs = [_pair(r) for r in replies]
+            firsts = first_offsets or [-1] * len(keys)
+            pairs = [_pair(r, f) for r, f in zip(replies, firsts, strict=True)]
         else:
-            flat = await self._script(LOAD_SHA, keys, [])
+            flat = await self._script(LOAD_SHA, keys, list(first_offsets or ()))
             pairs = list(zip(flat[0::2], flat[1::2], strict=True))
         out: dict[str, Stored | None] = {}
         for rid, (seq, blob) in zip(request_ids, pairs, strict=True):
@@ -258,6 +317,8 @@ class RedisStore:
                 w.epoch,
                 w.blob,
                 done_ttl if w.done else ttl,
+                w.first_offset if w.versioned else "",
+                w.last_offset if w.versioned else "",
             )
             for w in writes
         ]
@@ -293,7 +354,9 @@ class RedisStore:
         raise RuntimeError("Redis lost the scripts right after loading them")
 
     async def _per_key_cas(
-        self, keys: list[str], args_of: list[tuple[str | int, int, int, bytes, int]]
+        self,
+        keys: list[str],
+        args_of: list[tuple[str | int, int, int, bytes, int, int | str, int | str]],
     ) -> list[int]:
         flags: list[int] = [0] * len(keys)
         pending = list(range(len(keys)))
