@@ -72,7 +72,6 @@ class Run:
             run_batch(
                 batch,
                 registry=self.reg,
-                store=self.store,
                 sink=sink,
                 checkpoint=self.checkpoint,
                 max_record_bytes=max_record_bytes,

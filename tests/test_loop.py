@@ -121,7 +121,6 @@ def _run(batch: Batch, store: Any, sink: Any, source: Any) -> Any:
         run_batch(
             batch,
             registry=REGISTRY,
-            store=store,
             sink=sink,
             checkpoint=checkpoint,
             max_record_bytes=1 << 20,

@@ -1,13 +1,14 @@
-"""The commit protocol's owner: owner epochs, state saves, refused writes, offset commits.
+"""The commit protocol's owner: owner epochs, state loads and saves, offset commits.
 
 A batch counts as done when its states are saved and its offsets committed, in that order,
 after its outputs were acknowledged (CONTRACT.md §4, §6). `Checkpoint` does the store and
-source half of `loop.run_batch`; its steps, numbered as there:
+source half of `loop.run_batch` (at-least-once); its steps, numbered as there:
 
   2a. `claim`: an owner epoch for every partition of the batch not claimed since it was
       assigned (one `claim_epoch` round trip each; none in steady state). Every state the
       batch writes carries its partition's epoch, so a worker that lost the partition but
       still runs (a zombie) cannot overwrite what the new owner saved.
+  2b. `load`: every state the batch needs, in one round trip.
   5.  `save`: every state write in one round trip, each a compare-and-set on seq and epoch.
   6.  `commit`: `last + 1` per partition, except partitions with a refused write: another
       owner moved on there, so they are rewound to the batch's first offsets and their
@@ -16,8 +17,19 @@ source half of `loop.run_batch`; its steps, numbered as there:
   -   `abort`: a batch that failed before 6 (an outage) is rewound whole; nothing is
       committed, and the next poll fetches it again.
 
-A transactional checkpoint (Kafka transactions for exactly-once) is meant to sit beside
-this one, with the same four calls.
+`TransactionalCheckpoint` (exactly-once) has the same calls over Kafka transactions, one
+per input partition of the batch (`ports.Transactions`):
+
+  2a. also begins each partition's transaction; the outputs of step 4 go through them;
+  2b. loads the state as of the batch's first offset: Redis is outside the transaction, so
+      a state saved by a batch whose transaction then aborted is passed over for the one
+      before it (the store keeps both: `StateWrite.first_offset`);
+  5.  saves versioned writes (`offsets` puts the batch's offsets on them);
+  6.  adds `last + 1` to each partition's transaction and commits it: the outputs, the
+      offsets and (through the versions) the states become visible together or not at
+      all. A partition with a refused write is aborted, like one whose commit fails: both
+      mean another owner may hold it, so its producer is dropped until the group is
+      rejoined (a zombie must not start another producer: it would fence the real owner).
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from worker.ports import Batch, Partition, Source, StateStore, StateWrite
+from worker.ports import Batch, Partition, Source, StateStore, StateWrite, Stored, Transactions
 
 log = logging.getLogger("derender.worker")
 
@@ -53,6 +65,18 @@ class Checkpoint:
                 claimed += 1
         return self.epochs, claimed
 
+    async def load(
+        self, batch: Batch, requests: Mapping[str, Partition]
+    ) -> dict[str, Stored | None]:
+        """Step 2b: the states of `requests` (request id → its partition)."""
+        return await self.store.load_many(list(requests))
+
+    def offsets(
+        self, batch: Batch
+    ) -> tuple[Mapping[Partition, int], Mapping[Partition, int]] | None:
+        """What the batch's state writes must carry (versioned writes only)."""
+        return None
+
     async def save(self, writes: list[StateWrite]) -> list[str]:
         """Step 5. Returns the request ids whose write was refused."""
         return await self.store.save_many(writes) if writes else []
@@ -75,7 +99,7 @@ class Checkpoint:
             await self.source.commit(offsets)
         return lost
 
-    def abort(self, batch: Batch) -> None:
+    async def abort(self, batch: Batch) -> None:
         """The batch failed before it was committed: deliver all of it again."""
         self.source.rewind(batch)
 
@@ -83,3 +107,47 @@ class Checkpoint:
         """The partitions left us (revoked, or another owner wrote): claim anew if back."""
         for p in partitions:
             self.epochs.pop(p, None)
+
+
+class TransactionalCheckpoint(Checkpoint):
+    """Exactly-once: the steps above over one Kafka transaction per input partition."""
+
+    def __init__(self, source: Source, store: StateStore, transactions: Transactions) -> None:
+        super().__init__(source, store)
+        self.transactions = transactions
+
+    async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
+        epochs, claimed = await super().claim(batch)
+        await self.transactions.begin(list(batch.last))
+        return epochs, claimed
+
+    async def load(
+        self, batch: Batch, requests: Mapping[str, Partition]
+    ) -> dict[str, Stored | None]:
+        firsts = [batch.first[p] for p in requests.values()]
+        return await self.store.load_many(list(requests), firsts)
+
+    def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], Mapping[Partition, int]]:
+        return batch.first, batch.last
+
+    async def commit(
+        self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
+    ) -> list[Partition]:
+        lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
+        if lost:
+            log.warning(
+                "%d state writes refused (partitions %s moved on): aborting them",
+                len(refused),
+                ", ".join(map(str, lost)),
+            )
+            await self.transactions.abort(lost)
+            await self.transactions.drop(lost)
+        offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
+        failed = await self.transactions.commit(offsets) if offsets else []
+        gone = lost + failed
+        self.forget(gone)
+        return gone
+
+    async def abort(self, batch: Batch) -> None:
+        await self.transactions.abort(list(batch.last))
+        self.source.rewind(batch)

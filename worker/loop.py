@@ -30,7 +30,7 @@ from worker.constants import DLQ
 from worker.core.model import Registry
 from worker.pipeline import (
     BatchResult,
-    batch_request_ids,
+    batch_requests,
     decode_batch,
     fail_refused,
     process_batch,
@@ -41,7 +41,6 @@ from worker.ports import (
     OutputsRefused,
     Partition,
     Sink,
-    StateStore,
     StateWrite,
 )
 
@@ -89,7 +88,6 @@ async def run_batch(
     batch: Batch,
     *,
     registry: Registry,
-    store: StateStore,
     sink: Sink,
     checkpoint: Checkpoint,
     max_record_bytes: int,
@@ -105,12 +103,12 @@ async def run_batch(
     epochs, claimed = await checkpoint.claim(batch)
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
-    stored = await store.load_many(batch_request_ids(decoded))
+    stored = await checkpoint.load(batch, batch_requests(decoded))
     observer.round_trip("load")
     t2 = time.perf_counter()
     observer.stage("redis_load", t2 - t1)
     # 3) the core
-    result = process_batch(decoded, stored, registry, epochs)
+    result = process_batch(decoded, stored, registry, epochs, checkpoint.offsets(batch))
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)
     # 4) produce and await every ack

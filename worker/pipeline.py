@@ -126,14 +126,20 @@ def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded
     return decoded
 
 
-def batch_request_ids(decoded: list[Decoded]) -> list[str]:
-    """The state keys a batch needs, in first-seen order (one load round trip)."""
-    seen: dict[str, None] = {}
+def batch_requests(decoded: list[Decoded]) -> dict[str, Partition]:
+    """The states a batch needs (one load round trip): request id → the partition its
+    records came from, in first-seen order."""
+    seen: dict[str, Partition] = {}
     for d in decoded:
         rid = d.request_id
-        if rid is not None:
-            seen.setdefault(rid, None)
-    return list(seen)
+        if rid is not None and rid not in seen:
+            seen[rid] = d.record.partition
+    return seen
+
+
+def batch_request_ids(decoded: list[Decoded]) -> list[str]:
+    """The state keys a batch needs, in first-seen order."""
+    return list(batch_requests(decoded))
 
 
 # Header values that repeat on every output, encoded once.
@@ -141,7 +147,9 @@ _PARTS = [str(i).encode() for i in range(8)]
 _KINDS: dict[str, bytes] = {}
 
 
-def _emit(result: BatchResult, request_id: str, seq: str, outputs: list[Output]) -> None:
+def _emit(
+    result: BatchResult, request_id: str, seq: str, outputs: list[Output], source: Partition
+) -> None:
     rid, seq_b = request_id.encode(), seq.encode()
     for part, o in enumerate(outputs):
         kind = _KINDS.get(o.kind) or _KINDS.setdefault(o.kind, o.kind.encode())
@@ -151,7 +159,7 @@ def _emit(result: BatchResult, request_id: str, seq: str, outputs: list[Output])
             (H_PART, _PARTS[part] if part < len(_PARTS) else str(part).encode()),
             (H_KIND, kind),
         ]
-        result.outputs.append(OutRecord(request_id, o.value, headers, o.kind))
+        result.outputs.append(OutRecord(request_id, o.value, headers, o.kind, source))
 
 
 def process_batch(
@@ -159,13 +167,15 @@ def process_batch(
     stored: Mapping[str, Stored | None],
     registry: Registry,
     epochs: Mapping[Partition, int] | None = None,
+    offsets: tuple[Mapping[Partition, int], Mapping[Partition, int]] | None = None,
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
     The core decides what every record produces, failures included (`core.step` is
     total); this only routes: outputs with their headers, dead letters, and one state
     write per touched request, carrying the owner epoch of its partition (`epochs`, as
-    the checkpoint claimed them; 0 where none was claimed)."""
+    the checkpoint claimed them; 0 where none was claimed) and, under exactly-once, the
+    batch's first and last offsets in it (`offsets`: the store keeps the state before)."""
     result = BatchResult()
     partition_of = result.partitions
     owned = epochs or {}
@@ -196,6 +206,7 @@ def process_batch(
                         d.record.value,
                         [(H_ERROR, bad.reason.encode()), (H_SOURCE, d.record.source.encode())],
                         DLQ,
+                        d.record.partition,
                     )
                 )
                 results[DLQ] += 1
@@ -230,7 +241,7 @@ def process_batch(
             results[st.result] += 1
             seq = str(rec.seq)
         if st.outputs:
-            _emit(result, rid, seq, st.outputs)
+            _emit(result, rid, seq, st.outputs, partition_of[rid])
         if st.result != DUPLICATE:
             live[rid] = (st.state, loaded)
         if st.blob is not None:
@@ -241,8 +252,17 @@ def process_batch(
         state, loaded = live[rid]
         if not isinstance(state, RequestState):  # (nothing the core could stand behind)
             continue
+        partition = partition_of[rid]
+        first, last = (o[partition] for o in offsets) if offsets is not None else (-1, -1)
         result.writes[rid] = StateWrite(
-            rid, state.seq, blob, state.status == DONE, loaded, owned.get(partition_of[rid], 0)
+            rid,
+            state.seq,
+            blob,
+            state.status == DONE,
+            loaded,
+            owned.get(partition, 0),
+            first,
+            last,
         )
     return result
 
@@ -264,9 +284,16 @@ def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecor
         st = derender.fail(None, seq, err, closes=w is not None and w.done)
         (error,) = [o for o in st.outputs if o.kind == ERROR]
         headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, ERROR.encode())]
-        errors_out.append(OutRecord(rec.key, error.value, headers, ERROR))
+        errors_out.append(OutRecord(rec.key, error.value, headers, ERROR, rec.source_partition))
         if w is not None and st.blob is not None:
             result.writes[rec.key] = StateWrite(
-                w.request_id, w.seq, st.blob, w.done, w.expected_seq, w.epoch
+                w.request_id,
+                w.seq,
+                st.blob,
+                w.done,
+                w.expected_seq,
+                w.epoch,
+                w.first_offset,
+                w.last_offset,
             )
     return errors_out

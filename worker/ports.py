@@ -124,6 +124,26 @@ class Sink(Protocol):
         ...
 
 
+class Transactions(Protocol):
+    """Exactly-once's Kafka side (`adapters.kafka_txn`): one transaction per input
+    partition, carrying its outputs (the Sink's `send`) and its next offset."""
+
+    async def begin(self, partitions: list[Partition]) -> None: ...
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None: ...
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
+        """Commit each partition's transaction with its offset; returns those that failed
+        (fenced, timed out, outcome unknown): they are no longer ours to process."""
+        ...
+
+    async def abort(self, partitions: list[Partition]) -> None: ...
+
+    async def drop(self, partitions: list[Partition]) -> None:
+        """Give the partitions up until the group is rejoined."""
+        ...
+
+
 class StateStore(Protocol):
     """Keys are request ids; the store adds its own prefix (`constants.KEY_PREFIX`). A
     write is a compare-and-set: applied only when the stored seq still equals the seq the

@@ -59,7 +59,6 @@ def replay(
             run_batch(
                 batch,
                 registry=registry,
-                store=store,
                 sink=sink,
                 checkpoint=checkpoint,
                 max_record_bytes=max_record_bytes,

@@ -32,17 +32,18 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.adapters.kafka import make_consumer, make_producer
+from worker.adapters.kafka import make_consumer, make_producer, make_transactional_producer
 from worker.adapters.kafka_sink import KafkaSink
 from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
-from worker.checkpoint import Checkpoint
+from worker.adapters.kafka_txn import Transactions
+from worker.checkpoint import Checkpoint, TransactionalCheckpoint
 from worker.constants import DLQ
 from worker.core.model import Registry
 from worker.failures import HANDLED, ConfigError, Kind, classify
 from worker.loop import BatchReport, run_batch
 from worker.metrics import Metrics
-from worker.ports import Batch, StateStore, StateWrite
-from worker.settings import Settings
+from worker.ports import Batch, Sink, StateStore, StateWrite
+from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
 
@@ -87,8 +88,10 @@ class Runner:
         self.stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
-        self.sink: KafkaSink | None = None
+        self.sink: Sink | None = None
         self.checkpoint: Checkpoint | None = None
+        # Exactly-once: the transactional producers, one per owned input partition.
+        self.transactions: Transactions | None = None
         self._outage_since: float | None = None
         self._failures = 0
         self._last_lag = 0.0
@@ -144,10 +147,12 @@ class Runner:
         return code
 
     async def _start(self) -> None:
+        exactly_once = self.s.guarantee == EXACTLY_ONCE
         while True:
             try:
-                self.producer = make_producer(self.s)
-                await self.producer.start()
+                if not exactly_once:  # (exactly-once has a producer per partition instead)
+                    self.producer = make_producer(self.s)
+                    await self.producer.start()
                 self.consumer = make_consumer(self.s)
                 await self.consumer.start()
                 await self._check_topics(self.consumer)
@@ -158,7 +163,20 @@ class Runner:
             if self.stopping.is_set():
                 return
         self._recovered()
-        self.sink = KafkaSink(self.producer, self.s.output_topic, self.s.dlq_topic)
+        if exactly_once:
+            s = self.s
+            self.transactions = Transactions(
+                lambda tid: make_transactional_producer(s, tid),
+                self.consumer,
+                group_id=s.group_id,
+                id_prefix=s.transactional_id_prefix,
+                output_topic=s.output_topic,
+                dlq_topic=s.dlq_topic,
+            )
+            self.sink = self.transactions
+        else:
+            assert self.producer is not None
+            self.sink = KafkaSink(self.producer, self.s.output_topic, self.s.dlq_topic)
         self.consumer.subscribe(
             [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
         )
@@ -177,6 +195,8 @@ class Runner:
 
     async def _shutdown(self) -> None:
         self.metrics.ready = False
+        if self.transactions is not None:
+            await self.transactions.close_all()
         await self._close_clients()
         try:
             await self.store.close()
@@ -207,7 +227,10 @@ class Runner:
         sources = [self.lane_source(i) for i in range(self.s.lanes)]
         # One checkpoint for every lane: commits and rewinds go through the one consumer,
         # the lanes' partitions are disjoint, and a revocation drops an epoch wherever it was.
-        self.checkpoint = Checkpoint(sources[0], self.store)
+        if self.transactions is not None:
+            self.checkpoint = TransactionalCheckpoint(sources[0], self.store, self.transactions)
+        else:
+            self.checkpoint = Checkpoint(sources[0], self.store)
         lanes = [asyncio.create_task(self._lane(i, src)) for i, src in enumerate(sources)]
         done, pending = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
         failed = [t for t in done if t.exception() is not None]
@@ -221,10 +244,13 @@ class Runner:
         """The source of lane `lane`: its share of the assigned partitions."""
         consumer = self.consumer
         assert consumer is not None
+        txns = self.transactions
 
         def share() -> list[TopicPartition]:
-            """The lane's partitions: every `lanes`-th assigned one, in a fixed order."""
-            return sorted(consumer.assignment())[lane :: self.s.lanes]
+            """The lane's partitions: every `lanes`-th assigned one, in a fixed order
+            (under exactly-once, those whose producer is ready)."""
+            mine = sorted(consumer.assignment())[lane :: self.s.lanes]
+            return mine if txns is None else [tp for tp in mine if txns.ready(tp)]
 
         return KafkaSource(
             consumer,
@@ -257,7 +283,6 @@ class Runner:
             report = await run_batch(
                 batch,
                 registry=self.registry,
-                store=self.store,
                 sink=self.sink,
                 checkpoint=checkpoint,
                 max_record_bytes=self.s.max_record_bytes,
@@ -265,7 +290,7 @@ class Runner:
             )
         except HANDLED as exc:
             # Rewind to the batch's first offsets: the next poll fetches it again.
-            checkpoint.abort(batch)
+            await checkpoint.abort(batch)
             await self._failed("processing a batch", exc)
             return
         self._recovered()
@@ -345,6 +370,8 @@ class Runner:
         self.metrics.rebalances.inc()
         if self.checkpoint is not None:
             self.checkpoint.forget(revoked)
+        if self.transactions is not None:
+            await self.transactions.close(revoked)
         for tp in revoked:
             self.metrics.forget_lag(str(tp.partition))
         self.metrics.ready = False
@@ -354,6 +381,16 @@ class Runner:
         self.metrics.assigned.set(len(assigned))
         self.metrics.ready = True
         log.info("partitions assigned: %s", names(assigned))
+        if self.transactions is not None:
+            try:
+                # Fences the partitions' previous owners and settles their transactions,
+                # then seeks to the committed offsets (kafka_txn's docstring says why).
+                await self.transactions.open(assigned, self.s.reset or "earliest")
+            except HANDLED as exc:
+                log.warning("starting transactional producers failed, rejoining: %s", exc)
+                await self.transactions.drop(
+                    [tp for tp in assigned if not self.transactions.ready(tp)]
+                )
         if self.s.reset is not None and self.s.reset.isdigit() and self.consumer is not None:
             await seek_to_time(self.consumer, assigned, int(self.s.reset))
 

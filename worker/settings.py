@@ -24,6 +24,11 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.upper().replace("-", "_")
 
 
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+
+
 class SettingsError(ValueError):
     pass
 
@@ -71,6 +76,26 @@ FLAGS: list[Flag] = [
         "standalone",
         "standalone: one Redis command per batch each way; cluster: single-key commands "
         "only (Redis Cluster behind a cluster-aware proxy)",
+    ),
+    Flag(
+        "guarantee",
+        AT_LEAST_ONCE,
+        "at-least-once (outputs may repeat after a crash, with identical bytes: consumers "
+        "drop repeated (request, seq, part) headers) or exactly-once (each partition's "
+        "outputs, offsets and states in one Kafka transaction: read_committed consumers "
+        "see every output once)",
+    ),
+    Flag(
+        "transaction-timeout-ms",
+        10000,
+        "exactly-once: the broker aborts a transaction open this long (a dead worker's "
+        "open transaction holds read_committed readers back at most this long)",
+        int,
+    ),
+    Flag(
+        "transactional-id-prefix",
+        "derender-",
+        "exactly-once: transactional ids are <prefix><group>-<topic>-<partition>",
     ),
     Flag("models", None, "model registry TOML (default: the built-in DeepSeek V4 entry)"),
     Flag("metrics-port", 9400, "port of /metrics, /healthz and /readyz (0 = off)", int),
@@ -154,6 +179,9 @@ class Settings:
     redis_url: str
     state_prefix: str
     redis_mode: str
+    guarantee: str
+    transaction_timeout_ms: int
+    transactional_id_prefix: str
     models: str | None
     metrics_port: int
     metrics_host: str
@@ -232,6 +260,12 @@ def validate(s: Settings) -> None:
         raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
     if s.redis_mode not in ("standalone", "cluster"):
         raise SettingsError(f"--redis-mode: expected standalone or cluster, got {s.redis_mode!r}")
+    if s.guarantee not in GUARANTEES:
+        raise SettingsError(
+            f"--guarantee: expected at-least-once or exactly-once, got {s.guarantee!r}"
+        )
+    if s.transaction_timeout_ms < 1000:
+        raise SettingsError("--transaction-timeout-ms must be at least 1000")
     if s.event_loop not in ("auto", "uvloop", "asyncio"):
         raise SettingsError(f"--event-loop: expected auto, uvloop or asyncio, got {s.event_loop!r}")
     if s.log_format not in ("text", "json"):

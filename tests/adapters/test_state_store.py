@@ -478,7 +478,6 @@ def test_a_key_holding_no_hash_fails_its_request_only(redis_url: str, mode: str)
             report = await run_batch(
                 Batch(ins, {None: 0}, {None: 1}),
                 registry=load_registry(None),
-                store=store,
                 sink=sink,
                 checkpoint=Checkpoint(source, store),
                 max_record_bytes=1 << 20,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.adapters.test_state_store import Harness
-from tests.adapters.test_state_store import harness as harness  # noqa: F401 (the fixture)
+from tests.adapters.test_state_store import harness as harness  # (the fixture)
 from worker.adapters.memory_store import MemoryStore
 from worker.adapters.redis_store import RedisStore
 from worker.ports import StateWrite, Stored

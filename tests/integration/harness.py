@@ -215,6 +215,8 @@ async def read_all(
     topic: str,
     until: Any,
     timeout_s: float = 90.0,
+    *,
+    isolation_level: str = "read_uncommitted",
 ) -> list[Output]:
     """Read the topic from the start until `until(outputs)` is true (or time out)."""
     consumer = AIOKafkaConsumer(
@@ -223,6 +225,7 @@ async def read_all(
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         group_id=None,
+        isolation_level=isolation_level,
     )
     await consumer.start()
     outputs: list[Output] = []

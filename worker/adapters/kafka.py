@@ -1,4 +1,5 @@
-"""aiokafka clients configured from Settings: TLS/SASL, manual commits, acks=all."""
+"""aiokafka clients configured from Settings: TLS/SASL, manual commits, acks=all, and the
+transactional producers of exactly-once."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 
-from worker.settings import Settings
+from worker.settings import EXACTLY_ONCE, Settings
 
 
 def security_kwargs(s: Settings) -> dict[str, Any]:
@@ -37,6 +38,9 @@ def make_consumer(s: Settings) -> AIOKafkaConsumer:
         fetch_max_wait_ms=s.fetch_max_wait_ms,
         session_timeout_ms=s.session_timeout_ms,
         heartbeat_interval_ms=s.heartbeat_interval_ms,
+        # Exactly-once: never read what an aborted transaction wrote upstream, and stop
+        # at the last stable offset.
+        isolation_level="read_committed" if s.guarantee == EXACTLY_ONCE else "read_uncommitted",
         **security_kwargs(s),
     )
 
@@ -51,6 +55,19 @@ def make_producer(s: Settings) -> AIOKafkaProducer:
         # which consumers drop by its (request_id, seq, part) headers anyway, and some
         # Kafka-compatible brokers do not implement it.
         acks="all",
+        linger_ms=s.linger_ms,
+        **security_kwargs(s),
+    )
+
+
+def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaProducer:
+    """Exactly-once: a producer for one input partition's transactions (idempotent,
+    acks=all, both implied by the transactional id)."""
+    return AIOKafkaProducer(
+        bootstrap_servers=s.bootstrap_servers,
+        client_id=f"derender-worker-{s.group_id}",
+        transactional_id=transactional_id,
+        transaction_timeout_ms=s.transaction_timeout_ms,
         linger_ms=s.linger_ms,
         **security_kwargs(s),
     )

@@ -1,0 +1,222 @@
+"""Exactly-once's Kafka half: one transactional producer per owned input partition.
+
+Why one per partition and not one per worker (what KIP-447 allows): aiokafka's
+`send_offsets_to_transaction` sends `TxnOffsetCommit` v0 with the group id only, no
+generation or member id, so the group coordinator cannot fence a zombie's offsets. Only
+the transactional id can: it is derived from the input partition
+(`<prefix><group>-<topic>-<partition>`), so the new owner of a partition starts a
+producer with the same id, and its `InitProducerId` bumps the producer epoch (the old
+owner's next transactional call fails with `ProducerFenced`) and finishes whatever
+transaction the old owner left open (committing one it had asked to commit, aborting any
+other) before it returns. Faust and Kafka Streams' first exactly-once mode work the same.
+
+So the order on assignment is: start the producers (which fences and settles the old
+owner's transactions), then read the committed offsets and seek there. Reading them first
+could see an offset that a pending transaction was about to move, and the batch would be
+done twice. Until both steps are done, a partition is not `ready` and no lane polls it.
+
+Each lane's batch then holds one transaction per partition it spans, run concurrently;
+a partition is in one lane only, so a producer never has two transactions at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from worker.adapters.kafka_sink import KafkaSink
+from worker.ports import OutputsRefused, OutRecord, Partition
+
+log = logging.getLogger("derender.worker")
+
+
+class PartitionGone(KafkaError):  # type: ignore[misc]
+    """A batch reached a partition whose producer was dropped (revoked, or its last
+    transaction failed): the batch is aborted and rewound like after an outage."""
+
+
+def transactional_id(prefix: str, group_id: str, tp: TopicPartition) -> str:
+    return f"{prefix}{group_id}-{tp.topic}-{tp.partition}"
+
+
+class Transactions:
+    """The producers of the owned input partitions, and their transactions.
+
+    `make_producer(transactional_id)` builds an unstarted producer; `consumer` is the
+    worker's (read_committed) consumer, used to seek each new partition to its committed
+    offset once its producer has settled the old owner's transactions."""
+
+    def __init__(
+        self,
+        make_producer: Callable[[str], AIOKafkaProducer],
+        consumer: AIOKafkaConsumer,
+        *,
+        group_id: str,
+        id_prefix: str,
+        output_topic: str,
+        dlq_topic: str,
+    ) -> None:
+        self._make = make_producer
+        self.consumer = consumer
+        self.group_id = group_id
+        self.id_prefix = id_prefix
+        self.output_topic = output_topic
+        self.dlq_topic = dlq_topic
+        self._sinks: dict[TopicPartition, KafkaSink] = {}
+        # Partitions whose transaction failed: their producer is gone until the group is
+        # rejoined (a zombie must not start a new one: that would fence the real owner).
+        self.lost: set[TopicPartition] = set()
+
+    def ready(self, tp: TopicPartition) -> bool:
+        return tp in self._sinks
+
+    # -- assignment -----------------------------------------------------------------
+
+    async def open(self, partitions: list[TopicPartition], reset: str) -> None:
+        """Start a producer per partition (fencing the old owner and settling its
+        transactions), then seek each partition to its committed offset."""
+        todo = [tp for tp in partitions if tp not in self._sinks]
+        producers = [self._make(transactional_id(self.id_prefix, self.group_id, tp)) for tp in todo]
+        results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
+        failed: BaseException | None = None
+        for tp, producer, result in zip(todo, producers, results, strict=True):
+            if isinstance(result, BaseException):
+                failed = failed or result
+                await _stop_quietly(producer)
+                continue
+            self._sinks[tp] = KafkaSink(producer, self.output_topic, self.dlq_topic)
+        for tp in todo:
+            if tp not in self._sinks:
+                continue
+            committed = await self.consumer.committed(tp)
+            if committed is not None:
+                self.consumer.seek(tp, committed)
+            elif reset == "latest":
+                await self.consumer.seek_to_end(tp)
+            else:
+                await self.consumer.seek_to_beginning(tp)
+        self.lost.difference_update(partitions)
+        if failed is not None:
+            raise failed
+
+    async def close(self, partitions: list[TopicPartition]) -> None:
+        """Abort what is open and stop the producers of partitions that leave us."""
+        sinks = [self._sinks.pop(tp) for tp in partitions if tp in self._sinks]
+        await asyncio.gather(*(_stop_quietly(s.producer) for s in sinks))
+
+    async def close_all(self) -> None:
+        await self.close(list(self._sinks))
+
+    # -- one batch ------------------------------------------------------------------
+
+    async def begin(self, partitions: list[Partition]) -> None:
+        await asyncio.gather(*(self._sink(p).producer.begin_transaction() for p in partitions))
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        """Each record through the transaction of the input partition it came from."""
+        outs: dict[Partition, list[OutRecord]] = {}
+        dls: dict[Partition, list[OutRecord]] = {}
+        for rec in outputs:
+            outs.setdefault(rec.source_partition, []).append(rec)
+        for rec in dead_letters:
+            dls.setdefault(rec.source_partition, []).append(rec)
+        parts = list(outs.keys() | dls.keys())
+        results = await asyncio.gather(
+            *(self._sink(p).send(outs.get(p, []), dls.get(p, [])) for p in parts),
+            return_exceptions=True,
+        )
+        refused: list[tuple[OutRecord, BaseException]] = []
+        for result in results:
+            if isinstance(result, OutputsRefused):
+                refused += result.refused
+            elif isinstance(result, BaseException):
+                raise result
+        if refused:
+            raise OutputsRefused(refused)
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
+        """Add each partition's next offset to its transaction and commit it. Returns the
+        partitions whose commit failed: fenced (another owner took over), timed out, or
+        with an unknown outcome. Their producers are stopped and they are `lost` until
+        the group is rejoined, which reads their committed offsets anew."""
+        parts = list(offsets)
+        results = await asyncio.gather(
+            *(self._commit_one(p, offsets[p]) for p in parts), return_exceptions=True
+        )
+        failed: list[Partition] = []
+        for p, result in zip(parts, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning(
+                    "the transaction of %s failed (%s: %s): dropping its producer and "
+                    "rejoining the group",
+                    _name(p),
+                    type(result).__name__,
+                    result,
+                )
+                failed.append(p)
+        if failed:
+            await self.drop(failed)
+        return failed
+
+    async def _commit_one(self, p: Partition, offset: int) -> None:
+        producer = self._sink(p).producer
+        assert isinstance(p, TopicPartition)
+        await producer.send_offsets_to_transaction({p: offset}, self.group_id)
+        await producer.commit_transaction()
+
+    async def abort(self, partitions: list[Partition]) -> None:
+        """Abort the partitions' open transactions (a batch that failed before commit).
+        A producer that cannot abort is dropped like a failed commit."""
+        open_ = [p for p in partitions if p in self._sinks]
+        results = await asyncio.gather(*(self._abort_one(p) for p in open_), return_exceptions=True)
+        failed = [p for p, r in zip(open_, results, strict=True) if isinstance(r, BaseException)]
+        if failed:
+            await self.drop(failed)
+
+    async def _abort_one(self, p: Partition) -> None:
+        await _abort_open(self._sink(p).producer)
+
+    async def drop(self, partitions: list[Partition]) -> None:
+        tps = [p for p in partitions if isinstance(p, TopicPartition)]
+        self.lost.update(tps)
+        await self.close(tps)
+        # A rejoin settles who owns them: back to us, `open` starts a producer again
+        # (after fencing whatever is left); to another worker, that one does it.
+        # (aiokafka has no public call for it: the coordinator's own is used.)
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        if coordinator is not None:
+            coordinator.request_rejoin()
+
+    def _sink(self, p: Partition) -> KafkaSink:
+        assert isinstance(p, TopicPartition)
+        sink = self._sinks.get(p)
+        if sink is None:
+            raise PartitionGone(f"no transactional producer for {_name(p)} (any more)")
+        return sink
+
+
+def _name(p: Partition) -> str:
+    return f"{p.topic}/{p.partition}" if isinstance(p, TopicPartition) else str(p)
+
+
+async def _abort_open(producer: AIOKafkaProducer) -> None:
+    txn = producer._txn_manager  # (aiokafka has no public "is a transaction open")
+    if txn is not None and txn.is_in_transaction():
+        await producer.abort_transaction()
+
+
+async def _stop_quietly(producer: AIOKafkaProducer) -> None:
+    """Abort an open transaction (left open, it would hold read_committed readers back
+    until the transaction timeout), then stop."""
+    try:
+        await _abort_open(producer)
+    except Exception as exc:
+        log.debug("aborting before stopping a transactional producer: %s", exc)
+    try:
+        await producer.stop()
+    except Exception as exc:  # a fenced producer may fail to flush: it is gone anyway
+        log.debug("stopping a transactional producer: %s", exc)
