@@ -11,7 +11,7 @@ import asyncio
 import bisect
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import HistogramMetricFamily
@@ -131,6 +131,19 @@ class Metrics:
         self.lag_sum = Gauge(
             "derender_consumer_lag_sum", "consumer lag over assigned partitions", registry=r
         )
+        self.group_lag = Gauge(
+            "derender_group_lag",
+            "end offset (last stable offset under exactly-once) minus the group's committed"
+            " offset, as KEDA's Kafka scaler computes it",
+            ["partition"],
+            registry=r,
+        )
+        self.group_lag_sum = Gauge(
+            "derender_group_lag_sum",
+            "group lag (derender_group_lag) summed over the sampled partitions",
+            registry=r,
+        )
+        self._group_lag_partitions: set[str] = set()
         self.state_bytes = BatchHistogram(
             "derender_state_bytes", "size of each state written", _BYTES, r
         )
@@ -185,6 +198,25 @@ class Metrics:
         """Drop a partition's lag gauge (it was revoked), if it has one."""
         with contextlib.suppress(KeyError):
             self.lag.remove(partition)
+
+    def set_group_lag(self, lags: Mapping[int, int]) -> None:
+        """Export one sample from `kafka_lag.GroupLag.sample`: a series per partition in
+        `lags`, and their sum. Partitions missing from this sample are dropped. A failed
+        sample (None) is not passed here, so the last known values stay."""
+        now = {str(p): n for p, n in lags.items()}
+        for partition in self._group_lag_partitions - now.keys():
+            self.forget_group_lag(partition)
+        for partition, n in now.items():
+            self.group_lag.labels(partition).set(n)
+        self._group_lag_partitions = set(now)
+        self.group_lag_sum.set(sum(now.values()))
+
+    def forget_group_lag(self, partition: str) -> None:
+        """Drop a partition's group-lag gauge, if it has one. The sum is left as it is: the
+        next sample sets it."""
+        self._group_lag_partitions.discard(partition)
+        with contextlib.suppress(KeyError):
+            self.group_lag.remove(partition)
 
     def exposition(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.adapters.kafka import make_consumer, make_producer, make_transactional_producer
+from worker.adapters.kafka import (
+    make_consumer,
+    make_producer,
+    make_transactional_producer,
+    security_kwargs,
+)
+from worker.adapters.kafka_lag import GroupLag
 from worker.adapters.kafka_sink import KafkaSink
 from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
 from worker.adapters.kafka_txn import Transactions
@@ -53,6 +59,8 @@ BACKOFF_FIRST_S = 0.1
 BACKOFF_CAP_S = 5.0
 # How often consumer lag is sampled (it needs one position lookup per partition).
 LAG_EVERY_S = 1.0
+# How often the group's committed lag is read from the brokers (KEDA polls every 30 s).
+GROUP_LAG_EVERY_S = 10.0
 # How often requests that went quiet past their TTL leave the active-requests gauge.
 ACTIVE_PRUNE_EVERY_S = 10.0
 
@@ -92,6 +100,10 @@ class Runner:
         self.checkpoint: Checkpoint | None = None
         # Exactly-once: the transactional producers, one per owned input partition.
         self.transactions: Transactions | None = None
+        # The group's lag as KEDA sees it (committed offsets against the end), sampled on
+        # a task of its own: during an outage a sample can take its whole timeout.
+        self.group_lag: GroupLag | None = None
+        self._group_lag_task: asyncio.Task[None] | None = None
         self._outage_since: float | None = None
         self._failures = 0
         self._last_lag = 0.0
@@ -180,6 +192,15 @@ class Runner:
         self.consumer.subscribe(
             [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
         )
+        self.group_lag = GroupLag(
+            self.s.bootstrap_servers,
+            self.s.group_id,
+            self.s.input_topic,
+            read_committed=exactly_once,
+            reset="latest" if self.s.reset == "latest" else "earliest",
+            **security_kwargs(self.s),
+        )
+        self._group_lag_task = asyncio.create_task(self._sample_group_lag())
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
 
     async def _check_topics(self, consumer: AIOKafkaConsumer) -> None:
@@ -195,6 +216,12 @@ class Runner:
 
     async def _shutdown(self) -> None:
         self.metrics.ready = False
+        if self._group_lag_task is not None:
+            self._group_lag_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._group_lag_task
+        if self.group_lag is not None:
+            await self.group_lag.close()
         if self.transactions is not None:
             await self.transactions.close_all()
         await self._close_clients()
@@ -393,6 +420,15 @@ class Runner:
                 )
         if self.s.reset is not None and self.s.reset.isdigit() and self.consumer is not None:
             await seek_to_time(self.consumer, assigned, int(self.s.reset))
+
+    async def _sample_group_lag(self) -> None:
+        assert self.group_lag is not None
+        while not self.stopping.is_set():
+            lags = await self.group_lag.sample()  # every partition: the group's, like KEDA
+            if lags is not None:  # (None: not known now; the last values stay)
+                self.metrics.set_group_lag(lags)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), GROUP_LAG_EVERY_S)
 
     async def _sample_lag(self) -> None:
         assert self.consumer is not None

@@ -1,0 +1,393 @@
+"""The group lag as KEDA computes it (worker/adapters/kafka_lag.py), on the session's broker.
+
+Each case is computed two ways: by `GroupLag`, and independently, from what the produced
+records and the commits must give, and from a consumer of the group
+(`end_offsets` − `committed`). Transactions, DeleteRecords and a paused broker need
+Apache Kafka, so those cases are skipped on tansu. The rest of the file (the lag rule and
+the gauges) needs no server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+from tests.server_fixtures import TANSU, apache_required, kafka_plan
+from tests.servers import create_topics
+from worker.adapters.embedded import free_port
+from worker.adapters.kafka_lag import GroupLag, lag_from
+from worker.adapters.kafka_server import ApacheKafka, MissingToolError
+from worker.metrics import Metrics
+
+integration = pytest.mark.integration
+
+# How long a consumer may take to see records that were acknowledged already.
+CONSUME_TIMEOUT_S = 30.0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def needs_apache_kafka(what: str) -> None:
+    if kafka_plan().kind == TANSU:
+        pytest.skip(f"tansu lacks {what}")
+
+
+async def produce(bootstrap: str, topic: str, counts: Mapping[int, int]) -> None:
+    """`counts[p]` records to partition p, not transactional: end offset = count."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for partition, n in counts.items():
+            for i in range(n):
+                await producer.send_and_wait(topic, b"r%d" % i, partition=partition)
+    finally:
+        await producer.stop()
+
+
+async def commit(bootstrap: str, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+    """Commit these offsets for the group, as its members would."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = {TopicPartition(topic, p): off for p, off in offsets.items()}
+        consumer.assign(list(tps))
+        await consumer.commit(tps)
+    finally:
+        await consumer.stop()
+
+
+async def independent(
+    bootstrap: str, group: str, topic: str, partitions: int, isolation_level: str
+) -> dict[int, tuple[int, int | None]]:
+    """{partition: (end offset, committed offset or None)} through a member of the group,
+    which does not use the admin client's OffsetFetch the way `GroupLag` does."""
+    # No auto-commit: on stop it would commit the positions it looked up.
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        isolation_level=isolation_level,
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: (ends[tp], await consumer.committed(tp)) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+async def sample(bootstrap: str, group: str, topic: str, **options: Any) -> dict[int, int] | None:
+    options.setdefault("read_committed", False)
+    async with GroupLag(bootstrap, group, topic, **options) as lag:
+        return await lag.sample()
+
+
+# -- against the session's broker ------------------------------------------------------
+
+
+@integration
+def test_lag_is_end_minus_committed_per_partition(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic, group = new_topic(partitions=3, prefix="lag"), unique("g")
+    produced = {0: 7, 1: 4, 2: 5}
+    committed = {0: 2, 1: 4, 2: 1}
+
+    async def scenario() -> None:
+        await produce(kafka_bootstrap, topic, produced)
+        await commit(kafka_bootstrap, group, topic, committed)
+        lag = GroupLag(kafka_bootstrap, group, topic, read_committed=False)
+        try:
+            got = await lag.sample()
+            assert got == {p: produced[p] - committed[p] for p in produced} == {0: 5, 1: 0, 2: 4}
+            seen = await independent(kafka_bootstrap, group, topic, 3, "read_uncommitted")
+            assert got == {p: end - (c or 0) for p, (end, c) in seen.items()}
+            # Lag falls only when the group commits: the admin API reads the commits,
+            # not anyone's position.
+            await commit(kafka_bootstrap, group, topic, {0: 7})
+            assert await lag.sample() == {0: 0, 1: 0, 2: 4}
+            # Only some partitions (e.g. those assigned to this worker).
+            assert await lag.sample([2, 5]) == {2: 4}
+            assert await lag.sample([]) == {}
+        finally:
+            await lag.close()
+        # With read_committed and no transactions the LSO is the high watermark.
+        assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {
+            0: 0,
+            1: 0,
+            2: 4,
+        }
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_a_partition_the_group_never_committed(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic, group = new_topic(partitions=3, prefix="lag"), unique("g")
+
+    async def scenario() -> None:
+        # Partition 1 never committed, and partition 2 empty and never committed.
+        await produce(kafka_bootstrap, topic, {0: 3, 1: 5})
+        await commit(kafka_bootstrap, group, topic, {0: 1})
+        seen = await independent(kafka_bootstrap, group, topic, 3, "read_uncommitted")
+        assert seen == {0: (3, 1), 1: (5, None), 2: (0, None)}
+        # reset="earliest" (the worker's default): a new owner reads the whole log.
+        assert await sample(kafka_bootstrap, group, topic) == {0: 2, 1: 5, 2: 0}
+        # reset="latest": KEDA's default rule, 1 per partition never committed, so that
+        # one replica stays to commit.
+        assert await sample(kafka_bootstrap, group, topic, reset="latest") == {
+            0: 2,
+            1: 1,
+            2: 1,
+        }
+        # A group nobody ever used: every partition is uncommitted.
+        assert await sample(kafka_bootstrap, unique("nobody"), topic) == {0: 3, 1: 5, 2: 0}
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_never_committed_counts_from_the_log_start_not_from_zero(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    needs_apache_kafka("DeleteRecords")
+    topic, group = new_topic(partitions=1, prefix="lag"), unique("g")
+    tp = TopicPartition(topic, 0)
+
+    async def scenario() -> None:
+        await produce(kafka_bootstrap, topic, {0: 5})
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            # What retention does to the head of a partition: the log now starts at 2.
+            assert await admin.delete_records({tp: RecordsToDelete(2)}) == {tp: 2}
+        finally:
+            await admin.close()
+        # 3 records are left to read. KEDA (offsetResetPolicy: earliest) would say 5.
+        assert await sample(kafka_bootstrap, group, topic) == {0: 3}
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_read_committed_measures_against_the_last_stable_offset(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    needs_apache_kafka("transactions")
+    topic, group = new_topic(partitions=1, prefix="txn"), unique("g")
+    tp = TopicPartition(topic, 0)
+
+    async def scenario() -> None:
+        done = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=unique("a"))
+        pending = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=unique("b"))
+        member = AIOKafkaConsumer(
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await done.start()
+        await pending.start()
+        await member.start()
+        try:
+            # A committed transaction: records at 0, 1, 2 and its commit marker at 3.
+            async with done.transaction():
+                for i in range(3):
+                    await done.send_and_wait(topic, b"c%d" % i, partition=0)
+            # The coordinator writes the marker after the commit returns: wait for it, or
+            # the next transaction's first record could take offset 3.
+            deadline = time.monotonic() + CONSUME_TIMEOUT_S
+            while (await member.end_offsets([tp]))[tp] != 4:
+                assert time.monotonic() < deadline, "the commit marker never came"
+                await asyncio.sleep(0.05)
+            # One left open: records at 4 and 5, no marker yet.
+            await pending.begin_transaction()
+            for i in range(2):
+                await pending.send_and_wait(topic, b"o%d" % i, partition=0)
+
+            # The group's member reads what is committed and commits its position, which
+            # steps over the marker: 4, the last stable offset.
+            member.assign([tp])
+            got: list[int] = []
+            deadline = time.monotonic() + CONSUME_TIMEOUT_S
+            while len(got) < 3 and time.monotonic() < deadline:
+                batch = await member.getmany(tp, timeout_ms=500)
+                got += [m.offset for m in batch.get(tp, [])]
+            assert got == [0, 1, 2]
+            position = await member.position(tp)
+            assert position == member.last_stable_offset(tp) == 4
+            assert member.highwater(tp) == 6
+            await member.commit({tp: position})
+
+            # Computed independently: the LSO under read_committed, the high watermark
+            # otherwise, and the group's commit.
+            assert await independent(kafka_bootstrap, group, topic, 1, "read_committed") == {
+                0: (4, 4)
+            }
+            assert await independent(kafka_bootstrap, group, topic, 1, "read_uncommitted") == {
+                0: (6, 4)
+            }
+            # Nothing is left to read: no lag against the LSO. The high watermark counts
+            # the open transaction's two records, which cannot be read yet.
+            assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 0}
+            assert await sample(kafka_bootstrap, group, topic, read_committed=False) == {0: 2}
+
+            # The pitfall of anchors §6.2: committing `last offset + 1` (3) leaves the
+            # marker counted, a lag of 1 that stays, even against the LSO.
+            await member.commit({tp: got[-1] + 1})
+            assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 1}
+        finally:
+            await pending.abort_transaction()
+            for client in (member, pending, done):
+                await client.stop()
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_a_missing_topic_gives_nothing_and_is_not_created(kafka_bootstrap: str) -> None:
+    absent = unique("absent")
+
+    async def scenario() -> None:
+        started = time.monotonic()
+        assert await sample(kafka_bootstrap, unique("g"), absent, timeout_s=2) is None
+        assert time.monotonic() - started < 5
+        # Brokers with auto.create.topics.enable (tansu) create a topic that a Metadata
+        # request names: the probe must not do that.
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            assert absent not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_an_unreachable_broker_gives_nothing_quickly() -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
+
+    async def scenario() -> None:
+        lag = GroupLag(bootstrap, "g", "t", read_committed=True, timeout_s=1.0)
+        try:
+            for _ in range(4):  # again and again: each sample tries anew
+                started = time.monotonic()
+                assert await lag.sample() is None
+                assert time.monotonic() - started < 3
+        finally:
+            await lag.close()
+
+    asyncio.run(scenario())
+
+
+# -- a broker of its own, paused and resumed ---------------------------------------------
+
+
+@pytest.fixture
+def own_broker() -> Iterator[ApacheKafka]:
+    """Pausing the session's broker would stall other tests' clients: one of its own."""
+    needs_apache_kafka("a process to pause")
+    try:
+        broker = ApacheKafka(progress=lambda _: None)
+    except MissingToolError as e:
+        if apache_required():
+            raise
+        pytest.skip(str(e))
+    with broker:
+        yield broker
+        broker.kill()
+
+
+@integration
+def test_a_broker_that_stops_answering_gives_nothing_then_lag_again(
+    own_broker: ApacheKafka,
+) -> None:
+    bootstrap = own_broker.bootstrap
+    topic, group = "in", unique("g")
+
+    async def scenario() -> None:
+        await create_topics(bootstrap, [topic], 2)
+        await produce(bootstrap, topic, {0: 3, 1: 2})
+        await commit(bootstrap, group, topic, {0: 1, 1: 2})
+        lag = GroupLag(bootstrap, group, topic, read_committed=True, timeout_s=1.0)
+        try:
+            assert await lag.sample() == {0: 2, 1: 0}
+            own_broker.pause()  # connections stay open, nothing answers
+            try:
+                started = time.monotonic()
+                assert await lag.sample() is None
+                assert time.monotonic() - started < 3
+            finally:
+                own_broker.resume()
+            deadline = time.monotonic() + 30
+            while (got := await lag.sample()) is None:
+                assert time.monotonic() < deadline, "no lag after the broker came back"
+                await asyncio.sleep(0.2)
+            assert got == {0: 2, 1: 0}
+        finally:
+            await lag.close()
+
+    asyncio.run(scenario())
+
+
+# -- the rule and the gauges, no server ----------------------------------------------------
+
+
+def test_lag_rule() -> None:
+    ends = {0: 10, 1: 10, 2: 10, 3: 0}
+    committed = {0: 4, 1: -1, 2: 12}  # 3 is missing: never committed either
+    starts = {1: 3, 3: 0}
+    assert lag_from(ends, committed, starts) == {0: 6, 1: 7, 2: 0, 3: 0}
+    assert lag_from(ends, committed, starts, "latest") == {0: 6, 1: 1, 2: 0, 3: 1}
+
+
+def test_reset_must_be_known() -> None:
+    with pytest.raises(ValueError, match="reset"):
+        GroupLag("localhost:9092", "g", "t", read_committed=False, reset="none")  # type: ignore[arg-type]
+
+
+def _series(metrics: Metrics, name: str) -> dict[str, float]:
+    return {
+        s.labels.get("partition", ""): s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def test_group_lag_gauges() -> None:
+    m = Metrics()
+    assert _series(m, "derender_group_lag") == {}
+    assert _series(m, "derender_group_lag_sum") == {"": 0.0}
+    m.set_group_lag({0: 5, 1: 0, 2: 3})
+    assert _series(m, "derender_group_lag") == {"0": 5.0, "1": 0.0, "2": 3.0}
+    assert _series(m, "derender_group_lag_sum") == {"": 8.0}
+    # A partition missing from the next sample loses its series.
+    m.set_group_lag({0: 1, 2: 2})
+    assert _series(m, "derender_group_lag") == {"0": 1.0, "2": 2.0}
+    assert _series(m, "derender_group_lag_sum") == {"": 3.0}
+    m.forget_group_lag("2")
+    m.forget_group_lag("7")  # never had one
+    assert _series(m, "derender_group_lag") == {"0": 1.0}
+    m.set_group_lag({})
+    assert _series(m, "derender_group_lag") == {}
+    assert _series(m, "derender_group_lag_sum") == {"": 0.0}
+    # The consumer's own lag gauges are separate.
+    assert _series(m, "derender_consumer_lag") == {}

@@ -1,0 +1,290 @@
+"""The consumer group's lag as KEDA's Kafka scaler computes it, read from the brokers.
+
+Per partition: the partition's end offset minus the group's COMMITTED offset (OffsetFetch
+for the group, ListOffsets "latest" for the end), summed over the topic's partitions by
+whoever reads the gauges. It is not this worker's in-memory position
+(`kafka_source.lag`): it is what the autoscaler sees, whichever worker owns the partition,
+and it only falls when offsets are committed.
+
+Choices, and why:
+
+- The end: ListOffsets(latest) at the isolation level `read_committed` chooses. Under
+  `read_uncommitted` the broker answers the high watermark, which is what KEDA uses. KEDA
+  sends ListOffsets v0/v1, which carry no isolation level (`getProducerOffsets` in
+  `pkg/scalers/kafka_scaler.go`). Under `read_committed` it answers the LAST STABLE
+  OFFSET. Records of a transaction still open above it cannot be read yet, so they are no
+  backlog a new replica could take. aiokafka's admin client has no ListOffsets, but
+  `AIOKafkaConsumer.end_offsets` sends one request per leader at the consumer's
+  `isolation_level`. We keep a consumer of our own for it: no group, no subscription, it
+  never fetches. The worker's consumer would not do: Kafka answers a connection's
+  requests in order, so a ListOffsets sent on it would wait behind the long-poll Fetch
+  (`fetch_max_wait_ms`), and its isolation level is not ours to choose.
+- The committed offsets: `AIOKafkaAdminClient.list_consumer_group_offsets` for the
+  topic's partitions, one OffsetFetch to the group coordinator. The coordinator's id is
+  cached, so a sample skips the FindCoordinator round trip. It is looked up again after
+  any failure, for example NOT_COORDINATOR after the coordinator moved.
+- The partitions: one Metadata request (`describe_topics`), cached for
+  `PARTITIONS_EVERY_S`. KEDA describes the topic on every poll, but partitions are only
+  ever added, and a minute's delay in seeing a new one is harmless. The request asks for
+  all topics: Metadata that names a topic creates it where `auto.create.topics.enable`
+  is on, and aiokafka's admin client always sets `allow_auto_topic_creation`. A missing
+  topic therefore stays missing, and its sample is None.
+- Both clients are long-lived, created at the first sample and closed by `close()`. A
+  steady sample is therefore two requests sent at once: the OffsetFetch and one
+  ListOffsets per leader. A third request (ListOffsets "earliest") goes out only while
+  some partition has no committed offset and `reset="earliest"`.
+- A partition the group never committed (OffsetFetch answers -1) is counted by the
+  worker's reset policy, the same as KEDA's `offsetResetPolicy`:
+  - `"earliest"`, the worker's default, counts end − log start: the records a new owner
+    would really read. KEDA counts `end` here. The two agree until retention deletes the
+    head of a partition that was never committed.
+  - `"latest"` counts 1, KEDA's default rule (`offsetResetPolicy: latest`,
+    `scaleToZeroOnInvalidOffset: false`), so that one replica is kept to commit.
+- A committed offset is used as given, like KEDA does, even if it is below the log
+  start. Lag is clamped at 0, as Burrow does: a group may commit past the LSO.
+- Transaction markers take offsets. A group under exactly-once must commit its consumer's
+  `position()`, which steps over the commit marker. If it commits `last offset + 1`, a
+  lag of 1 per partition stays for ever, against the LSO as much as against the high
+  watermark (anchors §6.2). This module only reports that lag; it does not hide it.
+- Errors never leave a sample. A broker that is away, a timeout, a coordinator that
+  moved, or an answer missing partitions all give `None` ("nothing known this time"),
+  within `timeout_s`. The clients reconnect by themselves. Clients that failed to start,
+  or that failed `RECONNECT_AFTER` samples in a row, are dropped and made again at the
+  next sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError, UnknownTopicOrPartitionError, for_code
+
+log = logging.getLogger("derender.worker")
+
+Reset = Literal["earliest", "latest"]
+
+# How long the topic's partition list is trusted (partitions are only ever added).
+PARTITIONS_EVERY_S = 60.0
+# Failed samples in a row after which both clients are made anew.
+RECONNECT_AFTER = 3
+# What OffsetFetch answers for a partition the group never committed.
+NO_OFFSET = -1
+
+
+def lag_from(
+    ends: Mapping[int, int],
+    committed: Mapping[int, int],
+    starts: Mapping[int, int],
+    reset: Reset = "earliest",
+) -> dict[int, int]:
+    """Lag per partition of `ends`. `committed` is the group's offset (missing or -1: never
+    committed), and `starts` is the log start of such partitions (used when `reset` is
+    "earliest")."""
+    out: dict[int, int] = {}
+    for p, end in ends.items():
+        c = committed.get(p, NO_OFFSET)
+        if c >= 0:
+            out[p] = max(end - c, 0)
+        elif reset == "latest":
+            out[p] = 1
+        else:
+            out[p] = max(end - starts.get(p, 0), 0)
+    return out
+
+
+class GroupLag:
+    """Samples `group_id`'s lag on `topic` (see the module docstring).
+
+    `read_committed`: measure against the last stable offset (consumers at
+    `isolation_level="read_committed"`, i.e. exactly-once), else against the high
+    watermark. `client_options` go to both aiokafka clients (security_protocol,
+    ssl_context, sasl_*: `worker.adapters.kafka.security_kwargs`). Not thread-safe: use it
+    from one event loop, one sample at a time."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        group_id: str,
+        topic: str,
+        *,
+        read_committed: bool,
+        reset: Reset = "earliest",
+        timeout_s: float = 5.0,
+        **client_options: Any,
+    ) -> None:
+        if reset not in ("earliest", "latest"):
+            raise ValueError(f"reset must be 'earliest' or 'latest', not {reset!r}")
+        self.bootstrap_servers = bootstrap_servers
+        self.group_id = group_id
+        self.topic = topic
+        self.read_committed = read_committed
+        self.reset: Reset = reset
+        self.timeout_s = timeout_s
+        self._options = client_options
+        self._admin: Any = None  # AIOKafkaAdminClient, once started
+        self._ends: Any = None  # AIOKafkaConsumer (no group), once started
+        self._coordinator: int | None = None
+        self._partitions: list[int] | None = None
+        self._partitions_at = 0.0
+        self._failing = False
+        self._failures = 0  # in a row
+
+    async def sample(self, partitions: Collection[int] | None = None) -> dict[int, int] | None:
+        """{partition: lag} for the topic's partitions (only those in `partitions`, when
+        given), or None when nothing could be learnt this time. It never raises, except
+        for cancellation, and returns within about `timeout_s`."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                lags = await self._sample(partitions)
+        except Exception as exc:  # a sample must not take the worker down
+            self._coordinator = None
+            self._partitions = None
+            self._failures += 1
+            if self._failures >= RECONNECT_AFTER:
+                # The clients reconnect by themselves. Fresh ones are a last resort in
+                # case either is stuck in a state it does not leave.
+                await self._drop_clients()
+                self._failures = 0
+            if not self._failing:
+                log.warning(
+                    "group lag of %s on %s unavailable: %s",
+                    self.group_id,
+                    self.topic,
+                    _describe(exc),
+                )
+                self._failing = True
+            return None
+        self._failures = 0
+        if self._failing:
+            log.info("group lag of %s on %s available again", self.group_id, self.topic)
+            self._failing = False
+        return lags
+
+    async def close(self) -> None:
+        await self._drop_clients()
+
+    async def __aenter__(self) -> GroupLag:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- one sample -----------------------------------------------------------------
+
+    async def _sample(self, only: Collection[int] | None) -> dict[int, int]:
+        await self._connect()
+        admin, ends = self._admin, self._ends
+        parts = await self._topic_partitions(admin)
+        if only is not None:
+            wanted = set(only)
+            parts = [p for p in parts if p in wanted]
+        if not parts:
+            return {}
+        tps = [TopicPartition(self.topic, p) for p in parts]
+        if self._coordinator is None:
+            self._coordinator = int(await admin.find_coordinator(self.group_id))
+        # One OffsetFetch and the ListOffsets at once. A TaskGroup cancels the other one
+        # when either fails.
+        async with asyncio.TaskGroup() as tg:
+            fetched = tg.create_task(
+                admin.list_consumer_group_offsets(
+                    self.group_id, group_coordinator_id=self._coordinator, partitions=tps
+                )
+            )
+            listed = tg.create_task(ends.end_offsets(tps))
+        committed = {tp.partition: int(om.offset) for tp, om in fetched.result().items()}
+        end = {tp.partition: int(off) for tp, off in listed.result().items()}
+        missing = [p for p in parts if p not in committed or p not in end]
+        if missing:
+            # OffsetFetch v2+ reports a coordinator error (NOT_COORDINATOR, loading)
+            # only at the top level, which aiokafka does not check: the answer is just
+            # empty. Counting such partitions as never committed would be a false spike.
+            raise KafkaError(f"no offsets answered for partitions {missing}")
+        fresh = [
+            TopicPartition(self.topic, p)
+            for p in parts
+            if committed[p] < 0 and self.reset == "earliest"
+        ]
+        starts: dict[int, int] = {}
+        if fresh:
+            found = await ends.beginning_offsets(fresh)
+            starts = {tp.partition: int(off) for tp, off in found.items()}
+        return lag_from(end, committed, starts, self.reset)
+
+    async def _topic_partitions(self, admin: Any) -> list[int]:
+        now = time.monotonic()
+        if self._partitions is not None and now - self._partitions_at < PARTITIONS_EVERY_S:
+            return self._partitions
+        # All topics (a null list), not [topic]: Metadata for a named topic creates it on
+        # brokers with auto.create.topics.enable, and a lag probe must create nothing.
+        described = await admin.describe_topics(None)
+        entry = next((t for t in described if t["topic"] == self.topic), None)
+        if entry is None:
+            raise UnknownTopicOrPartitionError(f"no topic {self.topic!r}")
+        if entry["error_code"]:
+            raise for_code(entry["error_code"])(f"describing topic {self.topic!r}")
+        self._partitions = sorted(int(p["partition"]) for p in entry["partitions"])
+        self._partitions_at = now
+        return self._partitions
+
+    # -- clients --------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        if self._admin is not None and self._ends is not None:
+            return
+        await self._drop_clients()
+        timeout_ms = max(int(self.timeout_s * 1000), 1)
+        client_id = f"derender-lag-{self.group_id}"
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=timeout_ms,
+            **self._options,
+        )
+        ends = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers,
+            group_id=None,
+            client_id=client_id,
+            enable_auto_commit=False,
+            isolation_level="read_committed" if self.read_committed else "read_uncommitted",
+            request_timeout_ms=timeout_ms,
+            **self._options,
+        )
+        try:
+            await admin.start()
+            await ends.start()
+        except BaseException:
+            await _stop(admin, ends)
+            raise
+        self._admin, self._ends = admin, ends
+
+    async def _drop_clients(self) -> None:
+        admin, ends = self._admin, self._ends
+        self._admin = self._ends = None
+        self._coordinator = None
+        await _stop(admin, ends)
+
+
+async def _stop(admin: Any, ends: Any) -> None:
+    """Close whichever of the two clients exists. This never raises."""
+    if ends is not None:
+        with contextlib.suppress(Exception):
+            await ends.stop()
+    if admin is not None:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "timed out"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
