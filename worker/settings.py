@@ -133,6 +133,13 @@ FLAGS: list[Flag] = [
         "max.message.bytes)",
         int,
     ),
+    Flag(
+        "request-timeout-ms",
+        40000,
+        "how long a Kafka request may go unanswered before it fails (and the batch is "
+        "retried): a frozen broker is noticed after this long",
+        int,
+    ),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
     # 0: the worker already hands the producer one full record batch per partition
@@ -194,6 +201,7 @@ class Settings:
     outage_limit_s: float
     max_record_bytes: int
     max_output_bytes: int
+    request_timeout_ms: int
     session_timeout_ms: int
     heartbeat_interval_ms: int
     linger_ms: int
@@ -272,6 +280,8 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
     if s.max_output_bytes < 1:
         raise SettingsError("--max-output-bytes must be at least 1")
+    if s.request_timeout_ms < 1000:
+        raise SettingsError("--request-timeout-ms must be at least 1000")
     if s.max_batch < 1:
         raise SettingsError("--max-batch must be at least 1")
     if s.lanes < 1:

@@ -7,12 +7,16 @@ exactly where a test needs them, so the suites do not depend on timing:
                           were produced and acknowledged (a crash after produce, before save);
 - `kill_before_commit: N` SIGKILL itself on the N-th offset commit, after that batch's states
                           were saved (a crash after save, before commit);
+- `kill_before_txn_commit: N` SIGKILL itself on the N-th transaction commit (exactly-once),
+                          after that batch's outputs were produced in the transaction and
+                          its states saved: the transaction dies open and is aborted;
 - `stop_before_save: P`   SIGSTOP itself once, on the first save writing a request whose id
                           starts with P: a zombie frozen mid-batch, with no Redis or Kafka call
                           in flight. It goes on with that very save after SIGCONT.
 
 The points are given as JSON in `$DERENDER_CHAOS`. Nothing else about the worker changes:
-the hooks wrap `RedisStore.save_many` and `AIOKafkaConsumer.commit` and call the originals.
+the hooks wrap `RedisStore.save_many`, `AIOKafkaConsumer.commit` and
+`AIOKafkaProducer.commit_transaction` and call the originals.
 """
 
 from __future__ import annotations
@@ -32,15 +36,16 @@ def _announce(what: str) -> None:
 
 
 def install(points: dict[str, Any]) -> None:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     from worker.adapters.redis_store import RedisStore
 
-    counts = {"save": 0, "commit": 0}
+    counts = {"save": 0, "commit": 0, "txn_commit": 0}
     stopped: list[bool] = []
 
     save_many: Callable[..., Awaitable[list[str]]] = RedisStore.save_many
     commit: Callable[..., Awaitable[None]] = AIOKafkaConsumer.commit
+    commit_transaction: Callable[..., Awaitable[None]] = AIOKafkaProducer.commit_transaction
 
     async def chaotic_save_many(self: RedisStore, writes: list[Any]) -> list[str]:
         counts["save"] += 1
@@ -62,11 +67,35 @@ def install(points: dict[str, Any]) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         await commit(self, *args, **kwargs)
 
+    async def chaotic_commit_transaction(self: AIOKafkaProducer) -> None:
+        counts["txn_commit"] += 1
+        if points.get("kill_before_txn_commit") == counts["txn_commit"]:
+            _announce(f"killed before transaction commit {counts['txn_commit']}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        await commit_transaction(self)
+
+    AIOKafkaProducer.commit_transaction = chaotic_commit_transaction  # type: ignore[method-assign]
     RedisStore.save_many = chaotic_save_many  # type: ignore[method-assign]
     AIOKafkaConsumer.commit = chaotic_commit  # type: ignore[method-assign]
 
 
+def _dump_tasks(signum: int, frame: Any) -> None:
+    """SIGUSR1: every asyncio task's stack to the log (a test that times out asks for it)."""
+    import asyncio
+    import sys
+
+    try:
+        tasks = asyncio.all_tasks(asyncio.get_running_loop())
+    except RuntimeError:
+        return
+    for task in tasks:
+        print(f"--- {task!r}", file=sys.stderr)
+        task.print_stack(limit=12, file=sys.stderr)
+    sys.stderr.flush()
+
+
 def main() -> int:
+    signal.signal(signal.SIGUSR1, _dump_tasks)
     install(json.loads(os.environ.get(ENV) or "{}"))
     from worker.cli import main as cli_main
 

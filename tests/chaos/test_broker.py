@@ -1,8 +1,8 @@
 """The broker itself fails under a running worker — only a real Apache Kafka allows it: the
-worker backs off while it is gone, commits nothing it could not deliver, and resumes on the
-same log. Verified as everywhere in the chaos suites: after dropping repeated (request,
-seq, part) triples every request is complete and exact, and every repeat has identical
-bytes."""
+worker backs off while it is gone (killed) or silent (frozen past the clients' request
+timeout), commits nothing it could not deliver, and resumes on the same log. Verified as
+everywhere in the chaos suites: after dropping repeated (request, seq, part) triples every
+request is complete and exact, and every repeat has identical bytes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from tests.chaos.tools import FIXED_TS_MS, Tail
+from tests.chaos.tools import FIXED_TS_MS, Tail, wait_until
 from tests.integration.harness import (
     Generation,
     WorkerProcess,
@@ -32,6 +32,12 @@ pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
 # How long the broker stays dead: past the clients' reconnect backoff, several times.
 DOWN_S = 3.0
+# The worker's `--request-timeout-ms` here (40 s by default, aiokafka's): a frozen broker
+# is noticed only when a request sent to it has waited this long.
+REQUEST_TIMEOUT_S = 6.0
+# Once the clients timed out, the broker stays frozen this much longer: the worker keeps
+# trying against a broker that accepts connections but answers nothing.
+FROZEN_AFTER_TIMEOUT_S = 3.0
 
 
 @pytest.fixture
@@ -39,8 +45,22 @@ def own_broker(tmp_path: Path) -> Iterator[kafka_server.ApacheKafka]:
     """A broker of this test's own (the session's is shared), its log kept in tmp_path."""
     if kafka_plan().kind == TANSU:
         pytest.skip("tansu keeps no log to restart on")
-    with kafka_server.ApacheKafka(data_dir=tmp_path / "kafka", progress=lambda _: None) as b:
+    # No retention: every record carries FIXED_TS_MS (2023), far older than the default
+    # 7 days, so the broker's first retention check (30 s after it starts) would delete
+    # records the worker has not read yet, and the worker would skip to the new log start.
+    config = {"log.retention.ms": "-1"}
+    with kafka_server.ApacheKafka(
+        data_dir=tmp_path / "kafka", config=config, progress=lambda _: None
+    ) as b:
         yield b
+
+
+def in_flight(gens: list[Generation]) -> tuple[list[Generation], list[Generation]]:
+    """Each request cut in two: its first half (published before the fault) and the rest."""
+    half = {g.request_id: len(g.records) // 2 for g in gens}
+    heads = [Generation(g.request_id, g.ids, "", g.records[: half[g.request_id]]) for g in gens]
+    rests = [Generation(g.request_id, g.ids, "", g.records[half[g.request_id] :]) for g in gens]
+    return heads, rests
 
 
 def test_broker_killed_mid_run_and_restarted_on_its_log_loses_nothing(
@@ -54,9 +74,7 @@ def test_broker_killed_mid_run_and_restarted_on_its_log_loses_nothing(
     second = [
         g for g in make_generations(deepseek, 80, seed=502, prefix="second") if len(g.records) >= 3
     ][:60]
-    half = {g.request_id: len(g.records) // 2 for g in second}
-    heads = [Generation(g.request_id, g.ids, "", g.records[: half[g.request_id]]) for g in second]
-    rests = [Generation(g.request_id, g.ids, "", g.records[half[g.request_id] :]) for g in second]
+    heads, rests = in_flight(second)
     w = WorkerProcess(
         own_broker.bootstrap,
         redis_url,
@@ -90,6 +108,78 @@ def test_broker_killed_mid_run_and_restarted_on_its_log_loses_nothing(
             outputs = tail.wait_done([g.request_id for g in first + second])
         verify(outputs, first + second)
         assert w.alive, w.log_tail()
+    finally:
+        if w.alive:
+            w.stop()
+
+
+def test_broker_frozen_past_the_request_timeout_loses_nothing(
+    deepseek: Tokenizer, own_broker: kafka_server.ApacheKafka, redis_url: str, tmp_path: Path
+) -> None:
+    """SIGSTOP, not SIGKILL: the connections stay open and nothing answers, so the worker's
+    clients learn of it only from their request timeout; the worker must back off, not die."""
+    topics = {"input": "in", "output": "out", "dlq": "dlq"}
+    asyncio.run(create_topics(own_broker.bootstrap, [topics["input"], topics["output"]], 4))
+    asyncio.run(create_topics(own_broker.bootstrap, [topics["dlq"]], 1))
+    first = make_generations(deepseek, 60, seed=601, prefix="first")
+    # In flight across the freeze: their first half before it, the rest after.
+    second = [
+        g for g in make_generations(deepseek, 80, seed=602, prefix="second") if len(g.records) >= 3
+    ][:60]
+    heads, rests = in_flight(second)
+    w = WorkerProcess(
+        own_broker.bootstrap,
+        redis_url,
+        topics["input"],
+        topics["output"],
+        topics["dlq"],
+        f"g-{uuid.uuid4().hex[:8]}",
+        f"t{uuid.uuid4().hex[:8]}:",
+        extra=[
+            "--outage-limit-s",
+            "120",
+            "--request-timeout-ms",
+            str(int(REQUEST_TIMEOUT_S * 1000)),
+        ],
+        log_path=tmp_path / "worker.log",
+    ).start()
+
+    def timed_out() -> bool:
+        assert w.alive, w.log_tail()
+        return "RequestTimedOutError" in w.log_text()
+
+    try:
+        asyncio.run(
+            publish(
+                own_broker.bootstrap,
+                topics["input"],
+                interleave(first + heads, seed=603),
+                FIXED_TS_MS,
+            )
+        )
+        with Tail(own_broker.bootstrap, topics["output"]) as tail:
+            tail.wait_done([g.request_id for g in first[:10]])
+        assert not timed_out(), w.log_tail()
+        own_broker.pause()  # SIGSTOP while the worker consumes
+        frozen_at = time.monotonic()
+        # The freeze bites: the worker's fetch and heartbeat requests time out (logged by
+        # aiokafka), and the worker is alive all along.
+        wait_until(timed_out, REQUEST_TIMEOUT_S + 30, "a request timeout in the log", every_s=0.2)
+        noticed_s = time.monotonic() - frozen_at
+        assert noticed_s >= REQUEST_TIMEOUT_S - 1, f"timed out after {noticed_s:.1f}s only"
+        deadline = time.monotonic() + FROZEN_AFTER_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert w.alive, w.log_tail()
+            time.sleep(0.2)
+        own_broker.resume()
+        asyncio.run(
+            publish(own_broker.bootstrap, topics["input"], interleave(rests, seed=604), FIXED_TS_MS)
+        )
+        with Tail(own_broker.bootstrap, topics["output"]) as tail:
+            outputs = tail.wait_done([g.request_id for g in first + second])
+        verify(outputs, first + second)
+        assert w.alive, w.log_tail()
+        assert w.stop() == 0, w.log_tail()
     finally:
         if w.alive:
             w.stop()

@@ -77,9 +77,12 @@ def wait_log(w: WorkerProcess, text: str, timeout_s: float = 30) -> str:
 class Tail:
     """Reads a topic from its start on a background thread; `wait` polls what arrived."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, *, isolation_level: str = "read_uncommitted"
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.isolation_level = isolation_level
         self._outputs: list[Output] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -117,6 +120,7 @@ class Tail:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             group_id=None,
+            isolation_level=self.isolation_level,
         )
         await consumer.start()
         try:

@@ -37,6 +37,7 @@ def make_consumer(s: Settings) -> AIOKafkaConsumer:
         max_poll_records=s.max_batch,
         fetch_max_wait_ms=s.fetch_max_wait_ms,
         session_timeout_ms=s.session_timeout_ms,
+        request_timeout_ms=s.request_timeout_ms,
         heartbeat_interval_ms=s.heartbeat_interval_ms,
         # Exactly-once: never read what an aborted transaction wrote upstream, and stop
         # at the last stable offset.
@@ -56,6 +57,7 @@ def make_producer(s: Settings) -> AIOKafkaProducer:
         # Kafka-compatible brokers do not implement it.
         acks="all",
         linger_ms=s.linger_ms,
+        request_timeout_ms=s.request_timeout_ms,
         **security_kwargs(s),
     )
 
@@ -69,5 +71,6 @@ def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaP
         transactional_id=transactional_id,
         transaction_timeout_ms=s.transaction_timeout_ms,
         linger_ms=s.linger_ms,
+        request_timeout_ms=s.request_timeout_ms,
         **security_kwargs(s),
     )

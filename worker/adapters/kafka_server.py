@@ -285,6 +285,10 @@ class ApacheKafka(LocalServer):
             # created and loaded (2-2.5 s each with 50 partitions, under 1 s with one).
             # Coordination works the same on one partition.
             "offsets.topic.num.partitions": "1",
+            # Keep records whatever their timestamps: the chaos suites stamp theirs in
+            # 2023, far past the 7-day default, and the first retention check (30 s after
+            # start) deleted records a worker had not read yet.
+            "log.retention.ms": "-1",
             "transaction.state.log.num.partitions": "1",
             "min.insync.replicas": "1",
             # Tests start consumers and expect them to be assigned partitions at once, not

@@ -83,22 +83,29 @@ class Transactions:
         producers = [self._make(transactional_id(self.id_prefix, self.group_id, tp)) for tp in todo]
         results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
         failed: BaseException | None = None
+        started: dict[TopicPartition, AIOKafkaProducer] = {}
         for tp, producer, result in zip(todo, producers, results, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
                 await _stop_quietly(producer)
-                continue
-            self._sinks[tp] = KafkaSink(producer, self.output_topic, self.dlq_topic)
-        for tp in todo:
-            if tp not in self._sinks:
-                continue
-            committed = await self.consumer.committed(tp)
-            if committed is not None:
-                self.consumer.seek(tp, committed)
-            elif reset == "latest":
-                await self.consumer.seek_to_end(tp)
             else:
-                await self.consumer.seek_to_beginning(tp)
+                started[tp] = producer
+        try:
+            for tp in started:
+                committed = await self.consumer.committed(tp)
+                if committed is not None:
+                    self.consumer.seek(tp, committed)
+                elif reset == "latest":
+                    await self.consumer.seek_to_end(tp)
+                else:
+                    await self.consumer.seek_to_beginning(tp)
+        except BaseException:
+            await asyncio.gather(*(_stop_quietly(p) for p in started.values()))
+            raise
+        # Only now may a lane poll them: a batch fetched before the seek would be done
+        # from wherever the consumer happened to be.
+        for tp, producer in started.items():
+            self._sinks[tp] = KafkaSink(producer, self.output_topic, self.dlq_topic)
         self.lost.difference_update(partitions)
         if failed is not None:
             raise failed

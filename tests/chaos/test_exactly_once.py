@@ -1,0 +1,312 @@
+"""`run --guarantee exactly-once` under chaos, verified by a read_committed reader: every
+request complete, every output byte-equal to replay's, and **no output repeated at all**.
+
+A second reader at read_uncommitted sees the same topic with the aborted transactions'
+records still in it: where a test crashes a worker mid-transaction, that reader finds
+repeats, which shows the crash really left a transaction open that the broker then
+aborted. Needs a broker with transactions (Apache Kafka; not tansu).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer
+
+from tests.chaos.test_broker import own_broker as own_broker
+from tests.chaos.test_kill import outputs_so_far
+from tests.chaos.test_redis import DurableRedis
+from tests.chaos.test_redis import durable_redis as durable_redis
+from tests.chaos.tools import (
+    FIXED_TS_MS,
+    LAUNCHER,
+    Tail,
+    chaos_env,
+    oracle,
+    per_request,
+    process_state,
+    wait_exit,
+    wait_log,
+    wait_until,
+)
+from tests.integration.harness import (
+    Generation,
+    Output,
+    Verdict,
+    WorkerProcess,
+    interleave,
+    make_generations,
+    publish,
+    verify,
+)
+from tests.server_fixtures import TANSU, kafka_plan
+from tests.servers import create_topics, free_port
+from worker.adapters import kafka_server
+
+pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+
+EOS = ("--guarantee", "exactly-once")
+
+
+@pytest.fixture(autouse=True)
+def _transactions() -> None:
+    if kafka_plan().kind == TANSU:
+        pytest.skip("tansu has no transactions")
+
+
+class Tails:
+    """The output topic read twice: read_committed (what a consumer under exactly-once
+    sees) and read_uncommitted (what the broker holds, aborted transactions included)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.committed = Tail(bootstrap, topic, isolation_level="read_committed")
+        self.everything = Tail(bootstrap, topic)
+
+    def __enter__(self) -> Tails:
+        self.committed.__enter__()
+        self.everything.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.committed.__exit__(*exc)
+        self.everything.__exit__(*exc)
+
+
+def exactly_once(outputs: list[Output], gens: list[Generation], records: list[Any]) -> Verdict:
+    """Complete, exact, equal to replay's bytes, and not one repeat."""
+    verdict = verify(outputs, gens)
+    assert verdict.repeats == 0, f"outputs repeated under exactly-once: {verdict}"
+    expected = per_request(oracle(records).outputs)
+    assert per_request(outputs) == expected
+    return verdict
+
+
+def wait_done_or_dump(
+    tail: Tail, gens: list[Generation], w: WorkerProcess, timeout_s: float
+) -> list[Output]:
+    """Every request's [DONE]; on a timeout, the worker's task stacks in the failure."""
+    try:
+        return tail.wait_done([g.request_id for g in gens], timeout_s=timeout_s)
+    except AssertionError:
+        if w.alive and w.module == LAUNCHER:
+            w.signal(signal.SIGUSR1)
+            time.sleep(1.0)
+        raise AssertionError(f"stalled; the worker's log:\n{w.log_tail(200)}") from None
+
+
+def repeats_in(outputs: list[Output]) -> int:
+    triples = [
+        (o.headers["derender-request-id"], o.headers["derender-seq"], o.headers["derender-part"])
+        for o in outputs
+    ]
+    return len(triples) - len(set(triples))
+
+
+def test_kill_9_mid_transaction_five_times_repeats_nothing(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    gens = make_generations(deepseek, 300, seed=801, prefix="eos-kill")
+    records = interleave(gens, seed=802)
+    plan: list[tuple[str, dict[str, object]]] = [
+        # After the batch's outputs went into its transaction, before its states are saved.
+        ("kill before save", chaos_env(kill_before_save=3)),
+        # After the states were saved, before the transaction commits: Redis holds states
+        # of a batch whose outputs and offsets the broker then aborts.
+        ("kill before transaction commit", chaos_env(kill_before_txn_commit=3)),
+        ("kill before transaction commit", chaos_env(kill_before_txn_commit=2)),
+        ("kill -9", chaos_env()),
+        ("kill -9", chaos_env()),
+        ("last", chaos_env()),
+    ]
+    cuts = [len(records) * i // len(plan) for i in range(len(plan) + 1)]
+    slices = [records[a:b] for a, b in itertools.pairwise(cuts)]
+    kills = []
+    with Tails(kafka_bootstrap, topics["output"]) as tails:
+        for part, (what, kw) in zip(slices, plan, strict=True):
+            port = free_port()
+            w = worker_factory(*EOS, metrics_port=port, **kw)
+            asyncio.run(publish(kafka_bootstrap, topics["input"], part, FIXED_TS_MS))
+            if what.startswith("kill before"):
+                assert wait_exit(w, 90) == -signal.SIGKILL, w.log_tail()
+                assert f"chaos: {what.replace('kill', 'killed')}" in w.log_text()
+                kills.append(what)
+            elif what == "kill -9":
+                wait_until(lambda p=port: outputs_so_far(p) >= 30, 90, "the worker to be busy")
+                w.kill9()
+                kills.append(what)
+        last = w
+        outputs = wait_done_or_dump(tails.committed, gens, last, 90)
+        # Give the uncommitted reader the same end.
+        time.sleep(1.0)
+        everything = tails.everything.snapshot()
+    verdict = exactly_once(outputs, gens, records)
+    print(f"kills: {kills}; committed: {verdict}; aborted records seen: {repeats_in(everything)}")
+    assert len(kills) == 5
+    # The crashes left open transactions behind (their records are in the log, aborted).
+    assert repeats_in(everything) > 0
+    assert last.stop() == 0, last.log_tail()
+
+
+def test_a_zombie_resuming_after_its_partitions_moved_commits_nothing(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    before = make_generations(deepseek, 40, seed=811, prefix="before")
+    zombies = make_generations(deepseek, 12, seed=812, prefix="zombie")
+    after = make_generations(deepseek, 40, seed=813, prefix="after")
+    tails_ = [Generation(g.request_id, g.ids, g.expected, g.records[1:]) for g in zombies]
+    heads = [g.records[0] for g in zombies]
+    rest = interleave([*tails_, *after], seed=815)
+    records = [*interleave(before, seed=814), *heads, *rest]
+    with Tails(kafka_bootstrap, topics["output"]) as tails:
+        # A owns every partition and freezes itself (SIGSTOP) on the first batch writing a
+        # zombie-* request: its outputs are in an open transaction, its states not saved.
+        a = worker_factory(*EOS, **chaos_env(stop_before_save="zombie-"))
+        asyncio.run(
+            publish(
+                kafka_bootstrap,
+                topics["input"],
+                records[: len(records) - len(rest) - len(heads)],
+                FIXED_TS_MS,
+            )
+        )
+        tails.committed.wait_done([g.request_id for g in before])
+        asyncio.run(publish(kafka_bootstrap, topics["input"], heads, FIXED_TS_MS))
+        assert a.proc is not None
+        wait_until(lambda: process_state(a.proc.pid) == "T", 60, "A to freeze mid-batch")
+        # Past the session timeout B owns everything: its producers fence A's (same
+        # transactional ids), the broker aborts A's open transactions, B redoes the batch.
+        b = worker_factory(*EOS)
+        asyncio.run(publish(kafka_bootstrap, topics["input"], rest, FIXED_TS_MS))
+        tails.committed.wait_done([g.request_id for g in zombies + after], timeout_s=120)
+        # A wakes up and finishes its batch: its states are refused (B's epoch is newer)
+        # and its transactions are fenced; it drops them and rejoins the group.
+        a.signal(signal.SIGCONT)
+        try:
+            log = wait_log(a, "rejoining the group", 60)
+        except AssertionError:
+            a.signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            raise AssertionError(f"the zombie stalled; its log:\n{a.log_tail(300)}") from None
+        assert "chaos: continued" in log
+        wait_until(
+            lambda: a.log_text().count("partitions assigned:") >= 2, 60, "A to rejoin the group"
+        )
+        time.sleep(1.0)
+        outputs = tails.committed.snapshot()
+        everything = tails.everything.snapshot()
+    verdict = exactly_once(outputs, before + zombies + after, records)
+    # The zombie's batch is in the log, aborted: the uncommitted reader sees it twice.
+    assert repeats_in(everything) > 0
+    for w in (a, b):
+        assert w.stop() == 0, w.log_tail()
+    print(f"zombie: {verdict}; aborted records seen: {repeats_in(everything)}")
+
+
+def test_workers_joining_and_leaving_repeat_nothing(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    gens = make_generations(deepseek, 240, seed=821, prefix="eos-lj")
+    records = interleave(gens, seed=822)
+    third = len(records) // 3
+    with Tails(kafka_bootstrap, topics["output"]) as tails:
+        a = worker_factory(*EOS)
+        asyncio.run(publish(kafka_bootstrap, topics["input"], records[:third], FIXED_TS_MS))
+        tails.committed.wait(lambda o: len(o) >= 100, 60, "the first worker to be busy")
+        b = worker_factory(*EOS)
+        asyncio.run(
+            publish(kafka_bootstrap, topics["input"], records[third : 2 * third], FIXED_TS_MS)
+        )
+        wait_until(
+            lambda: re.search(rf"partitions assigned: {re.escape(topics['input'])}/", b.log_text()),
+            60,
+            f"the joining worker to get partitions; its log:\n{b.log_tail()}",
+        )
+        asyncio.run(publish(kafka_bootstrap, topics["input"], records[2 * third :], FIXED_TS_MS))
+        a.signal(signal.SIGTERM)
+        assert wait_exit(a, 30) == 0, a.log_tail()
+        outputs = tails.committed.wait_done([g.request_id for g in gens], timeout_s=120)
+    exactly_once(outputs, gens, records)
+    assert b.stop() == 0, b.log_tail()
+
+
+def test_redis_restart_repeats_nothing(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    durable_redis: DurableRedis,
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    gens = make_generations(deepseek, 120, seed=831, prefix="eos-redis")
+    records = interleave(gens, seed=832)
+    half = len(records) // 2
+    with Tails(kafka_bootstrap, topics["output"]) as tails:
+        w = worker_factory(*EOS, "--outage-limit-s", "120", redis=durable_redis.url)
+        asyncio.run(publish(kafka_bootstrap, topics["input"], records[:half], FIXED_TS_MS))
+        tails.committed.wait(lambda o: len(o) >= 50, 60, "the worker to be busy")
+        durable_redis.stop()
+        asyncio.run(publish(kafka_bootstrap, topics["input"], records[half:], FIXED_TS_MS))
+        time.sleep(3.0)  # batches fail against the missing Redis and are aborted
+        assert w.alive, w.log_tail()
+        durable_redis.start()
+        outputs = tails.committed.wait_done([g.request_id for g in gens], timeout_s=120)
+    exactly_once(outputs, gens, records)
+    assert w.stop() == 0, w.log_tail()
+
+
+def test_broker_killed_and_restarted_repeats_nothing(
+    deepseek: Tokenizer,
+    own_broker: kafka_server.ApacheKafka,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    bootstrap = own_broker.bootstrap
+    asyncio.run(create_topics(bootstrap, ["in", "out"], 4))
+    asyncio.run(create_topics(bootstrap, ["dlq"], 1))
+    gens = make_generations(deepseek, 120, seed=841, prefix="eos-broker")
+    records = interleave(gens, seed=842)
+    half = len(records) // 2
+    w = WorkerProcess(
+        bootstrap,
+        redis_url,
+        "in",
+        "out",
+        "dlq",
+        f"g-{uuid.uuid4().hex[:8]}",
+        f"t{uuid.uuid4().hex[:8]}:",
+        extra=[*EOS, "--outage-limit-s", "120"],
+        log_path=tmp_path / "worker.log",
+    ).start()
+    try:
+        asyncio.run(publish(bootstrap, "in", records[:half], FIXED_TS_MS))
+        with Tail(bootstrap, "out", isolation_level="read_committed") as tail:
+            tail.wait(lambda o: len(o) >= 50, 60, "the worker to be busy")
+        own_broker.kill()
+        time.sleep(3.0)
+        assert w.alive, w.log_tail()
+        own_broker.start()
+        asyncio.run(publish(bootstrap, "in", records[half:], FIXED_TS_MS))
+        with Tail(bootstrap, "out", isolation_level="read_committed") as tail:
+            outputs = tail.wait_done([g.request_id for g in gens], timeout_s=150)
+        exactly_once(outputs, gens, records)
+        assert w.alive, w.log_tail()
+    finally:
+        if w.alive:
+            w.stop()
