@@ -47,8 +47,8 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/core_bench.py
 
-## The worker against a local tansu broker and redis-server, next to a passthrough (~4 min;
-## ARGS=--quick for ~1 min). Writes bench/results/worker-<date>.md.
+## The worker against a local Apache Kafka (ARGS=--broker tansu: tansu) and redis-server, next to a passthrough;
+## ARGS="--guarantee exactly-once" adds the exactly-once worker, --quick a short run. Writes bench/results/.
 .PHONY: bench-worker
 bench-worker: $(STAMP)
 	$(BIN)/python bench/worker_bench.py $(ARGS)
