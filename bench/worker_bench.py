@@ -415,7 +415,9 @@ class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
         pass
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        print(f"{ASSIGNED} pid {os.getpid()}: {len(assigned)}", file=sys.stderr, flush=True)
+        # One write with its newline: the processes of a system share the log file.
+        sys.stderr.write(f"{ASSIGNED} pid {os.getpid()}: {len(assigned)}\n")
+        sys.stderr.flush()
 
 
 async def _passthrough_loop(argv: list[str]) -> int:
@@ -717,11 +719,10 @@ def _shares(system: System, port: int, log: Path) -> list[float]:
             for line in text.splitlines()
             if line.startswith("derender_assigned_partitions")
         ]
+    # Found anywhere, not per line: two processes' writes to the one log can share a line.
     latest: dict[str, float] = {}
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith(ASSIGNED):
-            who, _, n = line[len(ASSIGNED) :].rpartition(": ")
-            latest[who] = float(n)
+    for m in re.finditer(rf"{ASSIGNED} (pid \d+): (\d+)", log.read_text(errors="replace")):
+        latest[m.group(1)] = float(m.group(2))
     return list(latest.values())
 
 

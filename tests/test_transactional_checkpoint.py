@@ -1,0 +1,167 @@
+"""Exactly-once's checkpoint through the one loop, with a fake of the Kafka transactions
+(outputs become visible only when their partition's transaction commits) and the real
+MemoryStore with its two state versions. The broker-level proof is
+tests/chaos/test_exactly_once.py; this pins the protocol and the state rule exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from tests.helpers import chunk, end
+from tests.test_loop import REGISTRY, Recorder, RecordingSink, RecordingSource, _batch
+from worker.adapters.memory_store import MemoryStore
+from worker.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.loop import BatchReport, run_batch
+from worker.ports import Batch, OutRecord, Partition, StateWrite, Stored
+
+
+class FakeTransactions:
+    """One transaction per partition: `send` adds to it, `commit` makes it visible (or
+    fails it, for the partitions in `fail`), `abort` discards it."""
+
+    def __init__(self, log: Recorder, fail: set[Partition] | None = None) -> None:
+        self.log = log
+        self.fail = fail or set()
+        self.open: dict[Partition, list[OutRecord]] = {}
+        self.visible: list[OutRecord] = []
+        self.committed: dict[Partition, int] = {}
+        self.dropped: list[Partition] = []
+
+    async def begin(self, partitions: list[Partition]) -> None:
+        self.log.events.append(f"begin {sorted(partitions)}")
+        for p in partitions:
+            assert p not in self.open, f"two transactions at once on {p}"
+            self.open[p] = []
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        self.log.events.append(f"produce {len(outputs)}")
+        for o in [*outputs, *dead_letters]:
+            self.open[o.source_partition].append(o)
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
+        self.log.events.append(f"commit {dict(sorted(offsets.items()))}")
+        failed = []
+        for p, offset in offsets.items():
+            records = self.open.pop(p)
+            if p in self.fail:
+                failed.append(p)
+                continue
+            self.visible += records
+            self.committed[p] = offset
+        self.dropped += failed
+        return failed
+
+    async def abort(self, partitions: list[Partition]) -> None:
+        self.log.events.append(f"abort {sorted(partitions)}")
+        for p in partitions:
+            self.open.pop(p, None)
+
+    async def drop(self, partitions: list[Partition]) -> None:
+        self.dropped += partitions
+
+
+class VersionRecordingStore(MemoryStore):
+    """A MemoryStore that logs the first offsets each load asks from."""
+
+    def __init__(self, log: Recorder) -> None:
+        super().__init__()
+        self.log = log
+
+    async def load_many(
+        self, request_ids: list[str], first_offsets: list[int] | None = None
+    ) -> dict[str, Stored | None]:
+        self.log.events.append(f"load {first_offsets}")
+        return await super().load_many(request_ids, first_offsets)
+
+    async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        self.log.events.append(
+            "save " + ",".join(f"{w.first_offset}-{w.last_offset}" for w in writes)
+        )
+        return await super().save_many(writes)
+
+
+def run(batch: Batch, checkpoint: Checkpoint, sink: Any) -> BatchReport:
+    return asyncio.run(
+        run_batch(
+            batch, registry=REGISTRY, sink=sink, checkpoint=checkpoint, max_record_bytes=1 << 20
+        )
+    )
+
+
+def triples(outputs: list[OutRecord]) -> list[tuple[str, bytes, bytes, bytes]]:
+    return [
+        (o.key, dict(o.headers)["derender-seq"], dict(o.headers)["derender-part"], o.value)
+        for o in outputs
+    ]
+
+
+def test_begin_load_at_the_first_offsets_produce_save_versioned_commit() -> None:
+    log, source_log = Recorder(), Recorder()
+    store, txns = VersionRecordingStore(log), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(source_log), store, txns)
+    batch = _batch([(0, chunk("a", 0, [100, 101])), (1, chunk("b", 0, [102])), (0, end("a", 1))])
+    report = run(batch, checkpoint, txns)
+    assert log.events == [
+        "begin [0, 1]",
+        "load [10, 10]",  # each request's partition's first offset
+        f"produce {len(report.result.outputs)}",
+        "save 10-11,10-10",  # a: partition 0 (10..11), b: partition 1 (10..10)
+        "commit {0: 12, 1: 11}",  # inside the transactions
+    ]
+    assert source_log.events == []  # nothing committed on the consumer
+    assert txns.committed == {0: 12, 1: 11}
+    assert sorted(triples(txns.visible)) == sorted(triples(report.result.outputs))
+
+
+def test_a_transaction_that_fails_is_redone_from_the_state_before_it() -> None:
+    """Partition 0's commit fails after its states were saved; the redo from the same
+    offsets builds on the state before that batch, so the outputs that finally become
+    visible are exactly a clean run's, with nothing twice."""
+    first = _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))])
+    second = _batch(
+        [(0, chunk("a", 1, [101, 103])), (1, chunk("b", 1, [104])), (0, end("a", 2))], first=11
+    )
+    # The clean run: at-least-once's checkpoint, nothing failing.
+    clean_log = Recorder()
+    clean = RecordingSink(clean_log)
+    plain = Checkpoint(RecordingSource(clean_log), MemoryStore())
+    expected = triples(
+        run(first, plain, clean).result.outputs + run(second, plain, clean).result.outputs
+    )
+
+    log = Recorder()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), store, txns)
+    run(first, checkpoint, txns)
+    txns.fail = {0}
+    report = run(second, checkpoint, txns)
+    assert report.rewound == [0] and txns.dropped == [0]
+    assert 0 not in checkpoint.epochs  # claimed anew when the partition is back
+    # a's state in the store is the aborted batch's; a load from offset 11 passes it over.
+    assert (await_(store.load_many(["a"])))["a"].seq == 2
+    assert (await_(store.load_many(["a"], [11])))["a"].seq == 0
+    txns.fail = set()
+    redo = Batch([r for r in second.records if r.partition == 0], {0: 11}, {0: 12})
+    run(redo, checkpoint, txns)
+    assert sorted(triples(txns.visible)) == sorted(expected)
+    assert len(triples(txns.visible)) == len(set(triples(txns.visible)))
+
+
+def test_a_refused_state_write_aborts_its_partition_and_gives_it_up() -> None:
+    log = Recorder()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), store, txns)
+    batch = _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))])
+    # Another owner (a newer epoch) wrote b first.
+    await_(store.save_many([StateWrite("b", 0, b"x", False, None, 99, 10, 10)]))
+    report = run(batch, checkpoint, txns)
+    assert report.refused == ["b"] and report.rewound == [1]
+    assert "abort [1]" in log.events and txns.dropped == [1]
+    assert txns.committed == {0: 11}
+    assert {o.key for o in txns.visible} == {"a"}  # b's outputs were aborted with it
+
+
+def await_(coro: Any) -> Any:
+    return asyncio.run(coro)
