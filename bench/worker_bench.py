@@ -860,7 +860,12 @@ async def one_run(
     proc, log = launch(system, env, topics, port)
     # The group settles first (every process has its partitions), then the backlog
     # arrives: a peak is never a start-up rebalance of several processes.
-    await settle(system, port, log, proc)
+    try:
+        await settle(system, port, log, proc)
+    except BaseException:
+        stop_process(proc)  # (its processes would outlive the bench)
+        await reader.stop()
+        raise
     meter = CpuMeter({"sut": proc.pid, "broker": env.broker_pid, "redis": env.redis_pid})
     reader.on_first = meter.start
     await prefill(env.bootstrap, topics["input"], prefilled)

@@ -5,9 +5,12 @@ every output exactly once, with no dedupe."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from tokenizers import Tokenizer
 
 from tests.chaos.tools import group_offsets, scrape, wait_until
@@ -78,3 +81,52 @@ def test_hundreds_of_interleaved_requests_once_each(
     )
     assert worker.stop() == 0, worker.log_tail()
     assert "stopped after" in worker.log_tail()
+
+
+async def publish_in_transactions(
+    bootstrap: str, topic: str, records: list[dict[str, Any]], per_transaction: int
+) -> dict[int, int]:
+    """An engine that writes its chunks transactionally: every transaction's commit marker
+    takes an offset. Returns the end offset per partition (markers included)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"engine-{topic}")
+    await producer.start()
+    try:
+        for at in range(0, len(records), per_transaction):
+            async with producer.transaction():
+                for r in records[at : at + per_transaction]:
+                    await producer.send(topic, json.dumps(r).encode(), key=r["request_id"].encode())
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(4)]
+        ends = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    return {tp.partition: off for tp, off in ends.items()}
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_transactional_input_topic_leaves_no_lag(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+    guarantee: str,
+) -> None:
+    """The commit markers of the engine's transactions take offsets: the worker commits
+    past them (its position), so the group's lag reaches 0 — KEDA can scale to zero."""
+    gens = make_generations(deepseek, 40, seed=711)
+    worker = worker_factory("--guarantee", guarantee)
+    ends = asyncio.run(
+        publish_in_transactions(kafka_bootstrap, topics["input"], interleave(gens, seed=712), 25)
+    )
+    outputs = read_committed(kafka_bootstrap, topics["output"], len(gens))
+    verify(outputs, gens)
+    wait_until(
+        lambda: group_offsets(kafka_bootstrap, worker.group_id, topics["input"], 4) == ends,
+        30,
+        f"the group to commit past the markers, to {ends}",
+    )
+    assert worker.stop() == 0, worker.log_tail()

@@ -76,7 +76,7 @@ class KafkaSource:
 
     async def commit(self, offsets: Mapping[Partition, int]) -> None:
         try:
-            await self.consumer.commit(dict(offsets))
+            await self.consumer.commit(await past_markers(self.consumer, offsets))
         except (CommitFailedError, IllegalStateError) as exc:
             # A rebalance took the partitions: the new owner redoes the batch.
             log.warning("commit refused after a rebalance: %s", exc)
@@ -84,6 +84,24 @@ class KafkaSource:
     def scope(self, partition: Partition) -> str:
         assert isinstance(partition, TopicPartition)
         return f"{self.group_id}/{partition.topic}/{partition.partition}"
+
+
+async def past_markers(
+    consumer: AIOKafkaConsumer, offsets: Mapping[Partition, int]
+) -> dict[TopicPartition, int]:
+    """`last + 1`, or the consumer's position where that is further on: on a topic written
+    with transactions, a commit marker takes the offset after a transaction's records, and
+    the consumer steps over it. Committing `last + 1` would leave a lag of 1 per partition
+    for ever, and an autoscaler on lag (KEDA) would never scale to zero. The position only
+    passes records returned to us and markers, so nothing unprocessed is skipped."""
+    out: dict[TopicPartition, int] = {}
+    for tp, offset in offsets.items():
+        assert isinstance(tp, TopicPartition)
+        try:
+            out[tp] = max(offset, await consumer.position(tp))
+        except (KafkaError, IllegalStateError):  # (revoked meanwhile: the commit decides)
+            out[tp] = offset
+    return out
 
 
 class Rebalances(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from worker.adapters.kafka_sink import KafkaSink
+from worker.adapters.kafka_source import past_markers
 from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
@@ -171,8 +172,8 @@ class Transactions:
 
     async def _commit_one(self, p: Partition, offset: int) -> None:
         producer = self._sink(p).producer
-        assert isinstance(p, TopicPartition)
-        await producer.send_offsets_to_transaction({p: offset}, self.group_id)
+        offsets = await past_markers(self.consumer, {p: offset})
+        await producer.send_offsets_to_transaction(offsets, self.group_id)
         await producer.commit_transaction()
 
     async def abort(self, partitions: list[Partition]) -> None:
