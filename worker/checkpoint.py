@@ -136,7 +136,8 @@ class TransactionalCheckpoint(Checkpoint):
         lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
         if lost:
             log.warning(
-                "%d state writes refused (partitions %s moved on): aborting them",
+                "%d state writes refused (partitions %s moved on): aborting them and "
+                "rejoining the group",
                 len(refused),
                 ", ".join(map(str, lost)),
             )

@@ -89,8 +89,18 @@ def _dump_tasks(signum: int, frame: Any) -> None:
     except RuntimeError:
         return
     for task in tasks:
-        print(f"--- {task!r}", file=sys.stderr)
-        task.print_stack(limit=12, file=sys.stderr)
+        # (Task.print_stack shows a suspended coroutine's outermost frame only: walk the
+        # chain of awaits to where it waits.)
+        print(f"--- {task.get_name()}", file=sys.stderr)
+        coro: Any = task.get_coro()
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                print(
+                    f"    {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}",
+                    file=sys.stderr,
+                )
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     sys.stderr.flush()
 
 

@@ -197,15 +197,19 @@ def test_a_zombie_resuming_after_its_partitions_moved_commits_nothing(
         # and its transactions are fenced; it drops them and rejoins the group.
         a.signal(signal.SIGCONT)
         try:
+            # Its refused writes or its fenced transactions make it give the partitions
+            # up and rejoin the group, where it gets a share again.
             log = wait_log(a, "rejoining the group", 60)
+            wait_until(
+                lambda: a.log_text().count("partitions assigned:") >= 2,
+                60,
+                "A to rejoin the group",
+            )
         except AssertionError:
             a.signal(signal.SIGUSR1)
             time.sleep(1.0)
             raise AssertionError(f"the zombie stalled; its log:\n{a.log_tail(300)}") from None
         assert "chaos: continued" in log
-        wait_until(
-            lambda: a.log_text().count("partitions assigned:") >= 2, 60, "A to rejoin the group"
-        )
         time.sleep(1.0)
         outputs = tails.committed.snapshot()
         everything = tails.everything.snapshot()

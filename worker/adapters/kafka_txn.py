@@ -34,6 +34,9 @@ from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
 
+# The longest closing a partition's producer may take (see _stop_quietly).
+STOP_TIMEOUT_S = 5.0
+
 
 class PartitionGone(KafkaError):  # type: ignore[misc]
     """A batch reached a partition whose producer was dropped (revoked, or its last
@@ -219,12 +222,15 @@ async def _abort_open(producer: AIOKafkaProducer) -> None:
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:
     """Abort an open transaction (left open, it would hold read_committed readers back
-    until the transaction timeout), then stop."""
+    until the transaction timeout), then stop; within STOP_TIMEOUT_S, so that a producer
+    that cannot finish (fenced mid-send, its coordinator gone) never holds up a rebalance:
+    the broker aborts what it left open at the transaction timeout, or when the
+    partition's next owner starts its producer."""
     try:
-        await _abort_open(producer)
+        await asyncio.wait_for(_abort_open(producer), STOP_TIMEOUT_S)
     except Exception as exc:
         log.debug("aborting before stopping a transactional producer: %s", exc)
     try:
-        await producer.stop()
+        await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
     except Exception as exc:  # a fenced producer may fail to flush: it is gone anyway
         log.debug("stopping a transactional producer: %s", exc)
