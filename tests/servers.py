@@ -5,24 +5,34 @@ Kept as an import path for the test fixtures; the code lives in worker/adapters/
 
 from worker.adapters.embedded import (
     LOCALHOST,
+    ClusterNode,
+    LocalRedisCluster,
     LocalServer,
     RedisServer,
+    RespConnection,
+    RespError,
     ServerError,
     TansuBroker,
     create_topics,
     docker_engine_available,
     free_port,
+    redis_call,
     run_in_thread,
 )
 
 __all__ = [
     "LOCALHOST",
+    "ClusterNode",
+    "LocalRedisCluster",
     "LocalServer",
     "RedisServer",
+    "RespConnection",
+    "RespError",
     "ServerError",
     "TansuBroker",
     "create_topics",
     "docker_engine_available",
     "free_port",
+    "redis_call",
     "run_in_thread",
 ]

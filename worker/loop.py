@@ -53,7 +53,7 @@ class Observer(Protocol):
     """What the loop reports as it goes (the worker's metrics; nothing in replay)."""
 
     def stage(self, name: str, seconds: float) -> None: ...
-    def round_trip(self, kind: str) -> None: ...
+    def round_trip(self, kind: str, count: int = 1) -> None: ...
     def delivered(self, records: list[InRecord]) -> None: ...
     def saved(self, writes: list[StateWrite], refused: int) -> None: ...
 
@@ -62,7 +62,7 @@ class Silent:
     def stage(self, name: str, seconds: float) -> None:
         pass
 
-    def round_trip(self, kind: str) -> None:
+    def round_trip(self, kind: str, count: int = 1) -> None:
         pass
 
     def delivered(self, records: list[InRecord]) -> None:
@@ -73,6 +73,12 @@ class Silent:
 
 
 SILENT = Silent()
+
+
+def _round_trips(store: object) -> int:
+    """Round trips of the store's last call in this task (RedisStore.last_round_trips:
+    per task, as lanes share the store), else 1."""
+    return int(getattr(store, "last_round_trips", 1)) or 1
 
 
 @dataclass(slots=True)
@@ -104,7 +110,8 @@ async def run_batch(
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
     stored = await checkpoint.load(batch, batch_requests(decoded))
-    observer.round_trip("load")
+    # One per batch on one Redis; in a cluster one per master the batch's keys live on.
+    observer.round_trip("load", _round_trips(checkpoint.store))
     t2 = time.perf_counter()
     observer.stage("redis_load", t2 - t1)
     # 3) the core
@@ -128,7 +135,7 @@ async def run_batch(
     writes = list(result.writes.values())
     refused = await checkpoint.save(writes)
     if writes:
-        observer.round_trip("save")
+        observer.round_trip("save", _round_trips(checkpoint.store))
     observer.saved(writes, len(refused))
     t5 = time.perf_counter()
     observer.stage("redis_save", t5 - t4)

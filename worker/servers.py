@@ -23,6 +23,15 @@ memory only, so it refuses `--data-dir`.
 
 If either server exits on its own, the other is stopped too and the command exits 1;
 its data stays in DIR for the next run.
+
+With `--redis-cluster N`, Redis is a real Redis Cluster instead: N masters with one replica
+each, from the same redis-server binary (`cluster-enabled yes`, every slot assigned; no
+Docker, no redis-cli needed), on 2N consecutive ports from `--redis-port` or on free ones.
+`REDIS_URL` is then the seed list `redis://127.0.0.1:<p1>,127.0.0.1:<p2>,…` for
+`derender-worker run --redis-mode cluster --redis-url "$REDIS_URL"` (and the test
+session's `REDIS_CLUSTER_URL`). A cluster keeps its slot map in each node's own folder, so
+it is not kept across runs: `--data-dir` with `--redis-cluster` is refused (exit 2). If a
+node exits on its own, the command stops everything and exits 1, as for a single Redis.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING
 
 from worker.adapters.embedded import (
+    LocalRedisCluster,
     LocalServer,
     RedisServer,
     ServerError,
@@ -68,6 +78,8 @@ class Options:
     data_dir: Path | None = None
     kafka_port: int | None = None
     redis_port: int | None = None
+    # N: a Redis Cluster of N masters with a replica each instead of one redis-server.
+    redis_cluster: int | None = None
 
 
 class UsageError(ValueError):
@@ -113,6 +125,16 @@ def run_servers(options: Options, out: IO[str] = sys.stdout, err: IO[str] = sys.
     def note(line: str) -> None:
         print(line, file=err, flush=True)
 
+    if options.redis_cluster is not None:
+        if options.redis_cluster < 1:
+            note("derender-worker servers: --redis-cluster needs at least 1 master")
+            return 2
+        if options.data_dir is not None:
+            note(
+                "derender-worker servers: --redis-cluster keeps no data across runs, so it "
+                "does not take --data-dir"
+            )
+            return 2
     try:
         kind, why = choose_kafka(options.kafka)
     except UsageError as e:
@@ -124,7 +146,12 @@ def run_servers(options: Options, out: IO[str] = sys.stdout, err: IO[str] = sys.
             "--data-dir needs --kafka apache (a JDK 17+ and Maven)"
         )
         return 2
-    note(f"derender-worker servers: redis-server and {_describe(kind)} ({why})")
+    redis_kind = (
+        "redis-server"
+        if options.redis_cluster is None
+        else f"a Redis Cluster ({options.redis_cluster} masters with a replica each)"
+    )
+    note(f"derender-worker servers: {redis_kind} and {_describe(kind)} ({why})")
     previous = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
     try:
         with ExitStack() as stack:
@@ -143,7 +170,11 @@ def run_servers(options: Options, out: IO[str] = sys.stdout, err: IO[str] = sys.
 
 def _serve(options: Options, kind: str, stack: ExitStack, out: IO[str], note: Note) -> int:
     data = options.data_dir.absolute() if options.data_dir is not None else None
-    redis = RedisServer(port=options.redis_port, data_dir=data / "redis" if data else None)
+    redis: RedisServer | LocalRedisCluster
+    if options.redis_cluster is not None:
+        redis = LocalRedisCluster(options.redis_cluster, 1, base_port=options.redis_port)
+    else:
+        redis = RedisServer(port=options.redis_port, data_dir=data / "redis" if data else None)
     _start(stack, redis)
     broker = _broker(kind, options, data, note)
     _start(stack, broker)
@@ -156,14 +187,21 @@ def _serve(options: Options, kind: str, stack: ExitStack, out: IO[str], note: No
             raise ServerError(f"creating the topics {', '.join(names)} failed: {e!r}") from e
     kept = f"data in {data}" if data else "data discarded at exit (no --data-dir)"
     note(f"  kafka  {bootstrap}  pid {broker.pid}  {kept}  log {broker.log_path}")
-    note(f"  redis  {redis.url}  pid {redis.pid}  log {redis.log_path}")
+    if isinstance(redis, LocalRedisCluster):
+        for i, node in enumerate(redis.nodes):
+            role = "master" if i < redis.masters_count else "replica"
+            note(f"  redis  {node.addr}  {role}  pid {node.pid}  log {node.log_path}")
+        note("  redis  a cluster: run the worker with --redis-mode cluster")
+    else:
+        note(f"  redis  {redis.url}  pid {redis.pid}  log {redis.log_path}")
     note("  topics " + ", ".join(f"{name} ({p} partition{'s' * (p > 1)})" for name, p in TOPICS))
     print(f"KAFKA_BOOTSTRAP_SERVERS={bootstrap}", file=out, flush=True)
     print(f"REDIS_URL={redis.url}", file=out, flush=True)
     note("derender-worker servers: ready; Ctrl-C or SIGTERM stops both")
+    watched: tuple[LocalServer | LocalRedisCluster, ...] = (broker, redis)
     while True:
         time.sleep(WATCH_EVERY_S)
-        for server in (broker, redis):
+        for server in watched:
             if not server.running:
                 note(
                     f"derender-worker servers: {server.name} exited on its own; stopping "
@@ -185,7 +223,7 @@ def _broker(kind: str, options: Options, data: Path | None, note: Note) -> Local
     )
 
 
-def _start(stack: ExitStack, server: LocalServer) -> None:
+def _start(stack: ExitStack, server: LocalServer | LocalRedisCluster) -> None:
     # Registered before the start: a stop signal during a slow start still stops the
     # process (a `with` would only register it once started).
     stack.callback(server.close)

@@ -74,8 +74,23 @@ FLAGS: list[Flag] = [
     Flag(
         "redis-mode",
         "standalone",
-        "standalone: one Redis command per batch each way; cluster: single-key commands "
-        "only (Redis Cluster behind a cluster-aware proxy)",
+        "standalone: one Redis command per batch each way; cluster: a Redis Cluster "
+        "(--redis-url lists seed nodes, comma-separated), one pipeline per master each way; "
+        "proxy: single-key commands only (Redis Cluster behind a cluster-aware proxy)",
+    ),
+    Flag(
+        "redis-wait-replicas",
+        0,
+        "each state save returns once this many replicas of its master have it (WAIT, in "
+        "the same round trip); fewer within --redis-wait-timeout-ms is retried like an "
+        "outage. 0: Redis's asynchronous replication (a failover may lose the last saves)",
+        int,
+    ),
+    Flag(
+        "redis-wait-timeout-ms",
+        1000,
+        "how long a save waits for --redis-wait-replicas",
+        int,
     ),
     Flag(
         "guarantee",
@@ -186,6 +201,8 @@ class Settings:
     redis_url: str
     state_prefix: str
     redis_mode: str
+    redis_wait_replicas: int
+    redis_wait_timeout_ms: int
     guarantee: str
     transaction_timeout_ms: int
     transactional_id_prefix: str
@@ -266,8 +283,16 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"--security-protocol: unknown protocol {s.security_protocol!r}")
     if s.security_protocol.startswith("SASL") and not (s.sasl_mechanism and s.sasl_username):
         raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
-    if s.redis_mode not in ("standalone", "cluster"):
-        raise SettingsError(f"--redis-mode: expected standalone or cluster, got {s.redis_mode!r}")
+    if s.redis_mode not in ("standalone", "cluster", "proxy"):
+        raise SettingsError(
+            f"--redis-mode: expected standalone, cluster or proxy, got {s.redis_mode!r}"
+        )
+    if s.redis_wait_replicas < 0:
+        raise SettingsError("--redis-wait-replicas must be 0 or more")
+    if s.redis_wait_replicas and s.redis_mode == "proxy":
+        raise SettingsError("--redis-wait-replicas needs --redis-mode standalone or cluster")
+    if not 0 < s.redis_wait_timeout_ms < 5000:
+        raise SettingsError("--redis-wait-timeout-ms must be between 1 and 4999")
     if s.guarantee not in GUARANTEES:
         raise SettingsError(
             f"--guarantee: expected at-least-once or exactly-once, got {s.guarantee!r}"

@@ -6,7 +6,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by `***`, fit for logs and reprs."""
+    """The URL with its password replaced by `***`, fit for logs and reprs. A Redis
+    Cluster seed list (`redis://u:pw@h1:p1,h2:p2` or several full URLs, comma-separated)
+    is redacted item by item."""
+    if "," in url:
+        return ",".join(redact_url(item) if "@" in item else item for item in url.split(","))
     parts = urlsplit(url)
     if parts.password is None:
         return url

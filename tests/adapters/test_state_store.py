@@ -1,6 +1,8 @@
 """One contract suite for every StateStore: the memory store and the Redis store (against a
-real redis-server from the session fixture). Each test is a sync wrapper around
-`asyncio.run`, and each Redis test uses its own key prefix on the shared server."""
+real redis-server from the session fixture; in `proxy` mode, single-key commands, on the
+same server; and in `cluster` mode against a real Redis Cluster of 3 masters with a
+replica each). Each test is a sync wrapper around `asyncio.run`, and each Redis test uses
+its own key prefix on the shared server."""
 
 from __future__ import annotations
 
@@ -51,15 +53,31 @@ class Harness:
         if self.kind == "memory":
             return MemoryStore(ttl_s, done_ttl_s, self.prefix, now=self.clock)
         assert self.redis_url is not None
-        mode = "cluster" if self.kind == "redis-cluster" else "standalone"
-        return RedisStore(self.redis_url, ttl_s, done_ttl_s, self.prefix, mode=mode)
+        return RedisStore(self.redis_url, ttl_s, done_ttl_s, self.prefix, mode=self.mode)
+
+    @property
+    def mode(self) -> str:
+        return {"redis-cluster": "cluster", "redis-proxy": "proxy"}.get(self.kind, "standalone")
+
+    def client(self) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+        """A plain redis-py client of the server (routing by key in a cluster)."""
+        assert self.redis_url is not None
+        if self.kind == "redis-cluster":
+            return cluster_client(self.redis_url)
+        return redis.asyncio.Redis.from_url(self.redis_url)
+
+    def trips_per_batch(self, request_ids: list[str]) -> int:
+        """Round trips of one batch over these keys: 1, or in a cluster the masters
+        serving their slots (known after the store's first call)."""
+        return 1 if self.kind != "redis-cluster" else self.masters_touched
+
+    masters_touched: int = 1
 
     async def ttl_s(self, store: MemoryStore | RedisStore, request_id: str) -> float | None:
         """Seconds left before the request's state expires (None: no state)."""
         if isinstance(store, MemoryStore):
             return store.ttl_left_s(request_id)
-        assert self.redis_url is not None
-        client = redis.asyncio.Redis.from_url(self.redis_url)
+        client = self.client()
         try:
             pttl = int(await client.pttl(store.key(request_id)))
         finally:
@@ -88,15 +106,25 @@ class Harness:
         asyncio.run(main())
 
 
+def cluster_client(seeds: str) -> redis.asyncio.RedisCluster:
+    """redis-py's own cluster client on the first seed node: the tests' independent view."""
+    first = seeds.split(",")[0]
+    return redis.asyncio.RedisCluster.from_url(first if "://" in first else f"redis://{first}")
+
+
 @pytest.fixture(
     params=[
         "memory",
         pytest.param("redis", marks=pytest.mark.integration),
-        # single-key commands only (Redis Cluster): the same contract
+        # single-key commands only (Redis Cluster behind a proxy): the same contract
+        pytest.param("redis-proxy", marks=pytest.mark.integration),
+        # a real Redis Cluster, 3 masters with a replica each: the same contract
         pytest.param("redis-cluster", marks=pytest.mark.integration),
     ]
 )
 def harness(request: pytest.FixtureRequest) -> Harness:
+    if request.param == "redis-cluster":
+        return Harness(request.param, redis_url=request.getfixturevalue("redis_cluster_url"))
     if request.param != "memory":
         return Harness(request.param, redis_url=request.getfixturevalue("redis_url"))
     return Harness("memory")
@@ -323,9 +351,14 @@ def test_one_round_trip_per_batch(harness: Harness, socket_sends: list[int]) -> 
         def trips() -> tuple[int, int]:
             return store.round_trips, socket_sends[0]
 
-        # The first command of a client also opens its connection (HELLO, SETINFO):
-        # do that outside the measured calls.
+        # The first command of a client also opens its connection (HELLO, SETINFO), and
+        # in a cluster reads the slot map: do that outside the measured calls.
         await store.claim_epoch("warm-up")
+        if isinstance(store, RedisStore) and store.mode == "cluster":
+            await store.load_many(ids)  # opens a connection to every master
+            harness.masters_touched = len(store._cluster.masters)  # type: ignore[union-attr]
+            assert harness.masters_touched == 3  # 500 requests: every master
+        per_batch = harness.trips_per_batch(ids)
         steps = [
             lambda: store.load_many(ids),
             lambda: store.save_many([w(r, 0, None) for r in ids]),
@@ -338,9 +371,11 @@ def test_one_round_trip_per_batch(harness: Harness, socket_sends: list[int]) -> 
             before = trips()
             await step()
             after = trips()
-            assert after[0] == before[0] + 1
-            if harness.kind == "redis":
-                assert after[1] == before[1] + 1
+            assert after[0] == before[0] + per_batch
+            if harness.kind in ("redis", "redis-cluster"):
+                assert after[1] == before[1] + per_batch
+            if isinstance(store, RedisStore):  # what the batch loop reports
+                assert store.last_round_trips == per_batch
         got = await store.load_many(ids)
         assert [s.seq if s else None for s in got.values()] == [0, 1] * (BATCH // 2)
 
@@ -453,8 +488,10 @@ def test_the_url_password_is_never_shown() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("mode", ["standalone", "cluster"])
-def test_a_key_holding_no_hash_fails_its_request_only(redis_url: str, mode: str) -> None:
+@pytest.mark.parametrize("mode", ["standalone", "proxy", "cluster"])
+def test_a_key_holding_no_hash_fails_its_request_only(
+    request: pytest.FixtureRequest, mode: str
+) -> None:
     """A stray non-hash value under the prefix (WRONGTYPE) is a data error of one request:
     through the real loop it gets `state_corrupt`, the batch's other request is answered,
     the offsets are committed, and the failed state replaces the stray value."""
@@ -465,10 +502,13 @@ def test_a_key_holding_no_hash_fails_its_request_only(redis_url: str, mode: str)
     from worker.ports import Batch, InRecord
 
     prefix = f"test:{uuid.uuid4().hex[:8]}:"
+    url = request.getfixturevalue("redis_cluster_url" if mode == "cluster" else "redis_url")
 
     async def body() -> None:
-        store = RedisStore(redis_url, TTL_S, DONE_TTL_S, prefix, mode=mode)
-        client = redis.asyncio.Redis.from_url(redis_url)
+        store = RedisStore(url, TTL_S, DONE_TTL_S, prefix, mode=mode)
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster = (
+            cluster_client(url) if mode == "cluster" else redis.asyncio.Redis.from_url(url)
+        )
         try:
             await client.set(store.key("bad"), b"not a hash")
             assert await store.load_many(["bad"]) == {"bad": Stored(-1, b"")}

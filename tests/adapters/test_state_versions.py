@@ -1,5 +1,6 @@
 """Exactly-once's two state versions, on every StateStore (the same harness as
-test_state_store.py: memory, Redis, Redis single-key commands).
+test_state_store.py: memory, Redis, Redis single-key commands behind a proxy, a real Redis
+Cluster of 3 masters with a replica each).
 
 Redis sits outside the Kafka transaction, so a batch may save its states and then see its
 transaction abort; its records are read again from the partition's committed offset, which

@@ -3,16 +3,40 @@
 Layout (CONTRACT.md §6): key `derender:{<request_id>}` (the braces are a Redis Cluster hash
 tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob), TTL refreshed on
 every write; under exactly-once also `upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per
-batch there is exactly one round trip to load and one to save.
+batch there is exactly one round trip to load and one to save (in a cluster, one per
+master touched, all masters at once).
 
-Two modes:
+Three modes:
 - `standalone` (default): the whole batch is ONE command each way — a load script that
   reads every key, and a save script that applies every compare-and-set. Building and
   parsing commands is most of the client's cost in Python, so one command instead of one
   per request is what makes Redis cheap here.
-- `cluster`: a pipeline of single-key commands (HMGET; the save script called with one
-  key), so no command spans hash slots — for Redis Cluster behind a cluster-aware proxy.
-Both run the same Lua, so they cannot disagree on what a write may do.
+- `cluster`: a real Redis Cluster client (adapters/redis_cluster.py). A script may only
+  touch keys of one hash slot, so the save groups the batch's keys by slot — one
+  CAS_SCRIPT call per slot (with a hash tag per request, mostly one key each) — and the
+  load is one HMGET per key; the calls are grouped by the master serving their slot: one
+  pipeline per master, all masters at once. Round trips per batch = masters touched.
+  MOVED, ASK, TRYAGAIN and NOSCRIPT are followed inside the call; connection errors and
+  CLUSTERDOWN are raised like any other.
+- `proxy`: a pipeline of single-key commands (HMGET; the save script called with one
+  key) over one connection, so no command spans hash slots — for Redis Cluster behind a
+  cluster-aware proxy (what `cluster` was before it spoke the cluster protocol itself).
+All three save with the same Lua, so they cannot disagree on what a write may do; the
+HMGET loads are read as LOAD_SCRIPT reads (`_pair`), and the contract suites run on all.
+
+Fencing in a cluster: a partition's epoch key (`<prefix>epoch:<scope>`) and its requests'
+keys live in different slots, often on different masters, and nothing here needs them
+together: the epoch is claimed once (INCR on the epoch key's master), carried in every
+write, and compared by CAS_SCRIPT against the epoch stored IN the request's own hash. So
+each compare-and-set is atomic on one key of one slot, and a zombie holding an older epoch
+is refused wherever the key lives (tests/adapters/test_redis_cluster.py shows it).
+
+Replication: Redis replicates asynchronously, so a save a master acknowledged can die
+with it before its replica has it; after the failover the request's next record finds an
+older state (`sequence_gap`). `wait_replicas` N (standalone and cluster) ends each
+master's save pipeline with `WAIT N <timeout>` — same round trip, the save returns once N
+replicas have the writes — and raises NotReplicated (transient: the batch is retried, and
+the same writes are accepted again) when fewer acknowledge in time.
 
 Errors: a connection or timeout error is raised to the caller, which backs off and retries
 the whole batch. redis-py's own retry loop is switched off (`_NO_RETRY`): it would re-send
@@ -38,6 +62,15 @@ try:  # an optional speed-up: redis[hiredis] is a dependency, but the store work
 except ImportError:  # pragma: no cover
     hiredis = None  # type: ignore[assignment]
 
+from worker.adapters.redis_cluster import (
+    Call,
+    ClusterClient,
+    NotReplicated,
+    count_trips,
+    redact_seeds,
+    reset_trips,
+    trips_here,
+)
 from worker.constants import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, KEY_PREFIX, epoch_key, state_key
 from worker.ports import StateStore, StateWrite, Stored
 from worker.urls import redact_url
@@ -47,6 +80,8 @@ from worker.urls import redact_url
 # far below the TTLs, so a stalled server is noticed before any state could expire.
 DEFAULT_SOCKET_TIMEOUT_S = 5.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
+# With `wait_replicas`: how long a save waits for the replicas' acknowledgement.
+DEFAULT_WAIT_TIMEOUT_S = 1.0
 
 F_SEQ = "seq"
 F_EPOCH = "epoch"
@@ -173,7 +208,7 @@ return out
 # replaces the value. Raised as WRONGTYPE it failed the whole batch, on every retry.
 WRONG_TYPE_SEQ = -1
 LOAD_SHA = hashlib.sha1(LOAD_SCRIPT.encode()).hexdigest()
-MODES = ("standalone", "cluster")
+MODES = ("standalone", "cluster", "proxy")
 CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
 
 
@@ -224,6 +259,22 @@ def _pair(reply: Any, first: int = -1) -> tuple[Any, Any]:
     return reply[0], reply[1]
 
 
+_SCRIPTS = (CAS_SCRIPT, LOAD_SCRIPT)
+
+
+def _check_replicated(acked: Any, wanted: int, wait_ms: int) -> None:
+    _raise_if_error(acked)
+    if int(acked) < wanted:
+        raise NotReplicated(
+            f"{acked} of {wanted} replicas acknowledged the writes within {wait_ms} ms"
+        )
+
+
+def _raise_if_error(reply: Any) -> None:
+    if isinstance(reply, Exception):
+        raise reply
+
+
 # One write's ARGV for CAS_SCRIPT.
 _CasArgs = tuple[str | int, int, int, bytes, int, int | str, int | str]
 
@@ -236,7 +287,7 @@ def _ttl_ms(ttl_s: float) -> int:
 
 
 class RedisStore:
-    """The StateStore on Redis (standalone, or one Cluster node per key slot)."""
+    """The StateStore on Redis (standalone, a Redis Cluster, or a cluster-aware proxy)."""
 
     def __init__(
         self,
@@ -248,29 +299,69 @@ class RedisStore:
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         mode: str = "standalone",
+        wait_replicas: int = 0,
+        wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"redis mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
-        self._url_for_logs = redact_url(url)
+        self._url_for_logs = redact_seeds(url) if mode == "cluster" else redact_url(url)
         self._ttl_ms = _ttl_ms(ttl_s)
         self._done_ttl_ms = _ttl_ms(done_ttl_s)
         self.key_prefix = key_prefix
-        self._client: Redis = Redis.from_url(
-            url,
-            retry=_NO_RETRY,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=connect_timeout_s,
-        )
-        _with_hiredis_packing(self._client)
-        # Network round trips sent (tests and benchmarks assert 1 per load and per save).
-        self.round_trips = 0
+        if wait_replicas < 0 or (wait_replicas and mode == "proxy"):
+            raise ValueError(f"wait_replicas: 0 or more, and 0 behind a proxy; got {wait_replicas}")
+        if wait_replicas and not 0 < wait_timeout_s < socket_timeout_s:
+            raise ValueError("the replicas' wait must be positive and below the socket timeout")
+        # Saves answer only once this many replicas of each master have them (WAIT).
+        self.wait_replicas = wait_replicas
+        self._wait_ms = max(1, round(wait_timeout_s * 1000))
+        self._cluster: ClusterClient | None = None
+        if mode == "cluster":
+            self._cluster = ClusterClient(
+                url,
+                socket_timeout_s=socket_timeout_s,
+                connect_timeout_s=connect_timeout_s,
+                retry=_NO_RETRY,
+                prepare=_with_hiredis_packing,
+            )
+        else:
+            self._client: Redis = Redis.from_url(
+                url,
+                retry=_NO_RETRY,
+                socket_timeout=socket_timeout_s,
+                socket_connect_timeout=connect_timeout_s,
+            )
+            _with_hiredis_packing(self._client)
+        # Network round trips sent (tests and benchmarks assert 1 per load and per save;
+        # in a cluster, one per master touched).
+        self._round_trips = 0
         # Until the scripts are known to be on the server, a round trip loads them first
         # (more commands, not more round trips).
         self._scripts_loaded = False
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._url_for_logs!r}, key_prefix={self.key_prefix!r})"
+        return (
+            f"RedisStore({self._url_for_logs!r}, key_prefix={self.key_prefix!r}, "
+            f"mode={self.mode!r})"
+        )
+
+    @property
+    def round_trips(self) -> int:
+        if self._cluster is not None:
+            return self._round_trips + self._cluster.round_trips
+        return self._round_trips
+
+    @round_trips.setter
+    def round_trips(self, value: int) -> None:
+        self._round_trips = value - (self._cluster.round_trips if self._cluster else 0)
+
+    @property
+    def last_round_trips(self) -> int:
+        """Round trips of this task's last load, save or epoch claim: 1 on one Redis (2
+        when the scripts had to be loaded again), one per master touched in a cluster.
+        What the batch loop reports to `derender_redis_round_trips`."""
+        return trips_here()
 
     def key(self, request_id: str) -> str:
         return state_key(self.key_prefix, request_id)
@@ -281,16 +372,20 @@ class RedisStore:
     async def load_many(
         self, request_ids: list[str], first_offsets: list[int] | None = None
     ) -> dict[str, Stored | None]:
+        reset_trips()
         if not request_ids:
             return {}
         prefix = self.key_prefix
         keys = [f"{prefix}{{{rid}}}" for rid in request_ids]
-        if self.mode == "cluster":
+        if self._cluster is not None:
+            pairs = await self._cluster_load(keys, first_offsets)
+        elif self.mode == "proxy":
             fields = _VERSIONED_FIELDS if first_offsets else _FIELDS
             async with self._client.pipeline(transaction=False) as pipe:
                 for key in keys:
                     pipe.hmget(key, fields)
                 self.round_trips += 1
+                count_trips()
                 replies = await pipe.execute(raise_on_error=False)
             firsts = first_offsets or [-1] * len(keys)
             pairs = [_pair(r, f) for r, f in zip(replies, firsts, strict=True)]
@@ -305,6 +400,7 @@ class RedisStore:
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        reset_trips()
         if not writes:
             return []
         prefix, ttl, done_ttl = self.key_prefix, self._ttl_ms, self._done_ttl_ms
@@ -322,7 +418,9 @@ class RedisStore:
             )
             for w in writes
         ]
-        if self.mode == "cluster":
+        if self._cluster is not None:
+            flags = await self._cluster_cas(keys, args_of)
+        elif self.mode == "proxy":
             flags = await self._per_key_cas(keys, args_of)
         else:
             flags = await self._script(CAS_SHA, keys, [a for args in args_of for a in args])
@@ -338,8 +436,13 @@ class RedisStore:
                     pipe.script_load(CAS_SCRIPT)
                     pipe.script_load(LOAD_SCRIPT)
                 pipe.evalsha(sha, len(keys), *keys, *args)
+                wait = sha == CAS_SHA and self.wait_replicas > 0
+                if wait:
+                    pipe.execute_command("WAIT", self.wait_replicas, self._wait_ms)
                 self.round_trips += 1
+                count_trips()
                 replies = await pipe.execute(raise_on_error=False)
+            acked = replies.pop() if wait else None
             for r in replies[:-1]:
                 if isinstance(r, Exception):
                     raise r
@@ -350,6 +453,8 @@ class RedisStore:
             if isinstance(reply, Exception):
                 raise reply
             self._scripts_loaded = True
+            if wait:
+                _check_replicated(acked, self.wait_replicas, self._wait_ms)
             return list(reply)
         raise RuntimeError("Redis lost the scripts right after loading them")
 
@@ -369,6 +474,7 @@ class RedisStore:
                 for i in pending:
                     pipe.evalsha(CAS_SHA, 1, keys[i], *args_of[i])
                 self.round_trips += 1
+                count_trips()
                 replies = await pipe.execute(raise_on_error=False)
             if load:
                 for r in replies[:2]:
@@ -391,12 +497,71 @@ class RedisStore:
             pending, load = no_script, bool(no_script)
         return flags
 
+    async def _cluster_load(
+        self, keys: list[str], first_offsets: list[int] | None
+    ) -> list[tuple[Any, Any]]:
+        """One HMGET per key, pipelined per master (as the proxy mode's, read as
+        LOAD_SCRIPT reads: `_pair`). A script per slot would do the same reads at ten
+        times Redis's cost per key, and a batch's keys are nearly all in slots of their
+        own."""
+        assert self._cluster is not None
+        cluster = self._cluster
+        fields = _VERSIONED_FIELDS if first_offsets else _FIELDS
+        calls = [Call(cluster.slot(key), [i]) for i, key in enumerate(keys)]
+        firsts = first_offsets or [-1] * len(keys)
+        pairs: list[tuple[Any, Any]] = [(None, None)] * len(keys)
+        for call in await cluster.run(calls, lambda parts: ("HMGET", keys[parts[0]], *fields)):
+            i = call.parts[0]
+            pairs[i] = _pair(call.reply, firsts[i])
+        return pairs
+
+    def _by_slot(self, keys: list[str]) -> list[Call]:
+        """One call per hash slot of `keys` (a script may only touch keys of one slot)."""
+        assert self._cluster is not None
+        slot = self._cluster.slot
+        groups: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            groups.setdefault(slot(key), []).append(i)
+        return [Call(s, parts) for s, parts in groups.items()]
+
+    async def _cluster_cas(self, keys: list[str], args_of: list[_CasArgs]) -> list[int]:
+        """CAS_SCRIPT once per hash slot, the slots' calls pipelined per master."""
+        assert self._cluster is not None
+
+        def build(parts: list[int]) -> list[Any]:
+            cmd: list[Any] = ["EVALSHA", CAS_SHA, len(parts)]
+            cmd.extend(keys[i] for i in parts)
+            for i in parts:
+                cmd.extend(args_of[i])
+            return cmd
+
+        flags = [0] * len(keys)
+        calls = await self._cluster.run(
+            self._by_slot(keys), build, _SCRIPTS, self.wait_replicas, self._wait_ms
+        )
+        for call in calls:
+            _raise_if_error(call.reply)
+            for n, i in enumerate(call.parts):
+                flags[i] = int(call.reply[n])
+        return flags
+
     async def claim_epoch(self, scope: str) -> int:
-        self.round_trips += 1
-        return int(await self._client.incr(self.epoch_key(scope)))
+        reset_trips()
+        key = self.epoch_key(scope)
+        if self._cluster is not None:
+            slot = self._cluster.slot(key)
+            calls = await self._cluster.run([Call(slot, [0])], lambda _: ("INCR", key))
+            _raise_if_error(calls[0].reply)
+            return int(calls[0].reply)
+        self._round_trips += 1
+        count_trips()
+        return int(await self._client.incr(key))
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._cluster is not None:
+            await self._cluster.aclose()
+        else:
+            await self._client.aclose()
 
 
 if TYPE_CHECKING:
