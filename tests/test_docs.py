@@ -39,7 +39,7 @@ def test_every_metric_is_documented_and_exists() -> None:
 def test_every_command_is_documented() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     commands = set(sub.choices)  # type: ignore[arg-type]
-    assert commands == {"run", "replay", "check", "publish", "tail", "demo", "servers"}
+    assert commands == {"run", "replay", "check", "publish", "tail", "demo", "servers", "serve"}
     for cmd in commands:
         assert f"derender-worker {cmd}" in README
     assert "make demo" in README and "make test" in README

@@ -134,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
             done_ttl_s=settings.done_ttl_s,
             key_prefix=settings.state_prefix,
             mode=settings.redis_mode,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_s=settings.redis_wait_timeout_ms / 1000,
         )
         metrics = Metrics()
         server = None
@@ -148,6 +150,25 @@ def _run(args: argparse.Namespace) -> int:
 
     with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
         return runner.run(main())
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from worker.serve.command import add_flags
+
+    p = sub.add_parser(
+        "serve",
+        help="vLLM's derender endpoints over HTTP (same core and registry as run)",
+        description="POST /v1/chat/completions/derender and /v1/completions/derender with "
+        "vLLM 0.33's bodies, plus /v1/models, /health and /metrics. Every flag can also be "
+        "set as DERENDER_<FLAG> (dashes as underscores).",
+    )
+    add_flags(p)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from worker.serve.command import run
+
+    return run(args)
 
 
 def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -315,14 +336,27 @@ def _add_servers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--kafka-port", type=int, metavar="N", help="the broker's port (default: a free one)"
     )
     p.add_argument(
-        "--redis-port", type=int, metavar="N", help="redis-server's port (default: a free one)"
+        "--redis-port",
+        type=int,
+        metavar="N",
+        help="redis-server's port (default: a free one; with --redis-cluster, the first of "
+        "2N consecutive ports)",
+    )
+    p.add_argument(
+        "--redis-cluster",
+        type=int,
+        metavar="N",
+        help="a Redis Cluster of N masters with a replica each instead of one redis-server; "
+        "REDIS_URL is then its seed list (run the worker with --redis-mode cluster)",
     )
 
 
 def _servers(args: argparse.Namespace) -> int:
     from worker.servers import Options, run_servers
 
-    options = Options(args.kafka, args.data_dir, args.kafka_port, args.redis_port)
+    options = Options(
+        args.kafka, args.data_dir, args.kafka_port, args.redis_port, args.redis_cluster
+    )
     return run_servers(options)
 
 
@@ -334,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     _add_replay(sub)
+    _add_serve(sub)
     _add_check(sub)
     _add_publish(sub)
     _add_tail(sub)
@@ -349,6 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "serve":
+            return _serve(args)
         if args.command == "check":
             return _check(args)
         if args.command == "publish":

@@ -1,13 +1,13 @@
 """Prometheus metrics and the health endpoints, recorded only by the shell.
 
 Each worker has its own `CollectorRegistry`, so tests can run several in one process.
-The HTTP server is a few lines of asyncio (no thread): GET /metrics, /healthz (the loop
-turned recently) and /readyz (partitions assigned, dependencies answering).
+They are served over the worker's one HTTP stack (`http_server`: uvicorn + Starlette, on
+the worker's event loop, no thread): GET /metrics, /healthz (the loop turned recently) and
+/readyz (partitions assigned, dependencies answering).
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import time
@@ -17,8 +17,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Route
 
+from worker import http_server
 from worker.constants import RESULTS, STAGES
+from worker.http_server import HttpServer
 from worker.ports import InRecord, StateWrite
 
 # Buckets from 0.1 ms to ~10 s: a batch stage takes a fraction of a millisecond when
@@ -179,8 +185,9 @@ class Metrics:
     def stage(self, name: str, seconds: float) -> None:
         self.stage_seconds.labels(name).observe(seconds)
 
-    def round_trip(self, kind: str) -> None:
-        self.redis_round_trips.labels(kind).inc()
+    def round_trip(self, kind: str, count: int = 1) -> None:
+        # In a Redis Cluster a batch's load or save is one round trip per master touched.
+        self.redis_round_trips.labels(kind).inc(count)
 
     def delivered(self, records: list[InRecord]) -> None:
         """Every output of these records is acknowledged: their end-to-end latency."""
@@ -228,46 +235,34 @@ Response = tuple[str, str, bytes]
 
 async def serve(
     metrics: Metrics, host: str, port: int, is_ready: Callable[[], bool] | None = None
-) -> asyncio.Server:
+) -> HttpServer:
     async def respond(path: str) -> Response:
         return route(metrics, path, is_ready)
 
     return await serve_http(respond, host, port)
 
 
+def path_app(respond: Callable[[str], Awaitable[Response]]) -> Starlette:
+    """A Starlette app answering GET/HEAD on every path with `respond(path)` (the path
+    without its query string)."""
+
+    async def endpoint(request: Request) -> StarletteResponse:
+        status, ctype, body = await respond(request.url.path)
+        return StarletteResponse(body, int(status.split(None, 1)[0]), media_type=ctype)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "HEAD"])])
+
+
 async def serve_http(
     respond: Callable[[str], Awaitable[Response]], host: str, port: int
-) -> asyncio.Server:
-    """A minimal HTTP/1.1 GET server: enough for Prometheus and probes, no thread."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            line = await asyncio.wait_for(reader.readline(), timeout=5)
-            while (await asyncio.wait_for(reader.readline(), timeout=5)) not in (
-                b"\r\n",
-                b"\n",
-                b"",
-            ):
-                pass
-            parts = line.decode("latin-1").split()
-            path = parts[1] if len(parts) > 1 else "/"
-            status, ctype, body = await respond(path.split("?", 1)[0])
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(handle, host, port)
+) -> HttpServer:
+    """GET `respond(path)` over the worker's HTTP stack (`http_server`: uvicorn +
+    Starlette), enough for Prometheus and probes, on the running loop."""
+    return await http_server.start(path_app(respond), host, port)
 
 
 def route(metrics: Metrics, path: str, is_ready: Callable[[], bool] | None) -> Response:
-    """`path` without its query string (serve_http strips it)."""
+    """`path` without its query string."""
     if path == "/metrics":
         return "200 OK", CONTENT_TYPE_LATEST, metrics.exposition()
     if path == "/healthz":

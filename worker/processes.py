@@ -98,8 +98,10 @@ class Child:
             async with asyncio.timeout(ASK_TIMEOUT_S):
                 reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
                 try:
-                    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
-                    raw = await reader.read()  # the server closes after one answer
+                    # HTTP/1.1 keeps the connection open unless asked: one answer, then EOF.
+                    request = f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close"
+                    writer.write(f"{request}\r\n\r\n".encode())
+                    raw = await reader.read()
                 finally:
                     writer.close()
         except (OSError, TimeoutError):
