@@ -85,6 +85,10 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from tests.integration.harness import Generation, Output, interleave, verify  # noqa: E402
 from tests.servers import RedisServer, TansuBroker, create_topics, free_port  # noqa: E402
+from worker.adapters.embedded import LocalRedisCluster, redis_server_binary  # noqa: E402
+
+# --redis: where the workers keep their states.
+REDIS_SETUPS = ("standalone", "cluster-1", "cluster-3")
 from worker.adapters import kafka_server  # noqa: E402
 from worker.constants import DONE, H_KIND, H_PART, H_REQUEST_ID, H_SEQ, STAGES  # noqa: E402
 
@@ -666,6 +670,7 @@ class Env:
     broker_pid: int
     workdir: Path
     max_batch: int
+    redis_mode: str = "standalone"
 
 
 def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) -> tuple[Any, Path]:
@@ -686,6 +691,7 @@ def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) 
     if system.kind == "worker":
         flags += [
             "--redis-url", env.redis_url,
+            "--redis-mode", env.redis_mode,
             "--state-prefix", f"{group}:",
             "--metrics-port", str(metrics_port),
             "--metrics-host", "127.0.0.1",
@@ -1614,6 +1620,14 @@ def main(argv: list[str] | None = None) -> int:
         f"the broker is Apache Kafka (else that system is skipped, as the report says); "
         f"default: {AT_LEAST_ONCE} only",
     )
+    ap.add_argument(
+        "--redis",
+        choices=REDIS_SETUPS,
+        default="standalone",
+        help="the workers' state: one redis-server (default), or a local Redis Cluster of "
+        "1 or 3 masters with a replica each (`run --redis-mode cluster`; the CPU meter's "
+        "redis column is then the first node's alone)",
+    )
     ap.add_argument("--max-batch", type=int, default=500, help="--max-batch of both systems")
     ap.add_argument(
         "--out",
@@ -1654,15 +1668,19 @@ def main(argv: list[str] | None = None) -> int:
         **versions(),
     }
     tok = load_deepseek()
+    masters = {"standalone": 0, "cluster-1": 1, "cluster-3": 3}[args.redis]
     with (
-        RedisServer() as redis,
+        LocalRedisCluster(masters, 1) if masters else RedisServer() as redis,
         start_broker(args.broker, progress) as (bootstrap, broker_pid, broker),
         tempfile.TemporaryDirectory(prefix="derender-bench-") as tmp,
     ):
         info["broker"] = broker
-        info["redis-server"] = binary_version([str(redis.binary), "--version"])
+        info["redis-server"] = binary_version([str(redis_server_binary()), "--version"])
+        if masters:
+            info["redis-server"] += f"; a Redis Cluster of {masters} master(s), a replica each"
         assert redis.pid is not None
-        env = Env(bootstrap, redis.url, redis.pid, broker_pid, Path(tmp), args.max_batch)
+        mode = "cluster" if masters else "standalone"
+        env = Env(bootstrap, redis.url, redis.pid, broker_pid, Path(tmp), args.max_batch, mode)
         progress(f"{args.broker} on {bootstrap}, redis on {redis.url}")
         try:
             runs = asyncio.run(run_all(env, tok, prof, systems, args.broker == "apache", progress))
@@ -1675,7 +1693,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     if not args.no_write:
         day = datetime.date.today().isoformat()
-        name = f"worker-{args.broker}-{day}{'-quick' if args.quick else ''}.md"
+        redis_part = "" if args.redis == "standalone" else f"-redis-{args.redis}"
+        name = f"worker-{args.broker}{redis_part}-{day}{'-quick' if args.quick else ''}.md"
         out = args.out or RESULTS_DIR / name
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report + "\n", encoding="utf-8")
