@@ -63,29 +63,37 @@ def in_flight(gens: list[Generation]) -> tuple[list[Generation], list[Generation
     return heads, rests
 
 
+def own_worker(
+    broker: kafka_server.ApacheKafka, redis_url: str, tmp_path: Path, *extra: str
+) -> WorkerProcess:
+    """Topics in, out (4 partitions) and dlq on the test's own broker, and a worker on
+    them that outlasts a broker outage (`--outage-limit-s 120`)."""
+    asyncio.run(create_topics(broker.bootstrap, ["in", "out"], 4))
+    asyncio.run(create_topics(broker.bootstrap, ["dlq"], 1))
+    return WorkerProcess(
+        broker.bootstrap,
+        redis_url,
+        "in",
+        "out",
+        "dlq",
+        f"g-{uuid.uuid4().hex[:8]}",
+        f"t{uuid.uuid4().hex[:8]}:",
+        extra=["--outage-limit-s", "120", *extra],
+        log_path=tmp_path / "worker.log",
+    ).start()
+
+
 def test_broker_killed_mid_run_and_restarted_on_its_log_loses_nothing(
     deepseek: Tokenizer, own_broker: kafka_server.ApacheKafka, redis_url: str, tmp_path: Path
 ) -> None:
     topics = {"input": "in", "output": "out", "dlq": "dlq"}
-    asyncio.run(create_topics(own_broker.bootstrap, [topics["input"], topics["output"]], 4))
-    asyncio.run(create_topics(own_broker.bootstrap, [topics["dlq"]], 1))
     first = make_generations(deepseek, 60, seed=501, prefix="first")
     # In flight across the crash: their first half before it, the rest after.
     second = [
         g for g in make_generations(deepseek, 80, seed=502, prefix="second") if len(g.records) >= 3
     ][:60]
     heads, rests = in_flight(second)
-    w = WorkerProcess(
-        own_broker.bootstrap,
-        redis_url,
-        topics["input"],
-        topics["output"],
-        topics["dlq"],
-        f"g-{uuid.uuid4().hex[:8]}",
-        f"t{uuid.uuid4().hex[:8]}:",
-        extra=["--outage-limit-s", "120"],
-        log_path=tmp_path / "worker.log",
-    ).start()
+    w = own_worker(own_broker, redis_url, tmp_path)
     try:
         asyncio.run(
             publish(
@@ -119,30 +127,15 @@ def test_broker_frozen_past_the_request_timeout_loses_nothing(
     """SIGSTOP, not SIGKILL: the connections stay open and nothing answers, so the worker's
     clients learn of it only from their request timeout; the worker must back off, not die."""
     topics = {"input": "in", "output": "out", "dlq": "dlq"}
-    asyncio.run(create_topics(own_broker.bootstrap, [topics["input"], topics["output"]], 4))
-    asyncio.run(create_topics(own_broker.bootstrap, [topics["dlq"]], 1))
     first = make_generations(deepseek, 60, seed=601, prefix="first")
     # In flight across the freeze: their first half before it, the rest after.
     second = [
         g for g in make_generations(deepseek, 80, seed=602, prefix="second") if len(g.records) >= 3
     ][:60]
     heads, rests = in_flight(second)
-    w = WorkerProcess(
-        own_broker.bootstrap,
-        redis_url,
-        topics["input"],
-        topics["output"],
-        topics["dlq"],
-        f"g-{uuid.uuid4().hex[:8]}",
-        f"t{uuid.uuid4().hex[:8]}:",
-        extra=[
-            "--outage-limit-s",
-            "120",
-            "--request-timeout-ms",
-            str(int(REQUEST_TIMEOUT_S * 1000)),
-        ],
-        log_path=tmp_path / "worker.log",
-    ).start()
+    w = own_worker(
+        own_broker, redis_url, tmp_path, "--request-timeout-ms", str(int(REQUEST_TIMEOUT_S * 1000))
+    )
 
     def timed_out() -> bool:
         assert w.alive, w.log_tail()

@@ -14,7 +14,6 @@ import itertools
 import re
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.chaos.test_broker import own_broker as own_broker
+from tests.chaos.test_broker import own_worker
 from tests.chaos.test_kill import outputs_so_far
 from tests.chaos.test_redis import DurableRedis
 from tests.chaos.test_redis import durable_redis as durable_redis
@@ -49,7 +49,7 @@ from tests.integration.harness import (
     verify,
 )
 from tests.server_fixtures import TANSU, kafka_plan
-from tests.servers import create_topics, free_port
+from tests.servers import free_port
 from worker.adapters import kafka_server
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -282,22 +282,10 @@ def test_broker_killed_and_restarted_repeats_nothing(
     tmp_path: Path,
 ) -> None:
     bootstrap = own_broker.bootstrap
-    asyncio.run(create_topics(bootstrap, ["in", "out"], 4))
-    asyncio.run(create_topics(bootstrap, ["dlq"], 1))
     gens = make_generations(deepseek, 120, seed=841, prefix="eos-broker")
     records = interleave(gens, seed=842)
     half = len(records) // 2
-    w = WorkerProcess(
-        bootstrap,
-        redis_url,
-        "in",
-        "out",
-        "dlq",
-        f"g-{uuid.uuid4().hex[:8]}",
-        f"t{uuid.uuid4().hex[:8]}:",
-        extra=[*EOS, "--outage-limit-s", "120"],
-        log_path=tmp_path / "worker.log",
-    ).start()
+    w = own_worker(own_broker, redis_url, tmp_path, *EOS)
     try:
         asyncio.run(publish(bootstrap, "in", records[:half], FIXED_TS_MS))
         with Tail(bootstrap, "out", isolation_level="read_committed") as tail:

@@ -31,6 +31,7 @@ from tokenizers import Tokenizer
 from tests.chaos.test_redis import Input
 from tests.chaos.tools import Tail, describe, per_request, wait_until
 from tests.integration.harness import (
+    Output,
     WorkerProcess,
     choice_text,
     interleave,
@@ -93,24 +94,7 @@ def cluster(restartable_redis_cluster: LocalRedisCluster) -> Iterator[LocalRedis
     yield restartable_redis_cluster
 
 
-def _has_flag(name: str) -> bool:
-    from worker.settings import FLAGS
-
-    return any(f.name == name for f in FLAGS)
-
-
-@pytest.mark.parametrize(
-    "wait",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.skipif(
-                not _has_flag("redis-wait-replicas"), reason="no --redis-wait-replicas yet"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("wait", [False, True])
 def test_a_master_killed_mid_run_fails_over_to_its_replica(
     deepseek: Tokenizer,
     kafka_bootstrap: str,
@@ -230,18 +214,22 @@ def test_a_master_restarted_mid_run(
     assert w.stop() == 0, w.log_tail()
 
 
-@pytest.mark.parametrize(
-    "wait",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.skipif(
-                not _has_flag("redis-wait-replicas"), reason="no --redis-wait-replicas yet"
-            ),
-        ),
-    ],
-)
+def _errors_over_lost_deliveries(outputs: list[Output]) -> list[Output]:
+    """Where one (request, seq, part) carries two different outputs, keep the later one,
+    which must be a `sequence_gap` / `state_missing` error."""
+    by_triple: dict[tuple[str, str, str], Output] = {}
+    for o in outputs:
+        h = o.headers
+        triple = (h["derender-request-id"], h["derender-seq"], h["derender-part"])
+        seen = by_triple.get(triple)
+        if seen is not None and seen.value != o.value:
+            code = json.loads(o.value).get("error", {}).get("code") if o.value[:1] == b"{" else None
+            assert code in (SEQUENCE_GAP, STATE_MISSING), f"{triple}: two different outputs"
+        by_triple[triple] = o
+    return list(by_triple.values())
+
+
+@pytest.mark.parametrize("wait", [False, True])
 def test_a_failover_to_a_lagging_replica(
     deepseek: Tokenizer,
     kafka_bootstrap: str,
@@ -286,6 +274,11 @@ def test_a_failover_to_a_lagging_replica(
     if wait:
         verify(outputs, gens)
     else:
+        # A batch whose outputs were acked and whose save was lost with the master is
+        # redone against the older state: its record then meets a gap and gets an error
+        # where its first delivery had a chunk — the one way a triple can carry two
+        # outputs, and only as that error. The error stands; the chunk is dropped here.
+        outputs = _errors_over_lost_deliveries(outputs)
         got = per_request(outputs)
         failed = []
         for g in gens:
