@@ -118,14 +118,6 @@ class Call:
     ask: Addr | None = field(default=None, repr=False)
 
 
-def redact_seeds(url: str) -> str:
-    """A seed list as it may be logged: each URL's password replaced by `***` (the
-    first item carries the credentials; later ones may be full URLs too)."""
-    from worker.urls import redact_url
-
-    return ",".join(redact_url(item) if "@" in item else item for item in url.split(","))
-
-
 def parse_seeds(url: str) -> tuple[dict[str, Any], list[Addr]]:
     """The connection options every node gets (from the first URL) and the seed nodes."""
     items = [item.strip() for item in url.split(",") if item.strip()]

@@ -67,7 +67,6 @@ from worker.adapters.redis_cluster import (
     ClusterClient,
     NotReplicated,
     count_trips,
-    redact_seeds,
     reset_trips,
     trips_here,
 )
@@ -305,7 +304,7 @@ class RedisStore:
         if mode not in MODES:
             raise ValueError(f"redis mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
-        self._url_for_logs = redact_seeds(url) if mode == "cluster" else redact_url(url)
+        self._url_for_logs = redact_url(url)  # (a seed list is redacted item by item)
         self._ttl_ms = _ttl_ms(ttl_s)
         self._done_ttl_ms = _ttl_ms(done_ttl_s)
         self.key_prefix = key_prefix
