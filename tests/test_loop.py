@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pytest
@@ -47,11 +48,16 @@ class RecordingStore:
         self.refuse = refuse
         self.fail = fail
 
-    async def load_many(self, request_ids: list[str]) -> dict[str, Stored | None]:
+    async def load_many(
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
+    ) -> dict[str, Stored | None]:
         self.log.events.append("load")
         if self.fail == "load":
             raise RedisConnectionError("redis went away")
-        return await self.inner.load_many(request_ids)
+        return await self.inner.load_many(request_ids, first_offsets, tables_for)
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
         self.log.events.append("save")

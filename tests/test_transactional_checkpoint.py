@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from tests.helpers import chunk, end
@@ -70,10 +71,13 @@ class VersionRecordingStore(MemoryStore):
         self.log = log
 
     async def load_many(
-        self, request_ids: list[str], first_offsets: list[int] | None = None
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         self.log.events.append(f"load {first_offsets}")
-        return await super().load_many(request_ids, first_offsets)
+        return await super().load_many(request_ids, first_offsets, tables_for)
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
         self.log.events.append(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from worker.ports import Batch, Partition, Source, StateStore, StateWrite, Stored, Transactions
 
@@ -66,10 +67,14 @@ class Checkpoint:
         return self.epochs, claimed
 
     async def load(
-        self, batch: Batch, requests: Mapping[str, Partition]
+        self,
+        batch: Batch,
+        requests: Mapping[str, Partition],
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
-        """Step 2b: the states of `requests` (request id → its partition)."""
-        return await self.store.load_many(list(requests))
+        """Step 2b: the states of `requests` (request id → its partition), with the
+        tables of `tables_for`."""
+        return await self.store.load_many(list(requests), None, tables_for)
 
     def offsets(
         self, batch: Batch
@@ -122,10 +127,13 @@ class TransactionalCheckpoint(Checkpoint):
         return epochs, claimed
 
     async def load(
-        self, batch: Batch, requests: Mapping[str, Partition]
+        self,
+        batch: Batch,
+        requests: Mapping[str, Partition],
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         firsts = [batch.first[p] for p in requests.values()]
-        return await self.store.load_many(list(requests), firsts)
+        return await self.store.load_many(list(requests), firsts, tables_for)
 
     def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], Mapping[Partition, int]]:
         return batch.first, batch.last

@@ -12,6 +12,14 @@ default = true
 # optional: eos_token_ids = [1]   (default: the eos_token of a tokenizer_config.json beside it)
 # optional: reasoning_field = "reasoning_content"
 # optional: strict_tool_calling = false   (tool_choice required/named expect bare JSON)
+
+# optional, for every model: the bounds on a request's lists (README "Bounds")
+[limits]
+max_stop_strings = 256      # stop strings in one request
+max_stop_length = 256       # characters in one stop string
+max_stop_token_ids = 1024
+max_tools = 1024
+max_tools_bytes = 1048576   # the request's `tools`, as JSON
 ```
 """
 
@@ -23,6 +31,7 @@ from typing import Literal
 
 import msgspec
 
+from worker import constants
 from worker.adapters.tokenizers import TokenizerError, load_tokenizer, primary_eos_ids
 from worker.core.model import Model, Registry
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
@@ -44,8 +53,19 @@ class ModelEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     strict_tool_calling: bool = True
 
 
+class Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Bounds on a request's lists (bounds.check_lists), for every model."""
+
+    max_stop_strings: int = constants.DEFAULT_MAX_STOP_STRINGS
+    max_stop_length: int = constants.DEFAULT_MAX_STOP_LENGTH
+    max_stop_token_ids: int = constants.DEFAULT_MAX_STOP_TOKEN_IDS
+    max_tools: int = constants.DEFAULT_MAX_TOOLS
+    max_tools_bytes: int = constants.DEFAULT_MAX_TOOLS_BYTES
+
+
 class RegistryFile(msgspec.Struct, forbid_unknown_fields=True):
     models: dict[str, ModelEntry]
+    limits: Limits = msgspec.field(default_factory=Limits)
 
 
 DEFAULT_REGISTRY_TOML = """
@@ -122,4 +142,16 @@ def load_registry(path: str | Path | None = None) -> Registry:
             strict_tool_calling=entry.strict_tool_calling,
         )
     default = next((n for n, m in reg.models.items() if m.default), next(iter(reg.models)))
-    return Registry(models=models, default=default)
+    lim = reg.limits
+    for name, value in msgspec.structs.asdict(lim).items():
+        if value < 0:
+            raise ConfigError(f"{source}: limits.{name} must not be negative, got {value}")
+    return Registry(
+        models=models,
+        default=default,
+        max_stop_strings=lim.max_stop_strings,
+        max_stop_length=lim.max_stop_length,
+        max_stop_token_ids=lim.max_stop_token_ids,
+        max_tools=lim.max_tools,
+        max_tools_bytes=lim.max_tools_bytes,
+    )

@@ -76,6 +76,18 @@ DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # (1 MiB), both counted with the record's key, headers and batch overhead: 1,000,000
 # bytes of value leaves room for those.
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
+# Bounds on the request's lists that scale work (CONTRACT.md §5), checked when a request
+# opens, before any tokenizer work. The stop-string matcher and the tool table are built
+# once per distinct list (core/tables.py) and cost a record the same whatever their size,
+# so these bound the one-off compilation and the memory, not the per-record cost:
+# 256 × 256 characters is a 65,536-node automaton at most (≈ 40 ms to build); OpenAI
+# takes 4 stop strings, vLLM any number. 1,024 tools (an agent with several MCP servers
+# has a few hundred) and 1 MiB of tool JSON; 1,024 stop token ids.
+DEFAULT_MAX_STOP_STRINGS = 256
+DEFAULT_MAX_STOP_LENGTH = 256
+DEFAULT_MAX_STOP_TOKEN_IDS = 1024
+DEFAULT_MAX_TOOLS = 1024
+DEFAULT_MAX_TOOLS_BYTES = 1 << 20
 
 # How long a live request's state survives without a new record (CONTRACT.md §6).
 DEFAULT_TTL_S = 3600

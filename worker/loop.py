@@ -109,7 +109,10 @@ async def run_batch(
     epochs, claimed = await checkpoint.claim(batch)
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
-    stored = await checkpoint.load(batch, batch_requests(decoded))
+    requests = batch_requests(decoded)
+    # The requests' tables ride along only where this process does not hold them.
+    wants = registry.tables.wants
+    stored = await checkpoint.load(batch, requests, {rid for rid in requests if wants(rid)})
     # One per batch on one Redis; in a cluster one per master the batch's keys live on.
     observer.round_trip("load", _round_trips(checkpoint.store))
     t2 = time.perf_counter()

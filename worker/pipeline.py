@@ -183,6 +183,11 @@ def process_batch(
     live: dict[str, tuple[RequestState | CorruptState | None, int | None]] = {}
     # request_id → the encoding of its latest state that must be written (Step.blob)
     blobs: dict[str, bytes] = {}
+    # request_id → its tables blob as the store returned it (only where asked for:
+    # TableCache.wants), and the tables of requests opened in this batch, written once
+    # with their state (core/tables.py)
+    tables_of: dict[str, bytes] = {}
+    opened: dict[str, bytes] = {}
     results = result.results
     tokens = 0
 
@@ -194,6 +199,8 @@ def process_batch(
             partition_of[rid] = partition
             s = stored.get(rid)
             entry = live[rid] = (None, None) if s is None else (load_state(s.blob), s.seq)
+            if s is not None and s.tables is not None:
+                tables_of[rid] = s.tables
         return entry
 
     for d in decoded:
@@ -227,7 +234,11 @@ def process_batch(
             assert rec is not None
             rid = rec.request_id
             state, loaded = current(rid, d.record.partition)
-            st = derender.step(state, rec, registry, d.record.timestamp_ms)
+            st = derender.step(
+                state, rec, registry, d.record.timestamp_ms, tables=tables_of.get(rid)
+            )
+            if st.tables is not None:
+                tables_of[rid] = opened[rid] = st.tables
             if st.exception is not None:  # a bug, or a tokenizer failure: this request only
                 log.error(
                     "record %s/%s failed inside the core", rid, rec.seq, exc_info=st.exception
@@ -263,6 +274,7 @@ def process_batch(
             owned.get(partition, 0),
             first,
             last,
+            opened.get(rid, b""),
         )
     return result
 

@@ -14,6 +14,7 @@ hold can lead back to them.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,10 +53,12 @@ class OutRecord(msgspec.Struct, gc=False):
 
 
 class Stored(msgspec.Struct, gc=False):
-    """A state as read from the store: its seq (kept beside the blob for compare-and-set)."""
+    """A state as read from the store: its seq (kept beside the blob for compare-and-set),
+    and the request's tables blob when the load asked for it (`tables_for`) and there is one."""
 
     seq: int
     blob: bytes
+    tables: bytes | None = None
 
 
 class StateWrite(msgspec.Struct, gc=False):
@@ -71,6 +74,9 @@ class StateWrite(msgspec.Struct, gc=False):
     # its transaction never committed) reads that one instead (`StateStore.load_many`).
     first_offset: int = -1
     last_offset: int = -1
+    # The request's tables (core/tables.py), written with the state that opens the
+    # request and kept beside it, untouched by later writes; b"" for none.
+    tables: bytes = b""
 
     @property
     def versioned(self) -> bool:
@@ -152,13 +158,18 @@ class StateStore(Protocol):
     worker, one that lost its partitions but still runs, from overwriting newer state."""
 
     async def load_many(
-        self, request_ids: list[str], first_offsets: list[int] | None = None
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         """All states of a batch in one round trip; None where there is none.
 
         `first_offsets` (exactly-once): per request, the batch's first offset in its
         partition. A state written by a batch that reached that offset was never committed
-        (its records are being read again), so the state saved before it is returned."""
+        (its records are being read again), so the state saved before it is returned.
+        `tables_for`: the requests whose tables blob to return too (`Stored.tables`), in
+        the same round trip — those the worker does not hold compiled."""
         ...
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:

@@ -1193,50 +1193,6 @@ def _m3_enabled_text_before_opener(case: Any, diff: Any) -> bool:
     return False
 
 
-def _m3_leaf_typed(ours: str, theirs: Any) -> bool:
-    """A leaf vLLM typed by its nested schema, that we left as the text the model wrote."""
-    low = ours.strip().lower()
-    if isinstance(theirs, bool):
-        return low in (("true", "1") if theirs else ("false", "0"))
-    if theirs is None:
-        return low == "null"
-    if isinstance(theirs, int | float):
-        try:
-            return float(low) == theirs
-        except ValueError:
-            return False
-    return False
-
-
-def _m3_untyped(theirs: Any, ours: Any) -> bool:
-    """The same containers, and every differing leaf one vLLM typed and we kept as text."""
-    if isinstance(theirs, dict) and isinstance(ours, dict):
-        return list(theirs) == list(ours) and all(_m3_untyped(theirs[k], ours[k]) for k in theirs)
-    if isinstance(theirs, list) and isinstance(ours, list):
-        return len(theirs) == len(ours) and all(
-            _m3_untyped(a, b) for a, b in zip(theirs, ours, strict=True)
-        )
-    return theirs == ours or (isinstance(ours, str) and _m3_leaf_typed(ours, theirs))
-
-
-def _m3_nested_types(case: Any, diff: Any) -> bool:
-    """MiniMax M3, a parameter that is an object or array (nested elements, `<item>`s):
-    vLLM types each nested leaf by the nested schema (`shipping.zip` `018956` → 18956,
-    array items of integers → numbers); we type only the top-level parameters, so the
-    nested leaves stay the text the model wrote. And an empty element of an `anyOf`
-    array|string parameter: vLLM `""`, ours `[]` (the schema's first type)."""
-    pair = _m3_arguments(case, diff)
-    if pair is None:
-        return False
-    theirs, ours = pair
-    return all(
-        theirs[k] == ours[k]
-        or (isinstance(ours[k], dict | list) and _m3_untyped(theirs[k], ours[k]))
-        or (theirs[k] == "" and ours[k] == [] and _m3_array_or_string(case, k))
-        for k in theirs
-    )
-
-
 def _m3_arguments(case: Any, diff: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """vLLM's and our arguments of an M3 call as objects with the same keys, when they
     differ (None otherwise)."""
@@ -1264,22 +1220,6 @@ def _m3_repeated_parameter(case: Any, diff: Any) -> bool:
         or (isinstance(theirs[k], list) and len(theirs[k]) > 1 and theirs[k][0] == ours[k])
         for k in theirs
     )
-
-
-def _m3_array_or_string(case: Any, key: str) -> bool:
-    """Whether an offered tool's parameter `key` is `anyOf` / `oneOf` array and string (an
-    empty element of it: vLLM `""`, as the string alternative allows; ours `[]`, the
-    parameter's first type)."""
-    for tool in case.request.get("tools") or ():
-        props = ((tool.get("function") or {}).get("parameters") or {}).get("properties") or {}
-        schema = props.get(key)
-        if not isinstance(schema, dict):
-            continue
-        alts = schema.get("anyOf") or schema.get("oneOf") or ()
-        types = {a.get("type") for a in alts if isinstance(a, dict)}
-        if {"array", "string"} <= types:
-            return True
-    return False
 
 
 _M3_CUT_NAME = re.compile(r"<invoke name=[\"']?([^\"'>]*)$")
@@ -1350,11 +1290,6 @@ DIFFERENCES += [
         "m3-repeated-parameter",
         "MiniMax M3, a parameter element written twice: vLLM makes a list; we keep the first",
         _m3_repeated_parameter,
-    ),
-    Difference(
-        "m3-nested-types",
-        "MiniMax M3 nested parameters: vLLM types nested leaves by the schema; we keep the text",
-        _m3_nested_types,
     ),
     Difference(
         "cut-name",

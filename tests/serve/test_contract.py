@@ -532,6 +532,27 @@ def test_stream_state_altered_is_refused(client: Client, where: str) -> None:
     assert "invalid stream_state" in message_error(answer)
 
 
+def test_stream_state_tables_altered_is_refused(client: Client) -> None:
+    """The request's tables (its stop strings, tools) ride in the stream_state beside the
+    state, sealed with it: a client cannot swap in other stop strings."""
+    cr = {"messages": [], "stop": ["Kenobi"]}
+    status, first = client.chat(
+        chunk_body(PLAIN[:2], None, model="plain", chat_request=cr, rid="req-t")
+    )
+    assert status == 200
+    sealed = msgspec.msgpack.decode(base64.b64decode(first["stream_state"]["state"]), type=Sealed)
+    assert b"Kenobi" in sealed.tables and b"Kenobi" not in sealed.blob
+    sealed.tables = sealed.tables.replace(b"Kenobi", b"Kenobj")
+    state = {"state": base64.b64encode(msgspec.msgpack.encode(sealed)).decode()}
+    status, answer = client.chat(chunk_body(PLAIN[2:4], state, model="plain", rid="req-t"))
+    assert status == 400, answer
+    assert "invalid stream_state" in message_error(answer)
+    status, answer = client.chat(
+        chunk_body(PLAIN[2:4], first["stream_state"], model="plain", rid="req-t")
+    )
+    assert status == 200, answer
+
+
 def test_stream_state_is_small(client: Client) -> None:
     _, states = stream(client, [REASONED[i : i + 3] for i in range(0, len(REASONED), 3)])
     assert max(len(s["state"]) for s in states) < 400

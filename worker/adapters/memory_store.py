@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ class _Entry:
     # the state before it (None: there was none).
     upto: int = -1
     prev: tuple[int, bytes] | None = None
+    # The request's tables (core/tables.py): set by the write that opens the request.
+    tables: bytes = b""
 
     def base(self, first_offset: int) -> tuple[int, bytes] | None:
         """The state a batch starting at `first_offset` builds on: this one, unless the
@@ -78,7 +81,10 @@ class MemoryStore:
         return None if entry is None else entry.expires_at - self._now()
 
     async def load_many(
-        self, request_ids: list[str], first_offsets: list[int] | None = None
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         if not request_ids:
             return {}
@@ -89,7 +95,12 @@ class MemoryStore:
         for rid, first in zip(request_ids, firsts, strict=True):
             entry = self._live(self.key(rid), now)
             base = None if entry is None else entry.base(first)
-            out[rid] = None if base is None else Stored(*base)
+            if base is None:
+                out[rid] = None
+            else:
+                assert entry is not None
+                tables = entry.tables if entry.tables and rid in tables_for else None
+                out[rid] = Stored(base[0], base[1], tables)
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
@@ -102,7 +113,9 @@ class MemoryStore:
             key = self.key(w.request_id)
             cur = self._live(key, now)
             prev: tuple[int, bytes] | None = None
+            tables = w.tables
             if cur is not None:
+                tables = tables or cur.tables
                 if cur.epoch > w.epoch:
                     refused.append(w.request_id)
                     continue
@@ -125,7 +138,7 @@ class MemoryStore:
                 continue
             ttl_s = self.done_ttl_s if w.done else self.ttl_s
             self._entries[key] = _Entry(
-                w.seq, w.epoch, bytes(w.blob), now + ttl_s, w.last_offset, prev
+                w.seq, w.epoch, bytes(w.blob), now + ttl_s, w.last_offset, prev, bytes(tables)
             )
         return refused
 
@@ -144,23 +157,31 @@ class MemoryStore:
 
     def dump(self) -> bytes:
         now = self._now()
-        states = {}
+        states, tables = {}, {}
         for key, e in self._entries.items():
             if e.expires_at > now:
-                states[key[len(self.key_prefix) + 1 : -1]] = (e.seq, e.blob)
-        return msgspec.msgpack.encode(StateFile(states))
+                rid = key[len(self.key_prefix) + 1 : -1]
+                states[rid] = (e.seq, e.blob)
+                if e.tables:
+                    tables[rid] = e.tables
+        return msgspec.msgpack.encode(StateFile(states, tables))
 
     def load(self, data: bytes) -> None:
         """Adds the states of a `dump` (each with a fresh TTL)."""
         expires_at = self._now() + self.ttl_s
-        for rid, (seq, blob) in msgspec.msgpack.decode(data, type=StateFile).states.items():
-            self._entries[self.key(rid)] = _Entry(seq, 0, blob, expires_at)
+        saved = msgspec.msgpack.decode(data, type=StateFile)
+        for rid, (seq, blob) in saved.states.items():
+            self._entries[self.key(rid)] = _Entry(
+                seq, 0, blob, expires_at, tables=saved.tables.get(rid, b"")
+            )
 
 
 class StateFile(msgspec.Struct):
-    """The file `replay --state` reads and writes: request_id → (seq, state blob)."""
+    """The file `replay --state` reads and writes: request_id → (seq, state blob), and
+    request_id → its tables blob (core/tables.py) for the requests that have any."""
 
     states: dict[str, tuple[int, bytes]]
+    tables: dict[str, bytes] = {}
 
 
 if TYPE_CHECKING:

@@ -2,9 +2,10 @@
 
 Layout (CONTRACT.md §6): key `derender:{<request_id>}` (the braces are a Redis Cluster hash
 tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob), TTL refreshed on
-every write; under exactly-once also `upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per
-batch there is exactly one round trip to load and one to save (in a cluster, one per
-master touched, all masters at once).
+every write; `tables` (the request's tables, core/tables.py: written once by the save that
+opens the request, read only by a load that asks for them); under exactly-once also
+`upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per batch there is exactly one round trip to
+load and one to save (in a cluster, one per master touched, all masters at once).
 
 Three modes:
 - `standalone` (default): the whole batch is ONE command each way — a load script that
@@ -22,7 +23,7 @@ Three modes:
   key) over one connection, so no command spans hash slots — for Redis Cluster behind a
   cluster-aware proxy (what `cluster` was before it spoke the cluster protocol itself).
 All three save with the same Lua, so they cannot disagree on what a write may do; the
-HMGET loads are read as LOAD_SCRIPT reads (`_pair`), and the contract suites run on all.
+HMGET loads are read as LOAD_SCRIPT reads (`_triple`), and the contract suites run on all.
 
 Fencing in a cluster: a partition's epoch key (`<prefix>epoch:<scope>`) and its requests'
 keys live in different slots, often on different masters, and nothing here needs them
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
@@ -85,19 +87,20 @@ DEFAULT_WAIT_TIMEOUT_S = 1.0
 F_SEQ = "seq"
 F_EPOCH = "epoch"
 F_STATE = "state"
-_FIELDS = [F_SEQ, F_STATE]
+F_TABLES = "tables"
 # Exactly-once's versions (see CAS_SCRIPT): the last offset of the batch that wrote the
 # state, and the state before it.
-_VERSIONED_FIELDS = [F_SEQ, F_STATE, "upto", "pseq", "pstate"]
+_VERSIONS = ("upto", "pseq", "pstate")
 
 # Zero retries inside redis-py: the caller owns retry and backoff (see the module docstring).
 _NO_RETRY = Retry(NoBackoff(), 0)
 
-# KEYS: the requests' keys. ARGV: seven per key — expected seq ("" = the key must not
-# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms, and
+# KEYS: the requests' keys. ARGV: eight per key — expected seq ("" = the key must not
+# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms,
 # under exactly-once the writing batch's first and last input offsets in the request's
-# partition ("" and "" otherwise). Returns one flag per key: 1 when applied (or when
-# exactly this write is already stored), 0 when refused.
+# partition ("" and "" otherwise), and the request's tables ("" = leave them: only the
+# write that opens a request carries them). Returns one flag per key: 1 when applied (or
+# when exactly this write is already stored), 0 when refused.
 #
 # Exactly-once keeps two versions: `seq`/`state` with `upto` (the last offset of the batch
 # that wrote it) and `pseq`/`pstate`, the state before it. Redis is outside the Kafka
@@ -109,7 +112,7 @@ local WRONG_TYPE = '-1'
 -- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
 -- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
 -- Offsets are compared as numbers: a partition's offsets stay far below 2^53.
-local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s)
+local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s, tables)
   local epoch = tonumber(epoch_s)
   local versioned = last_s ~= ''
   local shift = false
@@ -163,40 +166,47 @@ local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s)
   else
     redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob)
   end
+  if tables ~= '' then
+    redis.call('HSET', key, 'tables', tables)
+  end
   redis.call('PEXPIRE', key, ttl)
   return 1
 end
 local out = {}
 for i, key in ipairs(KEYS) do
-  local b = (i - 1) * 7
+  local b = (i - 1) * 8
   out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5],
-    ARGV[b + 6], ARGV[b + 7])
+    ARGV[b + 6], ARGV[b + 7], ARGV[b + 8])
 end
 return out
 """
-# KEYS: the requests' keys; ARGV: nothing, or under exactly-once the batch's first offset
-# in each request's partition. Returns seq, state, seq, state, … (nil where a key is
-# absent; seq -1 and an empty state where a key holds no hash: see WRONG_TYPE_SEQ).
+# KEYS: the requests' keys; ARGV: two per key — under exactly-once the batch's first
+# offset in the request's partition ("" otherwise), and "1" when the caller wants the
+# request's tables ("" otherwise). Returns seq, state, tables, seq, state, tables, … (nil
+# where a key or field is absent or the tables were not asked for; seq -1 and an empty
+# state where a key holds no hash: see WRONG_TYPE_SEQ).
 LOAD_SCRIPT = """
-local versioned = #ARGV > 0
 local out = {}
 for i, key in ipairs(KEYS) do
+  local first = ARGV[2 * i - 1]
   local ok, v
-  if versioned then
-    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'upto', 'pseq', 'pstate')
+  if first ~= '' then
+    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'tables', 'upto', 'pseq', 'pstate')
     -- Written by a batch whose records are being read again: it never committed.
-    if ok and v[3] and tonumber(v[3]) >= tonumber(ARGV[i]) then
-      v = {v[4], v[5]}
+    if ok and v[4] and tonumber(v[4]) >= tonumber(first) then
+      v = {v[5], v[6], v[3]}
     end
   else
-    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state')
+    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'tables')
   end
   if ok then
-    out[2 * i - 1] = v[1]
-    out[2 * i] = v[2]
+    out[3 * i - 2] = v[1]
+    out[3 * i - 1] = v[2]
+    out[3 * i] = ARGV[2 * i] == '1' and v[3]
   else
-    out[2 * i - 1] = '-1'
-    out[2 * i] = ''
+    out[3 * i - 2] = '-1'
+    out[3 * i - 1] = ''
+    out[3 * i] = false
   end
 end
 return out
@@ -246,16 +256,26 @@ def _with_hiredis_packing(client: Redis) -> None:
     pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
 
 
-def _pair(reply: Any, first: int = -1) -> tuple[Any, Any]:
-    """One HMGET reply of the cluster mode's load, read as LOAD_SCRIPT reads it (a
-    WRONGTYPE error; under exactly-once, the state before one left by an uncommitted batch)."""
+def _fields(versioned: bool, tables: bool) -> list[str]:
+    """What one HMGET of the proxy and cluster modes' loads reads (LOAD_SCRIPT's order:
+    seq, state, then the tables when asked for, then exactly-once's versions)."""
+    return [F_SEQ, F_STATE, *((F_TABLES,) if tables else ()), *(_VERSIONS if versioned else ())]
+
+
+def _triple(reply: Any, first: int, tables: bool) -> tuple[Any, Any, Any]:
+    """One HMGET reply (`_fields`) read as LOAD_SCRIPT reads it: (seq, state, tables) — a
+    WRONGTYPE error as WRONG_TYPE_SEQ; under exactly-once, the state before one left by an
+    uncommitted batch."""
     if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
-        return str(WRONG_TYPE_SEQ), b""
+        return str(WRONG_TYPE_SEQ), b"", None
     if isinstance(reply, Exception):
         raise reply
-    if first >= 0 and reply[2] is not None and int(reply[2]) >= first:
-        return reply[3], reply[4]
-    return reply[0], reply[1]
+    t = reply[2] if tables else None
+    if first >= 0:
+        upto, pseq, pstate = reply[-3:]
+        if upto is not None and int(upto) >= first:
+            return pseq, pstate, t
+    return reply[0], reply[1], t
 
 
 _SCRIPTS = (CAS_SCRIPT, LOAD_SCRIPT)
@@ -275,7 +295,7 @@ def _raise_if_error(reply: Any) -> None:
 
 
 # One write's ARGV for CAS_SCRIPT.
-_CasArgs = tuple[str | int, int, int, bytes, int, int | str, int | str]
+_CasArgs = tuple[str | int, int, int, bytes, int, int | str, int | str, bytes]
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -369,33 +389,42 @@ class RedisStore:
         return epoch_key(self.key_prefix, scope)
 
     async def load_many(
-        self, request_ids: list[str], first_offsets: list[int] | None = None
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         reset_trips()
         if not request_ids:
             return {}
         prefix = self.key_prefix
         keys = [f"{prefix}{{{rid}}}" for rid in request_ids]
+        firsts = first_offsets or [-1] * len(keys)
+        wanted = [rid in tables_for for rid in request_ids]
         if self._cluster is not None:
-            pairs = await self._cluster_load(keys, first_offsets)
+            triples = await self._cluster_load(keys, firsts, wanted)
         elif self.mode == "proxy":
-            fields = _VERSIONED_FIELDS if first_offsets else _FIELDS
             async with self._client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hmget(key, fields)
+                for key, f, w in zip(keys, firsts, wanted, strict=True):
+                    pipe.hmget(key, _fields(f >= 0, w))
                 self.round_trips += 1
                 count_trips()
                 replies = await pipe.execute(raise_on_error=False)
-            firsts = first_offsets or [-1] * len(keys)
-            pairs = [_pair(r, f) for r, f in zip(replies, firsts, strict=True)]
+            triples = [_triple(*a) for a in zip(replies, firsts, wanted, strict=True)]
         else:
-            flat = await self._script(LOAD_SHA, keys, list(first_offsets or ()))
-            pairs = list(zip(flat[0::2], flat[1::2], strict=True))
+            args: list[str | bytes | int] = []
+            for f, w in zip(firsts, wanted, strict=True):
+                args += (f if f >= 0 else "", "1" if w else "")
+            flat = await self._script(LOAD_SHA, keys, args)
+            triples = list(zip(flat[0::3], flat[1::3], flat[2::3], strict=True))
         out: dict[str, Stored | None] = {}
-        for rid, (seq, blob) in zip(request_ids, pairs, strict=True):
+        for rid, (seq, blob, tables) in zip(request_ids, triples, strict=True):
             # A hash without `seq` is not one of ours: treated as no state (a write
             # expecting none is then refused, since the key exists).
-            out[rid] = None if seq is None else Stored(int(seq), blob if blob is not None else b"")
+            if seq is None:
+                out[rid] = None
+            else:
+                out[rid] = Stored(int(seq), blob if blob is not None else b"", tables)
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
@@ -414,6 +443,7 @@ class RedisStore:
                 done_ttl if w.done else ttl,
                 w.first_offset if w.versioned else "",
                 w.last_offset if w.versioned else "",
+                w.tables,
             )
             for w in writes
         ]
@@ -460,7 +490,7 @@ class RedisStore:
     async def _per_key_cas(
         self,
         keys: list[str],
-        args_of: list[tuple[str | int, int, int, bytes, int, int | str, int | str]],
+        args_of: list[_CasArgs],
     ) -> list[int]:
         flags: list[int] = [0] * len(keys)
         pending = list(range(len(keys)))
@@ -497,22 +527,25 @@ class RedisStore:
         return flags
 
     async def _cluster_load(
-        self, keys: list[str], first_offsets: list[int] | None
-    ) -> list[tuple[Any, Any]]:
+        self, keys: list[str], firsts: list[int], wanted: list[bool]
+    ) -> list[tuple[Any, Any, Any]]:
         """One HMGET per key, pipelined per master (as the proxy mode's, read as
-        LOAD_SCRIPT reads: `_pair`). A script per slot would do the same reads at ten
+        LOAD_SCRIPT reads: `_triple`). A script per slot would do the same reads at ten
         times Redis's cost per key, and a batch's keys are nearly all in slots of their
         own."""
         assert self._cluster is not None
         cluster = self._cluster
-        fields = _VERSIONED_FIELDS if first_offsets else _FIELDS
         calls = [Call(cluster.slot(key), [i]) for i, key in enumerate(keys)]
-        firsts = first_offsets or [-1] * len(keys)
-        pairs: list[tuple[Any, Any]] = [(None, None)] * len(keys)
-        for call in await cluster.run(calls, lambda parts: ("HMGET", keys[parts[0]], *fields)):
+        triples: list[tuple[Any, Any, Any]] = [(None, None, None)] * len(keys)
+
+        def build(parts: list[int]) -> tuple[Any, ...]:
+            i = parts[0]
+            return ("HMGET", keys[i], *_fields(firsts[i] >= 0, wanted[i]))
+
+        for call in await cluster.run(calls, build):
             i = call.parts[0]
-            pairs[i] = _pair(call.reply, firsts[i])
-        return pairs
+            triples[i] = _triple(call.reply, firsts[i], wanted[i])
+        return triples
 
     def _by_slot(self, keys: list[str]) -> list[Call]:
         """One call per hash slot of `keys` (a script may only touch keys of one slot)."""

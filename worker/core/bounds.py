@@ -7,10 +7,18 @@ that would make the tokenizer work hard is refused cheaply.
 
 from __future__ import annotations
 
+import msgspec
+
 from worker.core.errors import DerenderError
-from worker.core.model import Model
+from worker.core.model import Model, Registry
 from worker.core.render import Output
-from worker.wire.inbound import GenerateResponse, GenerateStreamResponse, Logprobs, ResponseChoice
+from worker.wire.inbound import (
+    ChatRequest,
+    GenerateResponse,
+    GenerateStreamResponse,
+    Logprobs,
+    ResponseChoice,
+)
 
 # OpenAI's own bound on `n`. The state holds one entry per choice and `abort` finishes
 # every unseen choice, so an unbounded `n` would let one record grow a state (and its
@@ -45,6 +53,44 @@ def check_options(top_logprobs: int, n: int, model: Model) -> None:
         )
     if not 1 <= n <= MAX_N:
         raise DerenderError(f"n must be between 1 and {MAX_N}, got {n}", param="n")
+
+
+def check_lists(req: ChatRequest, registry: Registry) -> None:
+    """The request's lists whose size scales the work of every later record or the
+    tables' compilation: stop strings (count, length), stop token ids, tools (count and
+    total JSON bytes). Each bound is a registry option (`[limits]`); the error names it."""
+    stop = req.stop
+    stops = [stop] if isinstance(stop, str) else (stop or [])
+    _at_most(len(stops), registry.max_stop_strings, "stop strings", "max_stop_strings", "stop")
+    if stops:
+        longest = max(len(s) for s in stops)
+        _at_most(
+            longest,
+            registry.max_stop_length,
+            "the longest stop string's characters",
+            "max_stop_length",
+            "stop",
+        )
+    ids = req.stop_token_ids or ()
+    _at_most(
+        len(ids),
+        registry.max_stop_token_ids,
+        "stop token ids",
+        "max_stop_token_ids",
+        "stop_token_ids",
+    )
+    tools = req.tools or ()
+    _at_most(len(tools), registry.max_tools, "tools", "max_tools", "tools")
+    if tools:
+        size = len(msgspec.json.encode(tools))
+        _at_most(
+            size, registry.max_tools_bytes, "the tools' JSON bytes", "max_tools_bytes", "tools"
+        )
+
+
+def _at_most(value: int, bound: int, what: str, name: str, param: str) -> None:
+    if value > bound:
+        raise DerenderError(f"{what}: {value} exceeds the bound ({name} = {bound}).", param=param)
 
 
 def check_logprobs(lp: Logprobs | None, index: int, model: Model) -> None:

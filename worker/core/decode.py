@@ -13,7 +13,8 @@ from worker.core.detokenize import Detokenizer
 from worker.core.logprobs import Position, Resolved, parse_generate, top_limit
 from worker.core.model import Model
 from worker.core.state import ChoiceState, Options, RequestState
-from worker.core.stop import apply_stop
+from worker.core.stop import StopStrings
+from worker.core.tables import Tables
 from worker.wire.inbound import Logprobs
 
 FINISH_STOP = "stop"
@@ -51,6 +52,7 @@ def decode_choice(
     finish: str | None,
     stop_reason: int | str | None,
     model: Model,
+    tables: Tables,
     final: bool,
     positions: list[Position] | None,
 ) -> Decoded:
@@ -65,20 +67,24 @@ def decode_choice(
     # The decoder state before these ids is where their logprob texts start from (the
     # lists are replaced, never changed in place, so keeping them is enough).
     window, pending, held = cs.window, cs.pending, cs.held
-    text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, model)
+    text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, tables, model)
     text = detok.step(cs, text_ids)
     if final:
         text += detok.flush(cs)
-    emit, cs.held, fired = apply_stop(
-        cs.held, text, opts.stop, opts.include_stop_str_in_output, final
-    )
+    stops = tables.stops
+    if stops:
+        emit, cs.held, fired = stops.apply(cs.held, text, opts.include_stop_str_in_output, final)
+    else:
+        emit, cs.held, fired = (cs.held + text if cs.held else text), "", None
     if fired is not None:
         finish, stop_reason = FINISH_STOP, fired
     if not positions:
         return Decoded(emit, finish, stop_reason, None, text_ids)
     shown = len(positions)
     if fired is not None:
-        shown = _tokens_through_stop(detok, cs.index, window, pending, held, text_ids, opts, final)
+        shown = _tokens_through_stop(
+            detok, cs.index, window, pending, held, text_ids, opts, stops, final
+        )
     resolved = model.resolver().resolve(
         positions[:shown], window, pending, final and shown == len(positions)
     )
@@ -98,6 +104,7 @@ def _token_stop(
     finish: str | None,
     stop_reason: int | str | None,
     opts: Options,
+    tables: Tables,
     model: Model,
 ) -> tuple[list[int], int | str | None]:
     """A stop token ends the text: drop it unless asked to keep it (PY-STOP rule).
@@ -112,7 +119,7 @@ def _token_stop(
     if isinstance(stop_reason, int) and stop_reason != last:
         return ids, stop_reason  # the engine names another stop token: this one is text
     primary_eos = model.eos_token_ids[0] if model.eos_token_ids else None
-    is_stop = last in opts.stop_token_ids or last in model.eos_token_ids or last == stop_reason
+    is_stop = last in tables.stop_ids or last in model.eos_token_ids or last == stop_reason
     if not is_stop:
         return ids, stop_reason
     if stop_reason is None and last != primary_eos:
@@ -130,6 +137,7 @@ def _tokens_through_stop(
     held: str,
     ids: list[int],
     opts: Options,
+    stops: StopStrings,
     final: bool,
 ) -> int:
     """How many of `ids` it takes for the stop string to fire: replays them one at a
@@ -141,7 +149,7 @@ def _tokens_through_stop(
         text = detok.step(slot, [tid])
         if ends:
             text += detok.flush(slot)
-        _, held, fired = apply_stop(held, text, opts.stop, opts.include_stop_str_in_output, ends)
+        _, held, fired = stops.apply(held, text, opts.include_stop_str_in_output, ends)
         if fired is not None:
             return i + 1
     return len(ids)  # not reached: the same text fires on the same ids

@@ -43,6 +43,7 @@ from worker.core.state import (
     encode_state,
 )
 from worker.core.stream import on_chunk, on_end
+from worker.core.tables import EMPTY, RequestTables, Tables, TablesMissing
 from worker.wire.inbound import ChunkRecord
 
 # The output vocabulary, importable from here as before the core was split (the shell's
@@ -87,6 +88,9 @@ class Step(msgspec.Struct):
     # The exception behind an `internal_error` (a core bug, a tokenizer failure), with
     # its traceback, for the caller to log: the core itself does no I/O.
     exception: Exception | None = None
+    # The request's tables (core/tables.py) to store beside the state: set by the record
+    # that opens a request with any, and written once with that state.
+    tables: bytes | None = None
 
 
 def step(
@@ -95,13 +99,16 @@ def step(
     registry: Registry,
     timestamp_ms: int | None = None,
     state_corrupt: bool = False,
+    tables: bytes | None = None,
 ) -> Step:
     """Apply one record to its request's state; never raises.
 
     `state` is the store's verdict on the request (`load_state`): None when nothing is
     stored, the decoded state, or `CorruptState` when the blob does not decode. The
     given state may be changed in place; the returned Step's state is what to store.
-    `state_corrupt=True` is the older spelling of passing a `CorruptState`.
+    `state_corrupt=True` is the older spelling of passing a `CorruptState`. `tables` is
+    the request's stored tables blob when the store returned it (needed only when the
+    registry's cache does not hold them: `TableCache.wants`).
     """
     if state_corrupt:
         state = CorruptState()
@@ -118,9 +125,11 @@ def step(
         # 2) Open the request (seq 0), or take the record's seq.
         opening = known is None
         if known is None:
-            known = open_request(record, registry, timestamp_ms)
+            known, tabs = open_request(record, registry, timestamp_ms)
         else:
             known.seq = record.seq
+            tabs = _tables(known, tables, registry)
+        registry.tables.note(record.request_id, tabs.digest)
         model = registry.resolve(known.model)
         if model is None:  # the registry changed under a live request
             raise DerenderError(
@@ -131,17 +140,19 @@ def step(
             outputs = echo_chunks(known, record, model)  # the prompt comes first
         # 3) + 4) The payload: its bounds first, then the tokenizer work.
         if record.type == "chunk":
-            outputs += on_chunk(known, record.request_id, record.generate_chunk, model)
+            outputs += on_chunk(known, record.request_id, record.generate_chunk, model, tabs)
         elif record.type == "response":
-            outputs += on_response(known, record, model)
+            outputs += on_response(known, record, model, tabs)
         else:
-            outputs += on_end(known, record.request_id, model, abort=record.type == "abort")
+            outputs += on_end(known, record.request_id, model, tabs, abort=record.type == "abort")
         # 5) The outputs' size (the state's follows, in `_stored`).
         limit = registry.max_output_bytes
         for o in outputs:
             if len(o.value) > limit:
                 raise output_too_large(o, limit)
         st = Step(known, outputs, OK)
+        if opening and tabs.blob:
+            st.tables = tabs.blob
     except DerenderError as exc:
         st = fail(known, record.seq, exc, closes=closes)
     except Exception as exc:  # a bug or a tokenizer failure: fail this request only
@@ -225,6 +236,21 @@ def _sequence(
         )
         return fail(state, record.seq, exc, closes=closes)
     return None
+
+
+def _tables(state: RequestState, blob: bytes | None, registry: Registry) -> Tables:
+    """The tables of a live request: cached, or from the stored blob; a state written
+    before the tables existed carries its lists inline."""
+    if state.tables:
+        try:
+            return registry.tables.stored(state.tables, blob)
+        except TablesMissing as exc:
+            raise DerenderError(str(exc), errors.STATE_CORRUPT) from None
+    opts, parser = state.opts, state.parser
+    if opts.stop or opts.stop_token_ids or (parser is not None and parser.tools):
+        tools = parser.tools if parser is not None else []
+        return registry.tables.of(RequestTables(opts.stop, opts.stop_token_ids, tools))
+    return EMPTY
 
 
 # -- failures -------------------------------------------------------------------------

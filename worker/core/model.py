@@ -64,7 +64,15 @@ class Model:
         return self._resolver
 
 
-from worker.constants import DEFAULT_MAX_OUTPUT_BYTES  # noqa: E402
+from worker.constants import (  # noqa: E402
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_MAX_STOP_LENGTH,
+    DEFAULT_MAX_STOP_STRINGS,
+    DEFAULT_MAX_STOP_TOKEN_IDS,
+    DEFAULT_MAX_TOOLS,
+    DEFAULT_MAX_TOOLS_BYTES,
+)
+from worker.core.tables import TableCache  # noqa: E402
 
 
 @dataclass(eq=False)
@@ -76,6 +84,14 @@ class Registry:
     default: str
     # The largest output value `step` emits; a larger one fails its request instead.
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    # The request lists' bounds (bounds.check_lists).
+    max_stop_strings: int = DEFAULT_MAX_STOP_STRINGS
+    max_stop_length: int = DEFAULT_MAX_STOP_LENGTH
+    max_stop_token_ids: int = DEFAULT_MAX_STOP_TOKEN_IDS
+    max_tools: int = DEFAULT_MAX_TOOLS
+    max_tools_bytes: int = DEFAULT_MAX_TOOLS_BYTES
+    # The requests' compiled tables (a memo: the same content compiles once).
+    tables: TableCache = field(default_factory=TableCache)
 
     def resolve(self, name: str | None) -> Model | None:
         return self.models.get(self.default if name is None else name)

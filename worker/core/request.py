@@ -1,23 +1,28 @@
-"""Opening a request: its seq-0 record → model, options, `created`, prompt seed, parser.
+"""Opening a request: its seq-0 record → model, options, `created`, prompt seed, parser,
+and the request's tables (stop strings, stop ids, tools: core/tables.py).
 
-Everything a later record needs from the request is copied into the state here: later
-records carry only engine output, never the request again.
+Everything a later record needs from the request is kept here: later records carry only
+engine output, never the request again. What is small and shapes every record goes into
+the state; what may be large and never changes goes into the tables, stored once.
 """
 
 from __future__ import annotations
 
 from worker.core import errors
-from worker.core.bounds import check_ids, check_options
+from worker.core.bounds import check_ids, check_lists, check_options
 from worker.core.errors import DerenderError
 from worker.core.model import Model, Registry
 from worker.core.state import Options, RequestState
 from worker.core.stop import normalize_stop
+from worker.core.tables import RequestTables, Tables
 from worker.wire.inbound import ChatRequest, ChunkRecord
 
 
-def open_request(record: ChunkRecord, registry: Registry, timestamp_ms: int | None) -> RequestState:
-    """The state of a new request. `created` is the record's, else its broker timestamp
-    (passed in: the core reads no clock), else 0."""
+def open_request(
+    record: ChunkRecord, registry: Registry, timestamp_ms: int | None
+) -> tuple[RequestState, Tables]:
+    """The state of a new request and its tables. `created` is the record's, else its
+    broker timestamp (passed in: the core reads no clock), else 0."""
     model = registry.resolve(record.model)
     if model is None:
         raise DerenderError(
@@ -25,6 +30,8 @@ def open_request(record: ChunkRecord, registry: Registry, timestamp_ms: int | No
         )
     api = record.api or "chat"
     req = request_of(record, api)
+    if req is not None:
+        check_lists(req, registry)  # first: the lists that scale every later step
     prompt_ids = prompt_ids_of(record)
     if prompt_ids is not None:
         check_ids(prompt_ids, model, "prompt_token_ids")
@@ -46,15 +53,24 @@ def open_request(record: ChunkRecord, registry: Registry, timestamp_ms: int | No
         ),
         opts=opts,
     )
+    raw = RequestTables()
+    if req is not None:
+        raw.stop = normalize_stop(req.stop)
+        raw.stop_token_ids = list(req.stop_token_ids or ())
     if api == "chat":
         template = model.parser.open(req, prompt_ids, record.request_id)
         if template is not None:
             state.parser = template
+            # The tools the parser read go into the tables: the choices' states stay
+            # the size of a plain request's.
+            raw.tools, template.tools = template.tools, []
             # The parser reads its markers in the text: special tokens stay in (it drops
             # the specials that are not markers itself, as vLLM's parsers do).
             opts.skip_special_tokens = False
+    tables = registry.tables.of(raw)
+    state.tables = tables.digest
     state.seed = model.detokenizer(opts.skip_special_tokens).seed(prompt_ids)
-    return state
+    return state, tables
 
 
 def request_of(record: ChunkRecord, api: str) -> ChatRequest | None:
@@ -90,8 +106,6 @@ def _options(req: ChatRequest | None, api: str, model: Model) -> Options:
     echo = api == "completion" and req.echo
     return Options(
         skip_special_tokens=req.skip_special_tokens,
-        stop=normalize_stop(req.stop),
-        stop_token_ids=list(req.stop_token_ids or ()),
         include_stop_str_in_output=req.include_stop_str_in_output,
         include_usage=include_usage,
         # vLLM sends continuous usage only when include_usage is on as well.

@@ -22,6 +22,7 @@ from worker.core.logprobs import Position, Resolved, chat_logprobs, completion_l
 from worker.core.model import Model
 from worker.core.render import ROLE, Output
 from worker.core.state import DONE, ChoiceState, RequestState
+from worker.core.tables import Tables
 from worker.core.usage import usage
 from worker.wire import outbound as out
 from worker.wire.inbound import ChunkRecord, GenerateResponse, ResponseChoice
@@ -30,7 +31,9 @@ from worker.wire.inbound import ChunkRecord, GenerateResponse, ResponseChoice
 Checked = list[tuple[ResponseChoice, list[Position] | None]]
 
 
-def on_response(state: RequestState, record: ChunkRecord, model: Model) -> list[Output]:
+def on_response(
+    state: RequestState, record: ChunkRecord, model: Model, tables: Tables
+) -> list[Output]:
     responses = _generate_outputs(record, state.api)
     checked = [_checked(state, resp, model) for resp in responses]  # before any decoding
     if state.prompt_tokens is None:  # not on the record: once per generate output
@@ -39,10 +42,10 @@ def on_response(state: RequestState, record: ChunkRecord, model: Model) -> list[
     completion = sum(len(c.token_ids or []) for resp in responses for c in resp.choices)
     if state.api == "chat":
         output = _chat(
-            state, record.request_id, responses[0], checked[0], model, prompt, completion
+            state, record.request_id, responses[0], checked[0], model, tables, prompt, completion
         )
     else:
-        output = _completion(state, record, responses, checked, model, prompt, completion)
+        output = _completion(state, record, responses, checked, model, tables, prompt, completion)
     state.status = DONE
     return [output]
 
@@ -53,11 +56,14 @@ def _chat(
     resp: GenerateResponse,
     checked: Checked,
     model: Model,
+    tables: Tables,
     prompt: int,
     completion: int,
 ) -> Output:
     seed = _seed(state, resp, True, model.detokenizer(state.opts.skip_special_tokens))
-    choices = [_chat_choice(state, choice, positions, seed, model) for choice, positions in checked]
+    choices = [
+        _chat_choice(state, choice, positions, seed, model, tables) for choice, positions in checked
+    ]
     return render.response(
         state,
         request_id,
@@ -76,12 +82,13 @@ def _chat_choice(
     positions: list[Position] | None,
     seed: list[int],
     model: Model,
+    tables: Tables,
 ) -> out.ChatChoice:
-    d = _decoded(state, choice, positions, seed, model)
+    d = _decoded(state, choice, positions, seed, model, tables)
     message = out.ChatMessage(role=ROLE, content=d.text)
     resolved, finish = d.logprobs, d.finish_reason
     if state.parser is not None:  # the streaming engine, fed once
-        w = model.parser.whole(state.parser, choice.index, d.text, d.text_ids, finish)
+        w = model.parser.whole(state.parser, choice.index, d.text, d.text_ids, finish, tables.tools)
         message, finish = w.message, w.finish_reason
         resolved = unhidden(resolved, w.hidden)
     return out.ChatChoice(
@@ -99,6 +106,7 @@ def _completion(
     responses: list[GenerateResponse],
     checked: list[Checked],
     model: Model,
+    tables: Tables,
     prompt: int,
     completion: int,
 ) -> Output:
@@ -109,7 +117,7 @@ def _completion(
         seed = _seed(state, resp, n == 1, detok)
         echo_text, prompt_lp = whole_prompt(state, record, resp, i, n, model)
         for choice, positions in resp_checked:
-            d = _decoded(state, choice, positions, seed, model)
+            d = _decoded(state, choice, positions, seed, model, tables)
             choices.append(
                 out.CompletionChunkChoice(
                     index=len(choices),  # completion numbers choices in arrival order
@@ -150,13 +158,14 @@ def _decoded(
     positions: list[Position] | None,
     seed: list[int],
     model: Model,
+    tables: Tables,
 ) -> Decoded:
     if state.opts.hide_output:  # prompt-only echo shows no generated token
         return Decoded("", choice.finish_reason, choice.stop_reason, None, [])
     cs = ChoiceState(index=choice.index, window=list(seed))
     ids = choice.token_ids or []
     return decode_choice(
-        state, cs, ids, choice.finish_reason, choice.stop_reason, model, True, positions
+        state, cs, ids, choice.finish_reason, choice.stop_reason, model, tables, True, positions
     )
 
 

@@ -27,7 +27,10 @@ DONE = 2  # `end`/`abort` applied; kept briefly as a tombstone so redeliveries d
 
 
 class Options(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-    """The request parameters that shape the output, taken from the seq-0 record."""
+    """The request parameters that shape the output, taken from the seq-0 record.
+
+    `stop` and `stop_token_ids` are empty in states written since the request's tables
+    (core/tables.py) hold them; an older state's lists are read from here."""
 
     skip_special_tokens: bool = True
     stop: list[str] = []
@@ -81,6 +84,9 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     # The parser state every new choice starts from (opened from the seq-0 record,
     # which later choices of `n > 1` no longer see); None: no parser path.
     parser: ParserState | None = None
+    # The digest of the request's tables (stop strings, stop ids, tools: core/tables.py),
+    # stored once beside the state; b"" when the request has none.
+    tables: bytes = b""
 
     def choice(self, index: int) -> ChoiceState | None:
         for c in self.choices:

@@ -17,6 +17,7 @@ from worker.core.model import Model
 from worker.core.parsers import for_choice
 from worker.core.render import LogprobsOut, Output, Piece
 from worker.core.state import DONE, ChoiceState, RequestState
+from worker.core.tables import Tables
 from worker.core.usage import completion_tokens, request_usage, usage
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse, StreamChoice
@@ -25,7 +26,11 @@ FINISH_ABORT = "abort"
 
 
 def on_chunk(
-    state: RequestState, request_id: str, chunk: GenerateStreamResponse | None, model: Model
+    state: RequestState,
+    request_id: str,
+    chunk: GenerateStreamResponse | None,
+    model: Model,
+    tables: Tables,
 ) -> list[Output]:
     if chunk is None:
         raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
@@ -35,7 +40,7 @@ def on_chunk(
         choice = chunk.choices[0]
         ids = choice.token_ids or []
         positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
-        piece = _advance(state, choice, positions, model)
+        piece = _advance(state, choice, positions, model, tables)
         if piece is not None:
             outputs.append(render.chunk(state, request_id, [piece]))
     elif chunk.usage is not None and _wants_usage(state):
@@ -51,7 +56,9 @@ def on_chunk(
     return outputs
 
 
-def on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> list[Output]:
+def on_end(
+    state: RequestState, request_id: str, model: Model, tables: Tables, abort: bool
+) -> list[Output]:
     """`end`: flush what is held, usage if asked, `[DONE]`. `abort`: the same, but every
     unfinished choice gets `finish_reason: "abort"` (choices never seen included)."""
     opts = state.opts
@@ -69,7 +76,7 @@ def on_end(state: RequestState, request_id: str, model: Model, abort: bool) -> l
         cs.done = True
         piece = Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)
         if cs.parser is not None:  # release what the parser holds (a partial marker)
-            piece.delta = model.parser.feed(cs.parser, text, None, True).delta
+            piece.delta = model.parser.feed(cs.parser, text, None, True, tables.tools).delta
             piece.text = ""
         cs.role_sent = True
         if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
@@ -99,7 +106,11 @@ def _new_choice(state: RequestState, index: int) -> ChoiceState:
 
 
 def _advance(
-    state: RequestState, choice: StreamChoice, positions: list[Position] | None, model: Model
+    state: RequestState,
+    choice: StreamChoice,
+    positions: list[Position] | None,
+    model: Model,
+    tables: Tables,
 ) -> Piece | None:
     """Detokenize one choice's new ids, apply stops, resolve logprobs; None when there
     is nothing to say."""
@@ -114,10 +125,13 @@ def _advance(
     logprobs: LogprobsOut | None = None
     delta: out.Delta | None = None
     if not state.opts.hide_output:  # prompt-only echo shows no generated token
-        d = decode_choice(state, cs, ids, finish, stop_reason, model, finish is not None, positions)
+        final = finish is not None
+        d = decode_choice(state, cs, ids, finish, stop_reason, model, tables, final, positions)
         emit, finish, stop_reason, resolved = d.text, d.finish_reason, d.stop_reason, d.logprobs
         if cs.parser is not None:
-            delta, hidden = model.parser.feed(cs.parser, emit, d.text_ids, final=finish is not None)
+            delta, hidden = model.parser.feed(
+                cs.parser, emit, d.text_ids, finish is not None, tables.tools
+            )
             emit = ""  # the text is in the delta, split (markers never show)
             resolved = unhidden(resolved, hidden)
             if finish is not None:

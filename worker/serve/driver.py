@@ -32,6 +32,7 @@ import hmac
 import time
 import uuid
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import msgspec
@@ -112,6 +113,11 @@ class Sealed(msgspec.Struct, array_like=True, gc=False):
     seq: int
     tag: bytes
     blob: bytes
+    # The request's tables (core/tables.py: its stop strings and tools), which the Kafka
+    # path stores once beside the state: here the client carries them, as it carries
+    # the request's whole output in vLLM's stream_state. Last, with a default, so an
+    # envelope from before them still opens (and its tag, over no tables, still holds).
+    tables: bytes = b""
 
 
 _sealed_encoder = msgspec.msgpack.Encoder()
@@ -123,16 +129,22 @@ def state_key(secret: str | None) -> bytes:
     return b"" if not secret else hashlib.blake2b(secret.encode()).digest()
 
 
-def _tag(key: bytes, api: str, request_id: str, seq: int, blob: bytes) -> bytes:
+def _tag(key: bytes, api: str, request_id: str, seq: int, blob: bytes, tables: bytes) -> bytes:
     h = hashlib.blake2b(digest_size=16, key=key)
     h.update(f"{api}\0{request_id}\0{seq}\0".encode())
     h.update(blob)
+    if tables:  # (the state holds their digest too: this binds the carried copy itself)
+        h.update(b"\0tables\0")
+        h.update(tables)
     return h.digest()
 
 
-def seal(key: bytes, api: str, request_id: str, seq: int, blob: bytes) -> bytes:
+def seal(
+    key: bytes, api: str, request_id: str, seq: int, blob: bytes, tables: bytes = b""
+) -> bytes:
     """The stream_state's `state` string (ASCII)."""
-    sealed = Sealed(SEAL_VERSION, seq, _tag(key, api, request_id, seq, blob), blob)
+    tag = _tag(key, api, request_id, seq, blob, tables)
+    sealed = Sealed(SEAL_VERSION, seq, tag, blob, tables)
     return binascii.b2a_base64(_sealed_encoder.encode(sealed), newline=False)
 
 
@@ -154,13 +166,13 @@ def unseal(key: bytes, api: str, request_id: str, text: str) -> Stored:
     if sealed.v != SEAL_VERSION:
         raise BadState(f"invalid stream_state: version {sealed.v} is not {SEAL_VERSION}")
     if not 0 <= sealed.seq < MAX_SEQ or not hmac.compare_digest(
-        sealed.tag, _tag(key, api, request_id, sealed.seq, sealed.blob)
+        sealed.tag, _tag(key, api, request_id, sealed.seq, sealed.blob, sealed.tables)
     ):
         raise BadState(
             f"invalid stream_state: it does not belong to request {request_id!r} on this "
             "endpoint, or it was altered"
         )
-    return Stored(sealed.seq, sealed.blob)
+    return Stored(sealed.seq, sealed.blob, sealed.tables or None)
 
 
 # -- the adapters -------------------------------------------------------------------------
@@ -191,7 +203,10 @@ class ClientState:
         self.saved: list[StateWrite] = []
 
     async def load_many(
-        self, request_ids: list[str], first_offsets: list[int] | None = None
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
     ) -> dict[str, Stored | None]:
         return {rid: self.carried for rid in request_ids}
 
@@ -503,7 +518,8 @@ class Driver:
             value = chunks[0]
         else:
             value = _merged(chunks)
-        state = seal(self.key, api, bound, w.seq, w.blob)
+        tables = w.tables or (carried.tables or b"" if carried is not None else b"")
+        state = seal(self.key, api, bound, w.seq, w.blob, tables)
         return 200, b'{"chunk":' + value + b',"stream_state":{"state":"' + state + b'"}}'
 
 

@@ -155,10 +155,6 @@ STRAY_END = (
     "README stray-think-end: vLLM's MiniMax M3 keeps a `</mm:think>` inside content as text; "
     "we drop it"
 )
-NESTED = (
-    "README m3-nested-types: vLLM types nested parameter elements by the nested schema; we "
-    "type the top-level parameters only (nested leaves stay text)"
-)
 GUESSED_CHANNEL = (
     "README gemma-implied-channel: vLLM takes an answer that starts `thought\\n` (or closes a "
     "channel never opened, whole response only) as reasoning; we keep it content"
@@ -260,22 +256,6 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     },
     "minimax_m3": {
         "think: enable_thinking kwarg ignored?": ({"content": "Let me think.Hello"}, STRAY_END),
-        "vllm: nested elements follow schema": (
-            {
-                "tool_calls": [
-                    (
-                        "create_order",
-                        {
-                            "tags": ["a", "b"],
-                            "shipping": {"zip": "018956"},
-                            "either": ["1", "2"],
-                            "free": {"t": ["x", "y"]},
-                        },
-                    )
-                ]
-            },
-            NESTED,
-        ),
         "truncated mid-name": ({"tool_calls": []}, CUT_NAME),
         "vllm: truncated invoke keeps completed params": (
             {"tool_calls": [("create_order", {"user_id": 1, "note": "x"})]},

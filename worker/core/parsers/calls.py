@@ -12,7 +12,6 @@ import hashlib
 import html
 import re
 
-from worker.core.parsers.convert import UNKNOWN
 from worker.core.parsers.events import Content, ToolCallStart
 from worker.core.parsers.grammar import (
     CONTENT,
@@ -34,7 +33,6 @@ from worker.core.parsers.state import (
     CallJson,
     CallList,
     CallPythonic,
-    ParserState,
 )
 
 # A call's name, a key, a DSML flag: longer text is cut (names are identifiers).
@@ -95,9 +93,9 @@ def header(scope: Scope, call: CallBase, name: str, native_id: str = "") -> bool
 
 def _known(scope: Scope, name: str) -> bool:
     fmt = scope.fmt
-    if fmt is None or not fmt.known_names or not scope.st.tools:
+    if fmt is None or not fmt.known_names or not scope.tools:
         return True
-    return any(t.name == name for t in scope.st.tools)
+    return scope.tools.known(name)
 
 
 def attributes(text: str) -> dict[str, str]:
@@ -126,23 +124,15 @@ def name_done(scope: Scope, call: CallBase) -> None:
     if m is not None:
         header(scope, call, m.group(1).rsplit(".", 1)[-1], native_id=head)
     elif head.isdigit():
-        tools = scope.st.tools
+        tools = scope.tools
         if len(tools) == 1:
-            header(scope, call, tools[0].name, native_id=head)
+            header(scope, call, tools.schemas[0].name, native_id=head)
         elif isinstance(call, CallJson):
             call.defer_id = head  # the arguments will say which tool (json_args.end)
         else:
             call.skip = True
     else:
         call.skip = True  # malformed header, e.g. `functions.invalid.0` (reference K08)
-
-
-def type_of(st: ParserState, tool: str, key: str) -> str:
-    """The schema type of a tool's parameter ("" when not declared)."""
-    for schema in st.tools:
-        if schema.name == tool:
-            return schema.types.get(key, UNKNOWN)
-    return UNKNOWN
 
 
 # -- sniffed blocks (call lists without an opening marker) ---------------------------------

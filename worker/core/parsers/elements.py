@@ -2,9 +2,10 @@
 
 Inside an invoke every tag carries the namespace prefix `]<]minimax[>[`; a parameter is
 an element named after it, `]<]minimax[>[<city>Tokyo]<]minimax[>[</city>`, whose value is
-its text, or its child elements: an object, or a list when the children are `<item>`s
-and the schema says array (a repeated child is a list too). Text mixed with children is
-kept under `$text`. A leaf is typed by the tool's schema for that parameter.
+its text, or its child elements: an object, or a list when the schema says array (a
+repeated child is a list too). Text mixed with children is kept under `$text`. Every
+value is typed by the tool's JSON Schema for it, nested values by the nested schemas
+(`convert`), as vLLM 0.33 does.
 
 vLLM converts the whole invoke at its end; here each parameter is sent when it closes (in
 the same order, so the same JSON), and a parameter the schema types `string` streams as
@@ -17,13 +18,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.core.parsers.convert import STRING, UNKNOWN, coerce_value, dumps, escape
+from worker.core.parsers.convert import (
+    STRING,
+    UNKNOWN,
+    coerce_value,
+    dumps,
+    escape,
+    schema_types,
+)
 from worker.core.parsers.events import send_args
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import CallElements
 
 PREFIX = "]<]minimax[>["
-ITEM = "item"
 ARRAY = "array"
 OBJECT = "object"
 
@@ -63,33 +70,79 @@ def parse(body: str) -> _Node:
     return root
 
 
-def _members(node: _Node, types: dict[str, str] | None) -> dict[str, Any]:
-    """Child elements as an object; a repeated child is a list."""
-    grouped: dict[str, list[Any]] = {}
-    for c in node.children:
-        type_name = types.get(c.tag, UNKNOWN) if types is not None else UNKNOWN
-        grouped.setdefault(c.tag, []).append(_value(c, type_name, top=types is not None))
-    return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
+def _container(schema: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The schema's first array or object alternative, as vLLM 0.33 picks it: `type`
+    (a list too), else the keywords of a schema without one, else `anyOf` / `oneOf`."""
+    t = schema.get("type")
+    for kind in (ARRAY, OBJECT):
+        if t == kind or (isinstance(t, list) and kind in t):
+            return kind, schema
+    if t is None:
+        if "items" in schema:
+            return ARRAY, schema
+        if "properties" in schema or "additionalProperties" in schema:
+            return OBJECT, schema
+    for field in ("anyOf", "oneOf"):
+        alts = schema.get(field)
+        for alt in alts if isinstance(alts, list) else ():
+            found = _container(alt) if isinstance(alt, dict) else None
+            if found is not None:
+                return found
+    return None
 
 
-def _value(node: _Node, type_name: str, top: bool) -> Any:
+def _leaf(text: str, schema: Any) -> Any:
+    """An element's text, typed by its schema (none: the text as written)."""
+    if not isinstance(schema, dict):
+        return text
+    types = schema_types(schema)
+    container = _container(schema)
+    # The template writes an empty list or object as an empty element.
+    if container is not None and STRING not in types.split("|") and not text.strip():
+        return [] if container[0] == ARRAY else {}
+    return coerce_value(text, types)
+
+
+def convert(node: _Node, schema: Any) -> Any:
+    """One element as a JSON value, typed by its JSON Schema all the way down (vLLM 0.33's
+    conversion): a leaf by its types; children as an array when the schema says array
+    (every child an item, by `items`), else as an object (by `properties`, then
+    `additionalProperties`; a repeated child collects into a list). Text mixed with
+    children is one more member, `$text` (or an item, last)."""
     text = "".join(node.text)
-    kinds = type_name.split("|")
     if not node.children:
-        if not text.strip() and type_name in (ARRAY, OBJECT):
-            return [] if type_name == ARRAY else {}  # (an empty array-or-string is "")
-        if not top or type_name in (STRING, UNKNOWN):
-            return text
-        return coerce_value(text, type_name)
-    if ARRAY in kinds and all(c.tag == ITEM for c in node.children):
-        return [_value(c, UNKNOWN, top=False) for c in node.children]
-    obj = _members(node, None)
-    if text.strip():  # text around the children
+        return _leaf(text, schema)
+    container = _container(schema) if isinstance(schema, dict) else None
+    mixed = text if text.strip() else None
+    if container is not None and container[0] == ARRAY:
+        items = container[1].get("items")
+        out = [convert(c, items) for c in node.children]
+        if mixed is not None:
+            out.append(_leaf(mixed, items))
+        return out
+    spec = container[1] if container is not None else {}
+    props = spec.get("properties")
+    props = props if isinstance(props, dict) else {}
+    extra = spec.get("additionalProperties")
+    members: list[tuple[str, Any]] = [(c.tag, c) for c in node.children]
+    if mixed is not None:
         key = "$text"
-        while key in obj:
+        while any(tag == key for tag, _ in members):
             key = "$" + key
-        obj[key] = text
-    return obj
+        members.append((key, mixed))
+    result: dict[str, Any] = {}
+    lists: set[str] = set()
+    for tag, member in members:
+        sub = props.get(tag, extra)
+        value = convert(member, sub) if isinstance(member, _Node) else _leaf(member, sub)
+        if tag not in result:
+            result[tag] = value
+        elif tag in lists:
+            result[tag].append(value)
+        else:
+            result[tag] = [result[tag], value]
+            lists.add(tag)
+    return result
 
 
 # -- streaming: one parameter at a time -------------------------------------------------
@@ -103,7 +156,7 @@ STOP = 4  # text between parameters: the rest is malformed (vLLM stops there too
 
 
 def _types(scope: Scope, call: CallElements) -> dict[str, str]:
-    return next((t.types for t in scope.st.tools if t.name == call.name), {})
+    return scope.tools.types(call.name)
 
 
 def _lead(call: CallElements, key: str) -> str:
@@ -174,7 +227,7 @@ def _tag(scope: Scope, call: CallElements, tag: str, raw: str) -> None:
             node = parse(f"{PREFIX}<{call.key}>{call.body}{PREFIX}</{call.key}>")
             if node.children:
                 child = node.children[0]
-                value = _value(child, _types(scope, call).get(call.key, UNKNOWN), top=True)
+                value = convert(child, scope.tools.schema(call.name, call.key))
                 send_args(scope.out, call, _lead(call, call.key) + dumps(value))
         call.part, call.key, call.body = BETWEEN, "", ""
         return

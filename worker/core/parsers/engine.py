@@ -83,6 +83,7 @@ from worker.core.parsers.state import (
     CallVerbatim,
     ParserState,
 )
+from worker.core.parsers.tools import NO_TOOLS, ToolTable
 
 # Marker token ids whose text has not appeared yet. The detokenizer releases a
 # marker's text within a record or two; more than this many outstanding means the
@@ -114,10 +115,13 @@ def feed(
     text: str,
     token_ids: list[int] | None,
     final: bool = False,
+    tools: ToolTable | None = None,
 ) -> Fed:
     """Advance the parser by one delta: `text` is the detokenized text of `token_ids`
     (special tokens kept). `token_ids=None` matches every marker on text alone.
-    `final` releases everything held; later feeds return nothing."""
+    `final` releases everything held; later feeds return nothing. `tools` is the
+    request's tool table (the core's request tables); None reads `st.tools`, for a state
+    that still carries them (one opened by `Parser.open` and fed directly)."""
     out: list[Event] = []
     if st.finished:
         return Fed(out)
@@ -125,7 +129,9 @@ def feed(
         st.flags &= ~APPEND_THINK
         st.started = True
         out.append(Content(spec.reasoning.start))
-    run = _Run(spec, st, out, text_only=token_ids is None, final=final)
+    if tools is None:
+        tools = ToolTable(st.tools) if st.tools else NO_TOOLS
+    run = _Run(spec, st, out, tools, text_only=token_ids is None, final=final)
     hidden: list[bool] | None = None
     if token_ids is None:
         buf = st.held + text if st.held else text
@@ -157,12 +163,14 @@ class _Run(Scope):
         spec: ParserSpec,
         st: ParserState,
         out: list[Event],
+        tools: ToolTable,
         text_only: bool,
         final: bool = False,
     ) -> None:
         self.spec = spec
         self.st = st
         self.out = out
+        self.tools = tools
         self.fmt = spec.tools
         self.final = final
         # Every mode with tool parsing reads the model's own format: its markup never

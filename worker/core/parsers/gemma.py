@@ -14,7 +14,6 @@ chunk costs its own length.
 
 from __future__ import annotations
 
-from worker.core.parsers.calls import type_of
 from worker.core.parsers.convert import (
     STRING,
     UNKNOWN,
@@ -50,7 +49,7 @@ def _type(scope: Scope, call: CallGemma) -> str:
     """The schema type of the top-level parameter being read (UNKNOWN deeper down)."""
     if len(call.stack) != 1:
         return UNKNOWN
-    return type_of(scope.st, call.name, call.key.strip())
+    return scope.tools.type_of(call.name, call.key.strip())
 
 
 def _member(call: CallGemma) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 from worker.core.parsers.calls import header
 from worker.core.parsers.events import send_args
 from worker.core.parsers.scope import Scope
-from worker.core.parsers.state import CallJson, CallList, ParserState
+from worker.core.parsers.state import CallJson, CallList
+from worker.core.parsers.tools import ToolTable
 
 # CallJson.phase
 BEFORE = 0  # leading space before the value
@@ -109,7 +110,7 @@ def end(scope: Scope, call: CallJson) -> None:
     """The call is closed: a deferred call gets its name now, one without arguments
     gets `{}`."""
     if call.defer_id:
-        name = _infer_name(scope.st, call.deferred)
+        name = _infer_name(scope.tools, call.deferred)
         if name is not None and header(scope, call, name, native_id=call.defer_id):
             send_args(scope.out, call, call.deferred.strip() or "{}")
         return
@@ -117,7 +118,7 @@ def end(scope: Scope, call: CallJson) -> None:
         send_args(scope.out, call, "{}")
 
 
-def _infer_name(st: ParserState, raw_args: str) -> str | None:
+def _infer_name(tools: ToolTable, raw_args: str) -> str | None:
     """A bare-counter Kimi call: the one tool whose parameters take these arguments."""
     try:
         value: Any = json.loads(raw_args) if raw_args.strip() else {}
@@ -126,5 +127,5 @@ def _infer_name(st: ParserState, raw_args: str) -> str | None:
     if not isinstance(value, dict):
         return None
     keys = set(value)
-    fits = [t.name for t in st.tools if keys <= set(t.types)]
+    fits = [t.name for t in tools.schemas if keys <= set(t.types)]
     return fits[0] if len(fits) == 1 else None

@@ -11,7 +11,7 @@ re-converted.
 
 from __future__ import annotations
 
-from worker.core.parsers.calls import attributes, type_of
+from worker.core.parsers.calls import attributes
 from worker.core.parsers.convert import (
     STRING,
     UNKNOWN,
@@ -48,7 +48,7 @@ def value_start(scope: Scope, call: CallParams) -> None:
     if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'":
         key = key[1:-1]  # MiniMax `<parameter name="city">`
     call.key = key
-    type_name = type_of(scope.st, call.name, key)
+    type_name = scope.tools.type_of(call.name, key)
     string = type_name == STRING or (type_name == UNKNOWN and not (fmt and fmt.guess_types))
     if fmt is not None and fmt.typed_flag:
         # DSML: only `string="true"` is raw text; a missing flag means JSON (vLLM).
@@ -96,7 +96,7 @@ def param_end(scope: Scope, call: CallParams) -> None:
         if fmt is not None and fmt.value_newlines:
             raw = raw[1:] if raw.startswith("\n") else raw
             raw = raw[:-1] if raw.endswith("\n") else raw
-        type_name = type_of(scope.st, call.name, call.key)
+        type_name = scope.tools.type_of(call.name, call.key)
         if fmt is not None and fmt.typed_flag and call.flag.strip() != "true":
             converted = json_value(raw, type_name)
         elif fmt is not None and fmt.guess_types:  # (poolside_v1: whatever the schema says)

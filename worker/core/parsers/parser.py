@@ -26,6 +26,7 @@ from worker.core.parsers.state import (
     MSG_CONTENT,
     ParserState,
 )
+from worker.core.parsers.tools import ToolTable
 from worker.wire.inbound import ChatRequest
 from worker.wire.outbound import ChatMessage, Delta
 
@@ -87,12 +88,17 @@ class Parser:
         return for_choice(template, index)
 
     def feed(
-        self, st: ParserState, text: str, token_ids: list[int] | None, final: bool = False
+        self,
+        st: ParserState,
+        text: str,
+        token_ids: list[int] | None,
+        final: bool = False,
+        tools: ToolTable | None = None,
     ) -> ParsedDelta:
         """Advance one choice by one record: `text` is the detokenized text of
         `token_ids` (None: match every marker on text alone); `final` releases
-        everything held."""
-        fed = feed(self.spec, st, text, token_ids, final)
+        everything held. `tools`: the request's tool table (None: the state's own)."""
+        fed = feed(self.spec, st, text, token_ids, final, tools)
         return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden)
 
     def finish(self, st: ParserState, engine_reason: str | None) -> str | None:
@@ -107,10 +113,11 @@ class Parser:
         text: str,
         token_ids: list[int] | None,
         engine_reason: str | None,
+        tools: ToolTable | None = None,
     ) -> ParsedMessage:
         """Choice `index` of a whole response (`type = "response"`) as one message."""
         st = for_choice(template, index)
-        parsed = parse_whole(self.spec, st, text, token_ids)
+        parsed = parse_whole(self.spec, st, text, token_ids, tools)
         return ParsedMessage(
             to_message(parsed, self.reasoning_field),
             parsed.hidden,
@@ -120,10 +127,14 @@ class Parser:
 
 
 def parse_whole(
-    spec: ParserSpec, st: ParserState, text: str, token_ids: list[int] | None
+    spec: ParserSpec,
+    st: ParserState,
+    text: str,
+    token_ids: list[int] | None,
+    tools: ToolTable | None = None,
 ) -> Parsed:
     """A whole output (`type = "response"`): the same engine, fed once with `final`."""
-    fed = feed(spec, st, text, token_ids, final=True)
+    fed = feed(spec, st, text, token_ids, final=True, tools=tools)
     fmt = spec.reasoning
     parsed = collect(
         fed.events,

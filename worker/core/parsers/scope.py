@@ -15,15 +15,17 @@ if TYPE_CHECKING:
     from worker.core.parsers.grammar import ToolFormat
     from worker.core.parsers.spec import ParserSpec
     from worker.core.parsers.state import ParserState
+    from worker.core.parsers.tools import ToolTable
 
 
 class Scope:
     """The fields the scanners and prose.py read; the engine's per-feed object
     (engine._Run) is a Scope and sets them."""
 
-    __slots__ = ("fmt", "out", "spec", "st")
+    __slots__ = ("fmt", "out", "spec", "st", "tools")
 
     spec: ParserSpec
     st: ParserState
     out: list[Event]
     fmt: ToolFormat | None  # spec.tools
+    tools: ToolTable  # the request's tools (names, parameter types)

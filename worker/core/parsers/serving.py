@@ -217,8 +217,13 @@ def tool_schemas(tools: list[Any] | None, unions: bool = False) -> list[ToolSche
             continue
         params = fn.get("parameters")
         props = params.get("properties") if isinstance(params, dict) else None
-        types = {str(k): type_of(v) for k, v in props.items()} if isinstance(props, dict) else {}
-        out.append(ToolSchema(fn["name"], types))
+        if not isinstance(props, dict):
+            out.append(ToolSchema(fn["name"]))
+            continue
+        types = {str(k): type_of(v) for k, v in props.items()}
+        # MiniMax M3 types nested values by the nested schemas: keep each parameter's.
+        schemas = {str(k): v for k, v in props.items() if isinstance(v, dict)} if unions else {}
+        out.append(ToolSchema(fn["name"], types, schemas))
     return out
 
 

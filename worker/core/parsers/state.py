@@ -25,6 +25,8 @@ reported as a corrupt state; states without a call in progress decode as before.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 # Tool modes (ParserState.mode), decided once from the request (serving.tool_mode).
@@ -76,10 +78,14 @@ class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
 
     `types` maps a parameter to its JSON Schema type ("" when not declared), and is
     only filled for formats that convert arguments (XML, DSML) or infer names (Kimi).
+    `params` is each parameter's whole JSON Schema, for the format that types nested
+    values by it (MiniMax M3: `ToolFormat.type_unions`). Both live in the request's
+    tables (core/tables.py), stored once, not in the per-record state.
     """
 
     name: str
     types: dict[str, str] = {}
+    params: dict[str, Any] = {}
 
 
 class CallBase(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):

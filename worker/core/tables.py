@@ -1,0 +1,149 @@
+"""A request's tables: what it brings at seq 0 and never changes (stop strings, stop token
+ids, its tools' names and parameter types), kept apart from the state.
+
+The state is loaded, decoded, encoded and saved on every batch that touches a request; an
+agent request's hundreds of tools or a request's thousands of stop strings would ride
+along every time (CONTRACT.md §6). So the state holds only the tables' digest (16 bytes),
+and the tables themselves are
+- stored once beside the state, in the same Redis hash (field `tables`, same slot, same
+  TTL), written with the state that opens the request and read back only by a worker that
+  does not hold them (after a rebalance or a restart: `TableCache.wants`);
+- compiled once per distinct content (`Tables`: the stop-string matcher, the stop-id set,
+  the tool table by name) and kept in a bounded cache by digest, so requests of one agent
+  with the same tools share one compiled copy.
+Per-record cost and per-batch state bytes are then those of a plain request.
+
+A state written before the tables existed carries its lists inline (`Options.stop`,
+`Options.stop_token_ids`, `ParserState.tools`); `of_state` compiles them the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import msgspec
+
+from worker.core.errors import DerenderError
+from worker.core.parsers.state import ToolSchema
+from worker.core.parsers.tools import NO_TOOLS, ToolTable
+from worker.core.stop import NO_STOPS, StopStrings
+
+DIGEST_BYTES = 16
+
+
+class RequestTables(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """The stored form (msgpack). Field order is the layout: new fields at the end."""
+
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    tools: list[ToolSchema] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.stop or self.stop_token_ids or self.tools)
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(RequestTables)
+
+
+class Tables:
+    """A request's tables compiled for use; shared by every request with the same content."""
+
+    __slots__ = ("blob", "digest", "stop_ids", "stops", "tools")
+
+    def __init__(self, raw: RequestTables, blob: bytes, digest: bytes) -> None:
+        self.blob = blob  # the stored form; b"" for none
+        self.digest = digest  # what the state holds; b"" for none
+        self.stops: StopStrings = StopStrings(raw.stop) if raw.stop else NO_STOPS
+        self.stop_ids: frozenset[int] = frozenset(raw.stop_token_ids)
+        self.tools: ToolTable = ToolTable(raw.tools) if raw.tools else NO_TOOLS
+
+
+EMPTY = Tables(RequestTables(), b"", b"")
+
+
+def digest_of(blob: bytes) -> bytes:
+    return hashlib.blake2b(blob, digest_size=DIGEST_BYTES).digest()
+
+
+class TablesMissing(Exception):
+    """The state names tables that are neither cached nor given (or do not match)."""
+
+
+class TableCache:
+    """Compiled tables by digest (least recently used out past `max_entries` or
+    `max_bytes` of stored form), and the digest each recently seen request uses, so
+    that a load asks the store for a request's tables only when this process does not
+    hold them. Not state: losing it costs one read of the tables per request."""
+
+    def __init__(
+        self, max_entries: int = 1024, max_bytes: int = 64 << 20, max_requests: int = 1 << 17
+    ) -> None:
+        self.max_entries, self.max_bytes, self.max_requests = max_entries, max_bytes, max_requests
+        self._tables: OrderedDict[bytes, Tables] = OrderedDict()
+        self._bytes = 0
+        self._uses: OrderedDict[str, bytes] = OrderedDict()
+        self.compiled = 0  # compilations (a benchmark and the tests read it)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def wants(self, request_id: str) -> bool:
+        """Whether a load must bring this request's tables: its digest is not known here,
+        or its compiled tables were evicted."""
+        digest = self._uses.get(request_id)
+        return digest is None or (digest != b"" and digest not in self._tables)
+
+    def note(self, request_id: str, digest: bytes) -> None:
+        uses = self._uses
+        if uses.get(request_id) != digest:
+            uses[request_id] = digest
+            if len(uses) > self.max_requests:
+                uses.popitem(last=False)
+
+    def of(self, raw: RequestTables) -> Tables:
+        """The tables a request opens with (compiled, or the cached copy of the same)."""
+        if not raw:
+            return EMPTY
+        try:
+            blob = _encoder.encode(raw)
+        except (OverflowError, msgspec.EncodeError) as exc:  # msgpack holds 64 bits
+            raise DerenderError(
+                f"a number is out of range: {exc}", param="stop_token_ids"
+            ) from None
+        digest = digest_of(blob)
+        return self._get(digest) or self._put(Tables(raw, blob, digest))
+
+    def stored(self, digest: bytes, blob: bytes | None) -> Tables:
+        """The tables a state names: cached, else compiled from the stored blob.
+        Raises TablesMissing when neither holds them."""
+        if not digest:
+            return EMPTY
+        found = self._get(digest)
+        if found is not None:
+            return found
+        if blob is None or digest_of(blob) != digest:
+            raise TablesMissing("the request's tables are missing from the store")
+        try:
+            raw = _decoder.decode(blob)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TablesMissing(f"the request's tables do not decode: {exc}") from None
+        return self._put(Tables(raw, blob, digest))
+
+    def _get(self, digest: bytes) -> Tables | None:
+        found = self._tables.get(digest)
+        if found is not None:
+            self._tables.move_to_end(digest)
+        return found
+
+    def _put(self, tables: Tables) -> Tables:
+        self.compiled += 1
+        self._tables[tables.digest] = tables
+        self._bytes += len(tables.blob)
+        while len(self._tables) > 1 and (
+            len(self._tables) > self.max_entries or self._bytes > self.max_bytes
+        ):
+            _, old = self._tables.popitem(last=False)
+            self._bytes -= len(old.blob)
+        return tables
