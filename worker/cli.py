@@ -15,7 +15,7 @@ from worker.logs import PROCESS_INDEX_ENV
 from worker.settings import SettingsError, env_name
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """A batch keeps hundreds of records' objects alive at once, which makes CPython's
     young-generation collector run constantly (bench/README.md: +24-45% batch
     throughput with these settings). Objects that live through start-up (tokenizers,
@@ -56,7 +56,7 @@ def _replay(args: argparse.Namespace) -> int:
     from worker.replay import replay
 
     registry = load_registry(args.models)
-    _tune_gc()
+    tune_gc()
     store = MemoryStore()
     if args.state and os.path.exists(args.state):
         with open(args.state, "rb") as f:
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         return asyncio.run(Supervisor(settings).run())
     registry = load_registry(settings.models)
     registry.max_output_bytes = settings.max_output_bytes
-    _tune_gc()
+    tune_gc()
     log.info("models: %s (default %s)", ", ".join(registry.models), registry.default)
     log.info("settings: %s", settings.redacted())
 

@@ -203,6 +203,23 @@ def test_requests_with_the_same_tables_share_one_compiled_copy(deepseek: Tokeniz
     assert run.results["failed"] == 0
 
 
+def test_two_agents_tool_sets_are_kept_apart(deepseek: Tokenizer) -> None:
+    """Requests of two tool sets interleaved: each set read and compiled once, and every
+    request's outputs those it has alone (the memo by the tools' JSON never mixes them)."""
+    reg = family_registry("glm47", offline_tokenizer("glm-4.7-flash"))
+    tok = offline_tokenizer("glm-4.7-flash")
+    streams = [records("glm47", tok, f"r{i}", 10 if i % 2 else 20, 0) for i in range(6)]
+    run = Run(reg)
+    for batch in itertools.zip_longest(*streams):
+        run.feed(*[r for r in batch if r is not None])
+    assert reg.tables.compiled == 2
+    for i, recs in enumerate(streams):
+        alone = Run(family_registry("glm47", tok))
+        for rec in recs:
+            alone.feed(rec)
+        assert [o.value for o in run.outputs if o.key == f"r{i}"] == values(alone)
+
+
 def test_tables_lost_from_the_store_fail_their_request_only(deepseek: Tokenizer) -> None:
     tok = deepseek
     store = MemoryStore()

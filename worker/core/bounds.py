@@ -55,10 +55,11 @@ def check_options(top_logprobs: int, n: int, model: Model) -> None:
         raise DerenderError(f"n must be between 1 and {MAX_N}, got {n}", param="n")
 
 
-def check_lists(req: ChatRequest, registry: Registry) -> None:
+def check_lists(req: ChatRequest, registry: Registry) -> bytes:
     """The request's lists whose size scales the work of every later record or the
     tables' compilation: stop strings (count, length), stop token ids, tools (count and
-    total JSON bytes). Each bound is a registry option (`[limits]`); the error names it."""
+    total JSON bytes). Each bound is a registry option (`[limits]`); the error names it.
+    Returns the tools as JSON (b"" for none), what the request's tool table is keyed by."""
     stop = req.stop
     stops = [stop] if isinstance(stop, str) else (stop or [])
     _at_most(len(stops), registry.max_stop_strings, "stop strings", "max_stop_strings", "stop")
@@ -81,11 +82,13 @@ def check_lists(req: ChatRequest, registry: Registry) -> None:
     )
     tools = req.tools or ()
     _at_most(len(tools), registry.max_tools, "tools", "max_tools", "tools")
-    if tools:
-        size = len(msgspec.json.encode(tools))
-        _at_most(
-            size, registry.max_tools_bytes, "the tools' JSON bytes", "max_tools_bytes", "tools"
-        )
+    if not tools:
+        return b""
+    raw = msgspec.json.encode(tools)
+    _at_most(
+        len(raw), registry.max_tools_bytes, "the tools' JSON bytes", "max_tools_bytes", "tools"
+    )
+    return raw
 
 
 def _at_most(value: int, bound: int, what: str, name: str, param: str) -> None:

@@ -30,8 +30,9 @@ def open_request(
         )
     api = record.api or "chat"
     req = request_of(record, api)
+    tools_json = b""
     if req is not None:
-        check_lists(req, registry)  # first: the lists that scale every later step
+        tools_json = check_lists(req, registry)  # first: the lists that scale later work
     prompt_ids = prompt_ids_of(record)
     if prompt_ids is not None:
         check_ids(prompt_ids, model, "prompt_token_ids")
@@ -58,12 +59,13 @@ def open_request(
         raw.stop = normalize_stop(req.stop)
         raw.stop_token_ids = list(req.stop_token_ids or ())
     if api == "chat":
-        template = model.parser.open(req, prompt_ids, record.request_id)
+        template = model.parser.open(req, prompt_ids, record.request_id, with_tools=False)
         if template is not None:
             state.parser = template
-            # The tools the parser read go into the tables: the choices' states stay
-            # the size of a plain request's.
-            raw.tools, template.tools = template.tools, []
+            # The tools the parser reads go into the tables, not the choices' states
+            # (built once per distinct tools JSON: an agent's requests share them).
+            if req is not None and tools_json:
+                raw.tools = registry.tables.tool_schemas(model.parser, template, req, tools_json)
             # The parser reads its markers in the text: special tokens stay in (it drops
             # the specials that are not markers itself, as vLLM's parsers do).
             opts.skip_special_tokens = False

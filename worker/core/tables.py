@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -28,6 +29,11 @@ from worker.core.errors import DerenderError
 from worker.core.parsers.state import ToolSchema
 from worker.core.parsers.tools import NO_TOOLS, ToolTable
 from worker.core.stop import NO_STOPS, StopStrings
+
+if TYPE_CHECKING:
+    from worker.core.parsers import Parser
+    from worker.core.parsers.state import ParserState
+    from worker.wire.inbound import ChatRequest
 
 DIGEST_BYTES = 16
 
@@ -84,6 +90,8 @@ class TableCache:
         self._tables: OrderedDict[bytes, Tables] = OrderedDict()
         self._bytes = 0
         self._uses: OrderedDict[str, bytes] = OrderedDict()
+        # The tool schemas of a tools JSON, as a parser reads them (`tool_schemas`).
+        self._schemas: OrderedDict[bytes, list[ToolSchema]] = OrderedDict()
         self.compiled = 0  # compilations (a benchmark and the tests read it)
 
     def __len__(self) -> int:
@@ -114,6 +122,24 @@ class TableCache:
             ) from None
         digest = digest_of(blob)
         return self._get(digest) or self._put(Tables(raw, blob, digest))
+
+    def tool_schemas(
+        self, parser: Parser, template: ParserState, request: ChatRequest, tools_json: bytes
+    ) -> list[ToolSchema]:
+        """`parser.tool_schemas(template, request)`, remembered by the tools' JSON: the
+        same tools in every request of an agent are read once, not once per request.
+        (Shared lists: nothing changes a ToolSchema once built.)"""
+        if not parser.reads_tools(template):
+            return []
+        key = digest_of(parser.tools_key + tools_json)
+        found = self._schemas.get(key)
+        if found is None:
+            found = self._schemas[key] = parser.tool_schemas(template, request)
+            if len(self._schemas) > self.max_entries:
+                self._schemas.popitem(last=False)
+        else:
+            self._schemas.move_to_end(key)
+        return found
 
     def stored(self, digest: bytes, blob: bytes | None) -> Tables:
         """The tables a state names: cached, else compiled from the stored blob.

@@ -101,7 +101,7 @@ def from_args(args: argparse.Namespace) -> ServeSettings:
 
 def run(args: argparse.Namespace) -> int:
     from worker import http_server
-    from worker.cli import _tune_gc, event_loop_factory
+    from worker.cli import event_loop_factory, tune_gc
     from worker.config import load_registry
     from worker.logs import configure
     from worker.serve.app import build_app
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("derender.serve")
     registry = load_registry(s.models)
     registry.max_output_bytes = s.max_output_bytes
-    _tune_gc()
+    tune_gc()
     log.info("models: %s (default %s)", ", ".join(registry.models), registry.default)
     log.info("settings: %s", s.redacted())
     app = build_app(

@@ -17,7 +17,14 @@ from typing import NamedTuple
 from worker.core.parsers.engine import feed
 from worker.core.parsers.grammar import SWAP_ABSENT, SWAP_BLANK
 from worker.core.parsers.render import REASONING, Parsed, collect, to_delta, to_message
-from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
+from worker.core.parsers.serving import (
+    finish_reason,
+    for_choice,
+    open_parser,
+    reads_tools,
+    tool_schemas,
+    uses_parser,
+)
 from worker.core.parsers.spec import ParserSpec, TokenizerLike, compile_parser
 from worker.core.parsers.state import (
     FORCE_CONTENT,
@@ -25,6 +32,7 @@ from worker.core.parsers.state import (
     HIDE_REASONING,
     MSG_CONTENT,
     ParserState,
+    ToolSchema,
 )
 from worker.core.parsers.tools import ToolTable
 from worker.wire.inbound import ChatRequest
@@ -76,12 +84,37 @@ class Parser:
         return cls(spec, reasoning_field, strict)
 
     def open(
-        self, request: ChatRequest | None, prompt_ids: list[int] | None, request_id: str
+        self,
+        request: ChatRequest | None,
+        prompt_ids: list[int] | None,
+        request_id: str,
+        with_tools: bool = True,
     ) -> ParserState | None:
         """The state every choice of the request starts from, or None when the request
-        needs no parser (no reasoning format, no tool parsing)."""
-        st = open_parser(self.spec, request, prompt_ids, request_id, strict=self.strict)
+        needs no parser (no reasoning format, no tool parsing). `with_tools` false leaves
+        the request's tools out of it (see `tool_schemas`)."""
+        st = open_parser(
+            self.spec, request, prompt_ids, request_id, strict=self.strict, with_tools=with_tools
+        )
         return st if uses_parser(self.spec, st) else None
+
+    def reads_tools(self, template: ParserState) -> bool:
+        """Whether the request's tools matter to its parsing (argument types, names)."""
+        return reads_tools(self.spec, template.mode)
+
+    def tool_schemas(self, template: ParserState, request: ChatRequest) -> list[ToolSchema]:
+        """The request tools as the parser reads them (none when it reads none): what
+        `open` leaves out of the state with `with_tools` false."""
+        fmt = self.spec.tools
+        if fmt is None or not reads_tools(self.spec, template.mode):
+            return []
+        return tool_schemas(request.tools, unions=fmt.type_unions)
+
+    @property
+    def tools_key(self) -> bytes:
+        """What, besides the tools' JSON, decides `tool_schemas` (for a memo of it)."""
+        fmt = self.spec.tools
+        return b"u" if fmt is not None and fmt.type_unions else b"t"
 
     def for_choice(self, template: ParserState, index: int) -> ParserState:
         """Choice `index`'s own state (tool-call ids differ per choice)."""

@@ -48,9 +48,12 @@ def open_parser(
     request_id: str,
     choice_index: int = 0,
     strict: bool = True,
+    with_tools: bool = True,
 ) -> ParserState:
     """The parser state of one choice at the start of its output. `strict` is the
-    model's `strict_tool_calling` (vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING)."""
+    model's `strict_tool_calling` (vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING). With
+    `with_tools` false the state's `tools` stay empty: the caller keeps them elsewhere
+    (the core's request tables; `reads_tools` says whether there are any to keep)."""
     mode, named = tool_mode(spec, request, strict)
     state = start_state(spec, request, prompt_token_ids)
     flags = 0
@@ -79,7 +82,8 @@ def open_parser(
     if request is not None and request.parallel_tool_calls is False:
         flags |= SINGLE_CALL
     tools: list[ToolSchema] = []
-    if mode != TOOLS_SUPPRESS and spec.tools is not None and spec.tools.schema and request:
+    if with_tools and request is not None and reads_tools(spec, mode):
+        assert spec.tools is not None
         tools = tool_schemas(request.tools, unions=spec.tools.type_unions)
     return ParserState(
         state=state,
@@ -91,6 +95,12 @@ def open_parser(
         named=named,
         tools=tools,
     )
+
+
+def reads_tools(spec: ParserSpec, mode: int) -> bool:
+    """Whether the parser reads the request's tools (argument types, name checks) in
+    this tool mode."""
+    return mode != TOOLS_SUPPRESS and spec.tools is not None and spec.tools.schema
 
 
 def for_choice(template: ParserState, choice_index: int) -> ParserState:
