@@ -27,8 +27,9 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests import harmony_oracle as oracle
-from tests.core.parsers.harness import Parser, Result, parser, request, tool
+from tests.core.parsers.harness import Parser, Result, Slot, parser, request, tool
 from tests.tiktoken_convert import gpt_oss_tokenizer
+from worker.core.detokenize import Detokenizer
 from worker.core.parsers import feed
 from worker.core.parsers.prose import FRAME_MAX
 
@@ -468,3 +469,24 @@ def test_state_stays_bounded(text: str) -> None:
         chunk = ids[k : k + 5]
         feed(p.spec, st, p.decode(chunk), chunk, final=k + 5 >= len(ids))
         assert len(msgspec.msgpack.encode(st)) < 2 * FRAME_MAX
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_hidden_reasoning_shows_only_the_answers_logprobs(tok: Tokenizer, every: int) -> None:
+    """`include_reasoning: false`: the tokens whose logprobs stay are the answer's and
+    the calls' own; every message header (the first one too: read before its channel is
+    known) is hidden with the reasoning."""
+    p = parser(tok, "openai_gptoss", "openai", req=request(TOOLS, include_reasoning=False))
+    text = R + CALL + TOKYO + "<|call|>" + FINAL + "Hi there.<|return|>"
+    ids = p.ids(text)
+    detok = Detokenizer(tok, skip_special_tokens=False)
+    slot, st = Slot(), p.open()
+    shown: list[int] = []
+    for lo in range(0, len(ids), every):
+        chunk = ids[lo : lo + every]
+        final = lo + every >= len(ids)
+        piece = detok.step(slot, chunk) + (detok.flush(slot) if final else "")
+        fed = feed(p.spec, st, piece, chunk, final)
+        shown += [t for k, t in enumerate(chunk) if not (fed.hidden and fed.hidden[k])]
+    wanted = p.ids(TOKYO) + p.ids("Hi there.")
+    assert [t for t in shown if t not in p.spec.marker_ids] == wanted

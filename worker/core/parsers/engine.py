@@ -95,6 +95,10 @@ CALL_STATES = frozenset((NAME, PKEY, PTYPE, PVALUE))
 
 # The states of a message body (frames): the body's tokens may count as reasoning.
 BODY_STATES = frozenset((CONTENT, REASONING, ARGS, DROP))
+# include_reasoning: false hides the logprobs of the tokens read in these states: the
+# reasoning, and a message header (Harmony's `<|start|>assistant<|channel|>analysis…`,
+# markup that is neither reasoning text nor the answer's).
+_HIDDEN = frozenset((REASONING, FRAME))
 
 
 class Fed(NamedTuple):
@@ -144,7 +148,7 @@ def feed(
         run.lex(buf, 0, len(buf), boundary=final)
         if before == REASONING or (st.msg & MSG_COUNTS and before in BODY_STATES):
             st.reasoning_tokens += len(token_ids)
-        if (before == REASONING or st.state == REASONING) and st.flags & HIDE_REASONING:
+        if st.flags & HIDE_REASONING and (before in _HIDDEN or st.state in _HIDDEN):
             hidden = [True] * len(token_ids)
     else:
         hidden = run.marked(text, token_ids, final)
@@ -208,7 +212,7 @@ class _Run(Scope):
             before = st.state
             self.marker(token_id, literal)
             if k >= 0:
-                if hidden is not None and REASONING in (before, st.state):
+                if hidden is not None and (before in _HIDDEN or st.state in _HIDDEN):
                     hidden[k] = touched = True
                 first_id = k + 1
             pos = at + len(literal)
@@ -224,7 +228,7 @@ class _Run(Scope):
         st = self.st
         if before == REASONING or (st.msg & MSG_COUNTS and before in BODY_STATES):
             st.reasoning_tokens += hi - lo
-        if hidden is None or REASONING not in (before, self.st.state):
+        if hidden is None or not (before in _HIDDEN or self.st.state in _HIDDEN):
             return False
         hidden[lo:hi] = [True] * (hi - lo)
         return True
