@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
+
 from worker.cli import build_parser
 from worker.metrics import Metrics
 from worker.processes import Supervisor
@@ -43,3 +45,12 @@ def test_every_command_is_documented() -> None:
     for cmd in commands:
         assert f"derender-worker {cmd}" in README
     assert "make demo" in README and "make test" in README
+
+
+def test_every_registry_limit_is_documented() -> None:
+    from worker.config import Limits
+
+    names = [f.name for f in msgspec.structs.fields(Limits)]
+    assert names, "Limits has no fields"
+    missing = [n for n in names if f"| `{n}` |" not in README or f"\n{n} = " not in README]
+    assert not missing, f"README lacks the bound (its table row or [limits] line): {missing}"

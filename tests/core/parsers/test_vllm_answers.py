@@ -374,9 +374,9 @@ DEVIATIONS["llama4_pythonic"] = {
 DEVIATIONS["llama4_json"] = {
     "vllm: invalid json": (
         {"content": None, "tool_calls": [("invalidTool", "{invalid json}")]},
-        "KNOWN ISSUE (closing note): arguments stream as written and cannot be taken back, "
-        "so malformed JSON stays malformed; vLLM's whole response returns the text as "
-        "content, its stream a call with empty arguments",
+        "README llama-invalid-arguments (open, a known gap): arguments stream as written "
+        "and cannot be taken back, so malformed JSON stays malformed; vLLM's whole response "
+        "returns the text as content, its stream a call with empty arguments",
     ),
     "vllm: simple with text around": ({"content": "Here is the result: "}, AFTER_TEXT),
     "vllm: multiple json with surrounding text": (
