@@ -208,7 +208,7 @@ async def drive(
             on_wire.append(wire() - w0)
     # Every request opens in the first batch (round robin): the later ones are the
     # steady state, and the first one's excess over it is the requests' opening cost.
-    steady = sum(times[1:]) / (records - len(batches[0]))
+    steady = sum(times[1:]) / max(records - len(batches[0]), 1)  # (0 for one batch)
     out = {
         "us_per_record": seconds / records * 1e6,
         "us_steady": steady * 1e6,
