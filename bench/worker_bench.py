@@ -71,7 +71,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,23 @@ class Profile:
     point_s: float  # length of one latency point
     repeats: int  # peak measurements per system and chunk size (median reported)
     peak_timeout_s: float = 120.0
+    # Large requests (issue #17): each request's seq-0 record carries a chat request with
+    # this many tools (4 typed parameters each) and stop strings of 100 characters that the
+    # output never meets (`--tools`, `--stops`); 0 and 0: no request at all.
+    tools: int = 0
+    stops: int = 0
+
+    def request(self) -> dict[str, Any] | None:
+        if not (self.tools or self.stops):
+            return None
+        from tables_bench import decoys  # bench/tables_bench.py
+
+        req: dict[str, Any] = {"messages": []}
+        if self.tools:
+            req["tools"] = decoys(self.tools)
+        if self.stops:
+            req["stop"] = [f"\u2603{i:05d}" + "\u2604" * 94 for i in range(self.stops)]
+        return req
 
 
 FULL = Profile(
@@ -208,7 +225,13 @@ class Workload:
 
 
 def make_workload(
-    tok: Tokenizer, requests: int, chunks: int, chunk: int, prefix: str, seed: int
+    tok: Tokenizer,
+    requests: int,
+    chunks: int,
+    chunk: int,
+    prefix: str,
+    seed: int,
+    request: dict[str, Any] | None = None,
 ) -> Workload:
     """`requests` generations of `chunks × chunk` token ids each (mixed English, code, CJK
     and emoji), cut into records of `chunk` ids, each closed by an `end` record, all
@@ -235,6 +258,8 @@ def make_workload(
             }
             if not recs:
                 rec["created"] = CREATED
+                if request is not None:
+                    rec["chat_request"] = request
             recs.append(rec)
         recs.append({"request_id": rid, "seq": len(recs), "type": "end"})
         # The built-in model streams it all as reasoning, less its trailing whitespace.
@@ -1064,7 +1089,7 @@ async def run_all(
         # Not measured: the JVM's JIT compiles the broker's produce, fetch, group and
         # offset paths on this passthrough run rather than on the first system measured.
         began = time.perf_counter()
-        work = make_workload(tok, prof.requests, prof.chunks, 1, "warm", seed=7)
+        work = make_workload(tok, prof.requests, prof.chunks, 1, "warm", 7, prof.request())
         await one_run(
             PASSTHROUGH,
             env,
@@ -1080,7 +1105,7 @@ async def run_all(
         progress(f"broker warmed up in {time.perf_counter() - began:.1f} s")
     for n, (chunk, rnd, system, points) in enumerate(plan(prof, systems)):
         peak_work = make_workload(
-            tok, prof.requests, prof.chunks, chunk, f"peak{n}", seed=100 * chunk + rnd
+            tok, prof.requests, prof.chunks, chunk, f"peak{n}", 100 * chunk + rnd, prof.request()
         )
         worker = next((r for r in runs if r.system == WORKER and r.chunk == chunk), None)
 
@@ -1101,7 +1126,7 @@ async def run_all(
             # Every request stays open for the whole point: records spread over all of them.
             per_request = max(2, math.ceil(rate * prof.point_s / prof.requests) - 1)
             return make_workload(
-                tok, prof.requests, per_request, chunk, f"lat{n}-{i}", seed=1000 * n + i
+                tok, prof.requests, per_request, chunk, f"lat{n}-{i}", 1000 * n + i, prof.request()
             )
 
         run = await one_run(system, env, chunk, peak_work, rates, latency_work, prof, progress)
@@ -1216,7 +1241,13 @@ def render(
         f"{v['hiredis']}), tokenizers {v['tokenizers']}, msgspec {v['msgspec']}",
         f"- broker: {v['broker']}; redis: {v['redis-server']}, no persistence; all on loopback",
         f"- workload: {prof.requests} concurrent requests interleaved at random, DeepSeek V4 "
-        f"tokenizer; peak: {prof.chunks} chunk records + `end` per request, pre-filled "
+        + (
+            f"tokenizer, each request with {prof.tools} tools and {prof.stops} stop strings "
+            "of 100 characters it never meets (issue #17); peak:"
+            if prof.tools or prof.stops
+            else "tokenizer; peak:"
+        )
+        + f" {prof.chunks} chunk records + `end` per request, pre-filled "
         f"(×{PASSTHROUGH_COPIES} for the passthrough); latency points: {prof.point_s:g} s each "
         f"of fresh requests in bursts every {TICK_S * 1000:g} ms at "
         + ", ".join(f"{f:.0%}" for f in prof.fractions)
@@ -1635,8 +1666,11 @@ def main(argv: list[str] | None = None) -> int:
         help="results file (default bench/results/worker-BROKER-DATE.md, -quick.md with --quick)",
     )
     ap.add_argument("--no-write", action="store_true", help="print only, write no file")
+    ap.add_argument("--tools", type=int, default=0, help="tools in every request (issue #17)")
+    ap.add_argument("--stops", type=int, default=0, help="stop strings in every request")
     args = ap.parse_args(argv)
     prof = QUICK if args.quick else FULL
+    prof = replace(prof, tools=args.tools, stops=args.stops)
     started = time.perf_counter()
 
     def progress(msg: str) -> None:
