@@ -110,15 +110,16 @@ async def run_batch(
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
     requests = batch_requests(decoded)
-    # The requests' tables ride along only where this process does not hold them.
-    wants = registry.tables.wants
-    stored = await checkpoint.load(batch, requests, {rid for rid in requests if wants(rid)})
+    # The requests' tables ride along only where this process does not hold them (those
+    # it holds are kept for the batch: the cache may evict while the batch runs).
+    held = {rid: t for rid in requests if (t := registry.tables.held(rid)) is not None}
+    stored = await checkpoint.load(batch, requests, {rid for rid in requests if rid not in held})
     # One per batch on one Redis; in a cluster one per master the batch's keys live on.
     observer.round_trip("load", _round_trips(checkpoint.store))
     t2 = time.perf_counter()
     observer.stage("redis_load", t2 - t1)
     # 3) the core
-    result = process_batch(decoded, stored, registry, epochs, checkpoint.offsets(batch))
+    result = process_batch(decoded, stored, registry, epochs, checkpoint.offsets(batch), held)
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)
     # 4) produce and await every ack

@@ -31,6 +31,7 @@ from worker.core.errors import DerenderError
 from worker.core.model import Registry
 from worker.core.render import Output
 from worker.core.state import DONE, CorruptState, RequestState, load_state
+from worker.core.tables import Tables
 from worker.ports import InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.wire.inbound import BadRecord, ChunkRecord, decode_record, read_head
 
@@ -168,6 +169,7 @@ def process_batch(
     registry: Registry,
     epochs: Mapping[Partition, int] | None = None,
     offsets: tuple[Mapping[Partition, int], Mapping[Partition, int]] | None = None,
+    held: Mapping[str, Tables] | None = None,
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
@@ -183,10 +185,10 @@ def process_batch(
     live: dict[str, tuple[RequestState | CorruptState | None, int | None]] = {}
     # request_id → the encoding of its latest state that must be written (Step.blob)
     blobs: dict[str, bytes] = {}
-    # request_id → its tables blob as the store returned it (only where asked for:
-    # TableCache.wants), and the tables of requests opened in this batch, written once
-    # with their state (core/tables.py)
-    tables_of: dict[str, bytes] = {}
+    # request_id → its tables: compiled, held by this process for the batch (`held`), or
+    # the blob the store returned (only where asked for: TableCache.held), and the tables
+    # of requests opened in this batch, written once with their state (core/tables.py)
+    tables_of: dict[str, bytes | Tables] = dict(held or {})
     opened: dict[str, bytes] = {}
     results = result.results
     tokens = 0

@@ -21,7 +21,7 @@ from tests.offline_tokenizers import offline_tokenizer
 from worker.adapters.memory_store import MemoryStore
 from worker.core.model import Registry
 from worker.core.state import decode_state, encode_state
-from worker.core.tables import RequestTables
+from worker.core.tables import RequestTables, TableCache
 from worker.ports import Stored
 
 # Families whose parsers read the tools: DSML (the call's flags), GLM (argument types from
@@ -218,6 +218,27 @@ def test_two_agents_tool_sets_are_kept_apart(deepseek: Tokenizer) -> None:
         for rec in recs:
             alone.feed(rec)
         assert [o.value for o in run.outputs if o.key == f"r{i}"] == values(alone)
+
+
+def test_a_small_cache_evicts_and_reads_back_from_the_store(deepseek: Tokenizer) -> None:
+    """Twelve requests with tool sets of their own through a cache that holds ~2 of
+    them: compiled tables and tool schemas stay within its bytes, evicted tables come
+    back from the store when their request's next record needs them, and every request's
+    outputs are those it has alone."""
+    reg = family_registry("deepseek_v4", deepseek)
+    reg.tables = TableCache(max_entries=1000, max_bytes=2_500)
+    streams = [records("deepseek_v4", deepseek, f"r{i}", 10 + i, 4) for i in range(12)]
+    run = Run(reg)
+    for batch in itertools.zip_longest(*streams):
+        run.feed(*[r for r in batch if r is not None])
+        assert reg.tables._bytes <= 2_500 or len(reg.tables) == 1
+        assert reg.tables._schema_bytes <= 2_500 or len(reg.tables._schemas) == 1
+    assert reg.tables.compiled > 12  # evicted ones were compiled again from the store
+    for i, recs in enumerate(streams):
+        alone = Run(family_registry("deepseek_v4", deepseek))
+        for rec in recs:
+            alone.feed(rec)
+        assert [o.value for o in run.outputs if o.key == f"r{i}"] == values(alone), i
 
 
 def test_tables_lost_from_the_store_fail_their_request_only(deepseek: Tokenizer) -> None:

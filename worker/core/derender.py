@@ -99,7 +99,7 @@ def step(
     registry: Registry,
     timestamp_ms: int | None = None,
     state_corrupt: bool = False,
-    tables: bytes | None = None,
+    tables: bytes | Tables | None = None,
 ) -> Step:
     """Apply one record to its request's state; never raises.
 
@@ -107,8 +107,8 @@ def step(
     stored, the decoded state, or `CorruptState` when the blob does not decode. The
     given state may be changed in place; the returned Step's state is what to store.
     `state_corrupt=True` is the older spelling of passing a `CorruptState`. `tables` is
-    the request's stored tables blob when the store returned it (needed only when the
-    registry's cache does not hold them: `TableCache.wants`).
+    the request's tables: compiled (held for the batch) or the stored blob the store
+    returned (needed when the registry's cache does not hold them: `TableCache.held`).
     """
     if state_corrupt:
         state = CorruptState()
@@ -238,7 +238,7 @@ def _sequence(
     return None
 
 
-def _tables(state: RequestState, blob: bytes | None, registry: Registry) -> Tables:
+def _tables(state: RequestState, blob: bytes | Tables | None, registry: Registry) -> Tables:
     """The tables of a live request: cached, or from the stored blob; a state written
     before the tables existed carries its lists inline."""
     if state.tables:

@@ -7,7 +7,7 @@ along every time (CONTRACT.md §6). So the state holds only the tables' digest (
 and the tables themselves are
 - stored once beside the state, in the same Redis hash (field `tables`, same slot, same
   TTL), written with the state that opens the request and read back only by a worker that
-  does not hold them (after a rebalance or a restart: `TableCache.wants`);
+  does not hold them (after a rebalance or a restart: `TableCache.held`);
 - compiled once per distinct content (`Tables`: the stop-string matcher, the stop-id set,
   the tool table by name) and kept in a bounded cache by digest, so requests of one agent
   with the same tools share one compiled copy.
@@ -90,18 +90,24 @@ class TableCache:
         self._tables: OrderedDict[bytes, Tables] = OrderedDict()
         self._bytes = 0
         self._uses: OrderedDict[str, bytes] = OrderedDict()
-        # The tool schemas of a tools JSON, as a parser reads them (`tool_schemas`).
-        self._schemas: OrderedDict[bytes, list[ToolSchema]] = OrderedDict()
+        # The tool schemas of a tools JSON, as a parser reads them (`tool_schemas`), with
+        # the JSON's size: bounded like the tables (count and bytes), as a hostile stream
+        # of distinct tool sets must not grow it.
+        self._schemas: OrderedDict[bytes, tuple[list[ToolSchema], int]] = OrderedDict()
+        self._schema_bytes = 0
         self.compiled = 0  # compilations (a benchmark and the tests read it)
 
     def __len__(self) -> int:
         return len(self._tables)
 
-    def wants(self, request_id: str) -> bool:
-        """Whether a load must bring this request's tables: its digest is not known here,
-        or its compiled tables were evicted."""
+    def held(self, request_id: str) -> Tables | None:
+        """This request's compiled tables when this process holds them (EMPTY for a
+        request known to have none), else None: a load must bring them. The caller keeps
+        what this returns for the batch, so a later eviction cannot take it away mid-way."""
         digest = self._uses.get(request_id)
-        return digest is None or (digest != b"" and digest not in self._tables)
+        if digest is None:
+            return None
+        return EMPTY if digest == b"" else self._get(digest)
 
     def note(self, request_id: str, digest: bytes) -> None:
         uses = self._uses
@@ -133,19 +139,29 @@ class TableCache:
             return []
         key = digest_of(parser.tools_key + tools_json)
         found = self._schemas.get(key)
-        if found is None:
-            found = self._schemas[key] = parser.tool_schemas(template, request)
-            if len(self._schemas) > self.max_entries:
-                self._schemas.popitem(last=False)
-        else:
+        if found is not None:
             self._schemas.move_to_end(key)
-        return found
+            return found[0]
+        schemas = parser.tool_schemas(template, request)
+        self._schemas[key] = (schemas, len(tools_json))
+        self._schema_bytes += len(tools_json)
+        while len(self._schemas) > 1 and (
+            len(self._schemas) > self.max_entries or self._schema_bytes > self.max_bytes
+        ):
+            _, (_, size) = self._schemas.popitem(last=False)
+            self._schema_bytes -= size
+        return schemas
 
-    def stored(self, digest: bytes, blob: bytes | None) -> Tables:
-        """The tables a state names: cached, else compiled from the stored blob.
-        Raises TablesMissing when neither holds them."""
+    def stored(self, digest: bytes, given: bytes | Tables | None) -> Tables:
+        """The tables a state names: the ones given (held for the batch), cached, else
+        compiled from the stored blob given. Raises TablesMissing when none holds them."""
         if not digest:
             return EMPTY
+        if isinstance(given, Tables):
+            if given.digest == digest:
+                return given
+            given = None
+        blob = given
         found = self._get(digest)
         if found is not None:
             return found
