@@ -14,7 +14,7 @@ and the tables themselves are
 Per-record cost and per-batch state bytes are then those of a plain request.
 
 A state written before the tables existed carries its lists inline (`Options.stop`,
-`Options.stop_token_ids`, `ParserState.tools`); `of_state` compiles them the same way.
+`Options.stop_token_ids`, `ParserState.tools`); `derender._tables` compiles them the same way.
 """
 
 from __future__ import annotations
