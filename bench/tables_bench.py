@@ -45,7 +45,7 @@ from common import REPO, code_version, cpu_model  # bench/common.py
 
 sys.path.insert(0, str(REPO))
 
-from tests.core.parsers.samples import SETUPS, golden_inputs
+from tests.core.parsers.samples import SETUPS, decoy_tools, golden_inputs
 from worker.adapters.embedded import RedisServer
 from worker.adapters.memory_store import MemoryStore
 from worker.adapters.redis_store import RedisStore
@@ -64,32 +64,10 @@ REQUESTS = 200
 BATCH = 500
 
 
-def decoys(n: int) -> list[dict[str, Any]]:
-    types = ["string", "integer", "boolean", "number"]
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": f"mcp_server_tool_{i}",
-                "description": "Looks something up in a system the answer does not need.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        f"param_{j}": {"type": types[j], "description": f"parameter {j}"}
-                        for j in range(4)
-                    },
-                    "required": ["param_0"],
-                },
-            },
-        }
-        for i in range(n)
-    ]
-
-
 def workload(tok: Any, tools: int, stops: int, requests: int) -> list[list[InRecord]]:
     g = golden_inputs(SETUPS["deepseek_v4"], tok)
     req = dict(g["chat_request"])
-    req["tools"] = decoys(tools // 2) + req["tools"] + decoys(tools - tools // 2)
+    req["tools"] = decoy_tools(tools // 2) + req["tools"] + decoy_tools(tools - tools // 2)
     if stops:
         # 100 characters each, none of which the answer writes
         req["stop"] = [f"\u2603{i:05d}" + "\u2604" * 94 for i in range(stops)]

@@ -162,11 +162,11 @@ class Profile:
     def request(self) -> dict[str, Any] | None:
         if not (self.tools or self.stops):
             return None
-        from tables_bench import decoys  # bench/tables_bench.py
+        from tests.core.parsers.samples import decoy_tools
 
         req: dict[str, Any] = {"messages": []}
         if self.tools:
-            req["tools"] = decoys(self.tools)
+            req["tools"] = decoy_tools(self.tools)
         if self.stops:
             req["stop"] = [f"\u2603{i:05d}" + "\u2604" * 94 for i in range(self.stops)]
         return req

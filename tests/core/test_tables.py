@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.samples import SETUPS, golden_inputs
+from tests.core.parsers.samples import SETUPS, decoy_tools, golden_inputs
 from tests.helpers import Run, end, registry
 from tests.offline_tokenizers import offline_tokenizer
 from worker.adapters.memory_store import MemoryStore
@@ -49,25 +49,6 @@ def family_registry(name: str, tok: Tokenizer, **limits: Any) -> Registry:
     return reg
 
 
-def decoys(n: int) -> list[dict[str, Any]]:
-    """Tools the model never calls, 4 typed parameters each (an MCP server's worth)."""
-    types = ["string", "integer", "boolean", "number"]
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": f"decoy_tool_{i}",
-                "description": "a tool the answer does not call " * 3,
-                "parameters": {
-                    "type": "object",
-                    "properties": {f"p{j}": {"type": types[j]} for j in range(4)},
-                },
-            },
-        }
-        for i in range(n)
-    ]
-
-
 def records(
     name: str, tok: Tokenizer, rid: str, tools: int, stops: int, step: int = 3
 ) -> list[dict[str, Any]]:
@@ -75,7 +56,7 @@ def records(
     middle of `tools` decoys, with `stops` stop strings it never meets."""
     g = golden_inputs(SETUPS[name], tok)
     req = dict(g["chat_request"])
-    half = decoys(tools)
+    half = decoy_tools(tools)
     req["tools"] = half[: tools // 2] + req["tools"] + half[tools // 2 :]
     if stops:
         req["stop"] = UNUSED_STOPS[:stops]
@@ -302,8 +283,8 @@ BOUNDS = [
     ("max_stop_strings", {"stop": UNUSED_STOPS[:9]}, {"max_stop_strings": 8}),
     ("max_stop_length", {"stop": ["x" * 33]}, {"max_stop_length": 32}),
     ("max_stop_token_ids", {"stop_token_ids": list(range(17))}, {"max_stop_token_ids": 16}),
-    ("max_tools", {"tools": decoys(5)}, {"max_tools": 4}),
-    ("max_tools_bytes", {"tools": decoys(5)}, {"max_tools_bytes": 1000}),
+    ("max_tools", {"tools": decoy_tools(5)}, {"max_tools": 4}),
+    ("max_tools_bytes", {"tools": decoy_tools(5)}, {"max_tools_bytes": 1000}),
 ]
 
 

@@ -398,3 +398,27 @@ def golden_inputs(setup: Setup, tok: Tokenizer) -> dict[str, Any]:
         "chat_request": chat_request(setup, conv),
         "conversation": conv,
     }
+
+
+def decoy_tools(n: int) -> list[dict[str, Any]]:
+    """Tools the model never calls, 4 typed parameters each (~400 bytes of JSON: an MCP
+    server's worth): the large requests of tests/core/test_tables.py and bench/."""
+    types = ["string", "integer", "boolean", "number"]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"mcp_server_tool_{i}",
+                "description": "Looks something up in a system the answer does not need.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        f"param_{j}": {"type": types[j], "description": f"parameter {j}"}
+                        for j in range(4)
+                    },
+                    "required": ["param_0"],
+                },
+            },
+        }
+        for i in range(n)
+    ]
