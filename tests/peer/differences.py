@@ -180,6 +180,14 @@ def _json_object(text: Any) -> bool:
         return False
 
 
+def _closed_where_cut(v: Any, o: Any) -> bool:
+    """Arguments cut short: ours are the text as far as it was written, closed where it
+    stopped being JSON (json_check.py), vLLM's that text left open (or less of it)."""
+    if not (isinstance(v, str) and isinstance(o, str)) or v == o or not _json_object(o):
+        return False
+    return v.startswith(o.rstrip('"}] ')) or o.startswith(v)
+
+
 def _special_skip_set(case: Any, diff: Any) -> bool:
     """`skip_special_tokens` (and the parser path, which always drops specials):
     vLLM's derender decodes with its slow incremental path, which skips only the
@@ -375,7 +383,7 @@ def _cut_call(case: Any, diff: Any) -> bool:
     string): vLLM's whole response returns the raw text, markup included, as content and
     no call; its stream sends the header with the arguments it could complete (or, the
     call in one chunk, nothing). We send the call with its arguments as far as they were
-    written, both ways."""
+    written, closed, both ways."""
     if not _llama_tools_chat(case):
         return False
     g = _gen(case, diff)
@@ -385,30 +393,26 @@ def _cut_call(case: Any, diff: Any) -> bool:
     if field == "content":
         return o is None and isinstance(v, str) and '{"name"' in v
     if field == "tool_calls":  # whole: vLLM made no call; our last call is the cut one
-        return (
-            v == []
-            and isinstance(o, list)
-            and len(o) > 0
-            and not _json_object(o[-1].get("arguments"))
-        )
+        return v == [] and isinstance(o, list) and len(o) > 0
     if field == "finish_reason":
         return v == "stop" and o == "tool_calls"
     if re.fullmatch(r"tool_calls\.\d+", field):  # stream: vLLM never sent the cut call
-        return (
-            v == "<absent>"
-            and isinstance(o, dict)
-            and bool(o.get("name"))
-            and not _json_object(o.get("arguments"))
-        )
+        return v == "<absent>" and isinstance(o, dict) and bool(o.get("name"))
     if re.fullmatch(r"tool_calls\.\d+\.arguments", field):
-        return (
-            isinstance(v, str)
-            and isinstance(o, str)
-            and o.startswith(v)
-            and v != o
-            and not _json_object(o)
-        )
+        return _closed_where_cut(v, o)
     return False
+
+
+def _invalid_arguments(case: Any, diff: Any) -> bool:
+    """A JSON call list (llama3_json, hermes) whose arguments stop being JSON: vLLM's stream
+    sends what its partial-JSON parser made of them (not JSON); ours are closed where they
+    broke (json_check.py)."""
+    if case.server not in (*LLAMA_TOOL_SERVERS, "qwen-hermes"):
+        return False
+    if not re.fullmatch(r"tool_calls\.\d+\.arguments", _field(diff)):
+        return False
+    v, o = diff.vllm, diff.ours
+    return isinstance(v, str) and not _json_object(v) and _json_object(o)
 
 
 # GLM-4.7, MiniMax M2, Qwen3 (cases_families.py). The servers whose tool parser runs on
@@ -667,12 +671,15 @@ def _think_end_when_off(case: Any, diff: Any) -> bool:
 
 def _hermes_cut_call(case: Any, diff: Any) -> bool:
     """hermes, a call cut short (length): vLLM's whole response returns the raw text,
-    markup included, as content and no call; its stream sends the call as far as it was
-    written; we send that both ways."""
+    markup included, as content and no call; its stream sends the call with the arguments
+    as far as they were written (open JSON); we send the call both ways, its arguments
+    closed."""
     g = _gen(case, diff)
-    if case.stream or case.server != "qwen-hermes" or g is None or g.finish_reason != "length":
+    if case.server != "qwen-hermes" or g is None or g.finish_reason != "length":
         return False
     field, v, o = _field(diff), diff.vllm, diff.ours
+    if case.stream:
+        return bool(re.fullmatch(r"tool_calls\.\d+\.arguments", field)) and _closed_where_cut(v, o)
     if field == "content":
         return isinstance(v, str) and "<tool_call>" in v and (o is None or v.startswith(o))
     if field == "tool_calls":
@@ -869,6 +876,11 @@ DIFFERENCES: list[Difference] = [
         "llama-cut-call",
         "llama3_json call cut short: vLLM returns the raw text or an empty call; we send it",
         _cut_call,
+    ),
+    Difference(
+        "invalid-arguments",
+        "JSON call list, arguments that stop being JSON: vLLM sends them broken; we close them",
+        _invalid_arguments,
     ),
     Difference(
         "content-strip-with-tools",

@@ -17,8 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import expect, parser, request, tool
+from tests.core.parsers.harness import Slot, expect, merge, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
+from worker.core.detokenize import Detokenizer
+from worker.core.parsers import ToolCallArgs, elements, feed
+from worker.core.parsers.state import CallElements
 
 NS = "]<]minimax[>["
 TOOLS = [
@@ -149,7 +152,7 @@ CASES: list[tuple[str, str, dict[str, Any], str | None, str | None, list[Any]]] 
         {},
         None,
         None,
-        [("get_weather", {"city": "A"})],  # README m3-repeated-parameter
+        [("get_weather", {"city": ["A", "B"]})],  # vLLM's list
     ),
     (
         "verbatim-leaf",
@@ -275,3 +278,83 @@ def test_a_long_string_parameter_streams(tok: Tokenizer) -> None:
     assert [(n, json.loads(a)) for n, a in whole.calls] == [
         ("get_weather", {"city": "word " * 2000, "days": 3})
     ]
+
+
+def _per_record(p: Any, ids: list[int]) -> tuple[list[list[Any]], int]:
+    """Stream `ids` one token per record; the events of each record and the most text
+    the call ever held in its state."""
+    detok = Detokenizer(p.tok, skip_special_tokens=False)
+    slot, st = Slot(), p.open()
+    events, most = [], 0
+    for n, token in enumerate(ids):
+        text = detok.step(slot, [token])
+        if n == len(ids) - 1:
+            text += detok.flush(slot)
+        fed = feed(p.spec, st, text, [token], n == len(ids) - 1)
+        events.append(fed.events)
+        if isinstance(st.call, CallElements):
+            most = max(most, len(st.call.body) + len(st.call.held))
+    return events, most
+
+
+def test_a_short_invoke_goes_out_whole_at_its_end(tok: Tokenizer) -> None:
+    """vLLM sends an invoke's arguments once, at `</invoke>`: a held body does the same."""
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(TOOLS))
+    text = block(WEATHER, invoke("set_params", el("i", "1"), el("i", "2"), el("s", "x")))
+    events, _ = _per_record(p, p.ids(text))
+    args = [[e.text for e in record if isinstance(e, ToolCallArgs)] for record in events]
+    sent = [a for record in args for a in record]
+    assert sent == ['{"city": "Tokyo", "days": 3}', '{"i": [1, 2], "s": "x"}']
+    ids, end = p.ids(text), f"{NS}</invoke>"
+    at = [n for n, record in enumerate(args) if record]
+    assert [p.decode(ids[: n + 1]).count(end) for n in at] == [1, 2]  # at each invoke's end
+    assert [p.decode(ids[:n]).count(end) for n in at] == [0, 1]
+
+
+def test_a_long_invoke_streams_with_the_state_bounded(tok: Tokenizer) -> None:
+    """Past HOLD_MAX characters the body streams: arguments flow before the invoke ends,
+    the state never holds more than HOLD_MAX (plus a record), and the JSON is the same."""
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(TOOLS))
+    long = "line of text\n" * 1000  # 13,000 characters
+    params = el("o", '{"k": 1}'), el("s", long), el("i", "7"), el("o", "[]")
+    text = block(invoke("set_params", *params))
+    events, most = _per_record(p, p.ids(text))
+    assert most <= elements.HOLD_MAX + 64
+    with_args = [n for n, rec in enumerate(events) if any(isinstance(e, ToolCallArgs) for e in rec)]
+    assert len(with_args) > 1000  # record by record, not one piece at the end
+    got = merge([e for rec in events for e in rec])
+    # `o` repeated after the body was streamed: the first value stands
+    # (README m3-repeated-parameter); everything else as vLLM converts it.
+    assert got.args() == [{"o": {"k": 1}, "s": long, "i": 7}]
+    assert p.whole(text).calls == got.calls
+
+
+_piece = hs.text(hs.sampled_from("ab <>&\n東😀{}\"'"), max_size=40)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    params=hs.lists(hs.tuples(hs.sampled_from(["s", "i", "b"]), _piece), max_size=6),
+    pad=hs.sampled_from([0, 3_900, 4_100, 9_000]),
+    seed=hs.integers(0, 2**16),
+)
+def test_random_invokes(params: list[tuple[str, str]], pad: int, seed: int) -> None:
+    """Parameters in any order, repeated or not, with bodies on either side of HOLD_MAX:
+    the stream equals the whole answer; a body within HOLD_MAX is converted as vLLM
+    does (first-occurrence order, a repeated name a list)."""
+    tools = [tool("t", s="string", i="integer", b="string")]
+    p = parser(offline_tokenizer("minimax-m3"), "minimax_m3", "minimax_m3", req=request(tools))
+    values = [("i", "5") if k == "i" else (k, v) for k, v in params]
+    body = "".join(el(k, v) for k, v in values) + (el("z", "x" * pad) if pad else "")
+    text = block(invoke("t", body))
+    whole = p.whole(text)
+    for got in (p.stream(text, seed=seed), p.stream(text, 3)):
+        assert got.calls == whole.calls
+    if len(body) <= elements.HOLD_MAX:
+        groups: dict[str, list[Any]] = {}
+        for k, v in values + ([("z", "x" * pad)] if pad else []):
+            groups.setdefault(k, []).append(5 if k == "i" else v)
+        want = {k: vs[0] if len(vs) == 1 else vs for k, vs in groups.items()}
+        assert whole.args() == [want]
+    else:
+        json.loads(whole.calls[0][1])

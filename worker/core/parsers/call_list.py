@@ -2,8 +2,10 @@
 (hermes, llama3_json, Mistral before v11, and the constrained output of tool_choice
 "required").
 
-The header goes out as soon as the name is complete; the arguments stream raw after it.
-Arguments written before the name wait (bounded by that call). How the objects are laid
+The header goes out as soon as the name is complete; the arguments stream as written
+after it, checked as JSON (json_check.py: they go out up to the last point where they can
+still be closed, and are closed where they stop being JSON or the call ends before they
+do). Arguments written before the name wait (bounded by that call). How the objects are laid
 out — one per block, a sequence, an array — is the format's `CallShape`. A block that was
 sniffed (no opening marker) keeps its text until its first header and gives it back as
 content if it turns out to be no call list.
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import json
 
+from worker.core.parsers import json_check
 from worker.core.parsers.calls import HEAD_MAX, fall_back, header, keep_raw
 from worker.core.parsers.events import send_args
 from worker.core.parsers.grammar import REQUIRED_CALLS, SHAPE_ARRAY, SHAPE_SINGLE, CallShape
 from worker.core.parsers.json_args import scan_json, value_opens
 from worker.core.parsers.scope import Scope
-from worker.core.parsers.state import CallList
+from worker.core.parsers.state import CallList, JsonCheck
 
 # CallList.phase
 START = 0  # before the first object (or the array's `[`)
@@ -132,6 +135,7 @@ def _new_object(call: CallList) -> None:
     call.phase = OBJ
     call.index, call.skip, call.name, call.args_seen = -1, False, "", False
     call.held, call.count, call.value, call.key = "", 0, V_NONE, ""
+    call.check = None
 
 
 def _key(call: CallList) -> str:
@@ -161,6 +165,7 @@ def _value_start(scope: Scope, call: CallList, c: str, shape: CallShape) -> None
         call.args_seen = True
         call.value = V_ARGS if c in "{[" else V_ARGS_TEXT
         if call.value == V_ARGS:
+            call.check = JsonCheck()
             _maybe_header(scope, call, shape)
     else:
         call.value = V_OTHER
@@ -171,18 +176,35 @@ def _value_piece(scope: Scope, call: CallList, piece: str) -> None:
     if call.value == V_NAME:
         call.head = (call.head + piece)[: HEAD_MAX + 2]
     elif call.value == V_ARGS:
-        if call.index >= 0:
-            send_args(scope.out, call, piece)
-            call.count += 1
-        elif not call.skip:
-            call.held += piece
+        if call.check is not None:  # (None: a state written before the check)
+            piece = json_check.feed(call.check, piece)
+        _args_out(scope, call, piece)
     elif call.value == V_ARGS_TEXT:
         call.held += piece
 
 
+def _args_out(scope: Scope, call: CallList, piece: str) -> None:
+    if not piece:
+        return
+    if call.index >= 0:
+        send_args(scope.out, call, piece)
+        call.count += 1
+    elif not call.skip:
+        call.held += piece
+
+
+def _args_end(scope: Scope, call: CallList) -> None:
+    """The arguments value ended (or the call did before it): close what is open."""
+    if call.check is not None:
+        _args_out(scope, call, json_check.finish(call.check))
+        call.check = None
+
+
 def _value_done(scope: Scope, call: CallList, shape: CallShape) -> None:
     kind, call.value = call.value, V_NONE
-    if kind == V_NAME:
+    if kind == V_ARGS:
+        _args_end(scope, call)
+    elif kind == V_NAME:
         try:
             name = json.loads(call.head)
         except ValueError:
@@ -235,6 +257,8 @@ def end(scope: Scope, call: CallList) -> None:
     if call.phase in _IN_OBJECT:
         if call.value == V_ARGS_TEXT:
             call.held = ""  # an unterminated string argument is no argument
+        elif call.value == V_ARGS:
+            _args_end(scope, call)
         _maybe_header(scope, call, shape)
         if call.index >= 0 and call.held and call.value != V_ARGS_TEXT:
             send_args(scope.out, call, call.held)

@@ -7,11 +7,14 @@ repeated child is a list too). Text mixed with children is kept under `$text`. E
 value is typed by the tool's JSON Schema for it, nested values by the nested schemas
 (`convert`), as vLLM 0.33 does.
 
-vLLM converts the whole invoke at its end; here each parameter is sent when it closes (in
-the same order, so the same JSON), and a parameter the schema types `string` streams as
-it arrives — so what is held is one parameter, never the call, and a long string costs a
-record its own length. A repeated parameter (which vLLM would turn into a list) keeps
-its first value.
+vLLM converts the whole invoke at its end, because converted values are not prefix-stable
+(a parameter written twice becomes a list). So does this module while the invoke's body is
+short: it is held (`CallElements.body`) and converted when the invoke ends, the same JSON
+as vLLM's in one piece. A body that grows past `HOLD_MAX` characters is streamed instead,
+so the state stays bounded and a long argument costs a record its own length: the held
+text is read again as a stream, each parameter is sent when it closes (in the same order,
+so the same JSON), a parameter the schema types `string` as it arrives, and a parameter
+repeated after that point keeps its first value (README m3-repeated-parameter).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import CallElements
 
 PREFIX = "]<]minimax[>["
+# The longest invoke body held to be converted whole (about a screenful of arguments: a
+# state write per record of at most this much while the call lasts).
+HOLD_MAX = 4096
 ARRAY = "array"
 OBJECT = "object"
 
@@ -46,6 +52,11 @@ class _Node:
 
 def parse(body: str) -> _Node:
     """The element tree of an invoke's body (elements left open are not in it)."""
+    return _parse(body)[0]
+
+
+def _parse(body: str) -> list[_Node]:
+    """The root of the element tree, then the elements still open at the end."""
     root = _Node("")
     stack = [root]
     pieces = body.split(PREFIX)
@@ -67,7 +78,7 @@ def parse(body: str) -> _Node:
         if len(stack) == 1 and rest.strip():
             break  # text between parameters: the rest is malformed (vLLM stops there)
         stack[-1].text.append(rest)
-    return root
+    return stack
 
 
 def _container(schema: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -177,6 +188,18 @@ def _holdback(buf: str, start: int) -> int:
 def feed(scope: Scope, call: CallElements, text: str) -> int:
     """Text of an invoke's body (the engine ends the invoke at `]<]minimax[>[</invoke>`);
     all of it is used."""
+    if call.hold:
+        call.body += text
+        if len(call.body) <= HOLD_MAX:
+            return len(text)
+        text, call.body, call.hold = call.body, "", False  # too long: stream it all
+        _stream_body(scope, call, text)
+        return len(text)
+    _stream_body(scope, call, text)
+    return len(text)
+
+
+def _stream_body(scope: Scope, call: CallElements, text: str) -> None:
     buf = call.held + text
     call.held = ""
     i = 0
@@ -202,7 +225,6 @@ def feed(scope: Scope, call: CallElements, text: str) -> int:
         tag = buf[at + len(PREFIX) + 1 : close].strip()
         _tag(scope, call, tag, buf[at : close + 1])
         i = close + 1
-    return len(text)
 
 
 def _tag(scope: Scope, call: CallElements, tag: str, raw: str) -> None:
@@ -261,7 +283,36 @@ def end(scope: Scope, call: CallElements) -> None:
     stopped; any other open parameter is left out, as vLLM leaves it."""
     if call.index < 0 or call.skip:
         return
+    if call.hold:
+        send_args(scope.out, call, dumps(_held_arguments(scope, call)))
+        call.body, call.hold = "", False
+        return
     if call.part == STREAM and call.opened:
         send_args(scope.out, call, '"')  # (a cut tag held at the end is markup, not text)
     send_args(scope.out, call, "}" if call.count else "{}")
     call.part, call.held, call.body, call.sent, call.opened = BETWEEN, "", "", "", False
+
+
+def _held_arguments(scope: Scope, call: CallElements) -> dict[str, Any]:
+    """A held invoke body as vLLM converts it: its parameters in order, a repeated one a
+    list; as the stream does, a `string` parameter the output stopped in is kept as far
+    as it was written, and a tag cut at the end is markup, not text."""
+    body = call.body
+    at = body.rfind(PREFIX)
+    if at >= 0 and ">" not in body[at:]:
+        body = body[:at]
+    body = body[: _holdback(body, 0)]
+    stack = _parse(body)
+    root = stack[0]
+    if "".join(root.text).strip():
+        return {}  # text before the first parameter: none is read (vLLM stops there)
+    params = list(root.children)
+    if len(stack) == 2 and not stack[1].children:
+        cut = stack[1]
+        if "".join(cut.text) and scope.tools.type_of(call.name, cut.tag) == STRING:
+            params.append(cut)
+    top = _Node("")
+    top.children = params
+    schema = {"properties": {p.tag: scope.tools.schema(call.name, p.tag) for p in params}}
+    value = convert(top, schema)
+    return value if isinstance(value, dict) else {}

@@ -46,6 +46,8 @@ def open_call(scope: Scope, kind: type[Call], fallback: bool = False) -> Call:
     call = kind()
     if fallback and isinstance(call, CallList | CallPythonic):
         call.fallback = True
+    elif isinstance(call, CallElements):
+        call.hold = True  # converted whole at its end while it is short (elements.py)
     scope.st.call = call
     return call
 

@@ -107,6 +107,16 @@ class CallBase(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
 # call in progress) fails to decode rather than being read as a wrong kind.
 
 
+class JsonCheck(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """Where streamed JSON arguments are in their grammar (json_check.py)."""
+
+    mode: int = 0  # json_check.VALUE … BAD
+    stack: str = ""  # the open containers, `{` / `[`
+    held: str = ""  # the text since the last safe point (not sent yet)
+    key: bool = False  # the string being read is a key
+    rest: str = ""  # a literal's letters still to come, or a `\u` escape's digits
+
+
 class CallJson(CallBase, tag=16):
     """JSON arguments streamed as written (json_args.py: Kimi K2, Mistral v11, DeepSeek V3)."""
 
@@ -150,6 +160,7 @@ class CallList(CallBase, tag=18):
     fallback: bool = False
     raw: str = ""
     required: bool = False  # tool_choice "required": `[{"name", "parameters"}, …]`
+    check: JsonCheck | None = None  # the arguments object being streamed
 
 
 class CallPythonic(CallBase, tag=19):
@@ -197,6 +208,9 @@ class CallElements(CallBase, tag=22):
     sent: str = ""  # the parameters sent, one per line (a repeat is left out)
     opened: bool = False  # a streamed string parameter's `"key": "` is out
     count: int = 0  # parameters sent
+    # The body is held (in `body`) to be converted when the invoke ends; False once it
+    # is streamed (elements.HOLD_MAX), and for a call opened before holding existed.
+    hold: bool = False
 
 
 Call = CallJson | CallParams | CallList | CallPythonic | CallVerbatim | CallGemma | CallElements
