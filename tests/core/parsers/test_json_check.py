@@ -156,3 +156,22 @@ def test_through_a_call_list(output, args):
     for how, got in [("whole", p.whole(output)), *p.all_streams(output)]:
         assert got.calls == [("get_weather", want)], how
         json.loads(got.calls[0][1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.data(), _objects, hs.integers(0, 2**16))
+def test_a_cut_call_list_call_has_arguments_that_parse(data, value, seed):
+    """llama3_json output cut anywhere after the name: the call's arguments parse, are
+    the written text closed, and the stream says what the whole response says."""
+    p = parser(marker_tokenizer(), None, "llama3_json", req=request(["f"]))
+    args = json.dumps(value, ensure_ascii=False)
+    head = '{"name": "f", "parameters": '
+    text = head + args + "}"
+    cut = data.draw(hs.integers(len(head) + 1, len(text)))
+    whole = p.whole(text[:cut])
+    assert [n for n, _ in whole.calls] == ["f"]
+    got = whole.calls[0][1]
+    json.loads(got)
+    assert args.startswith(got.rstrip('"}] ')), (args, got)
+    assert p.stream(text[:cut], seed=seed).calls == whole.calls
+    assert p.stream(text[:cut], 1).calls == whole.calls
