@@ -85,7 +85,8 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from tests.integration.harness import Generation, Output, interleave, verify  # noqa: E402
 from tests.servers import RedisServer, TansuBroker, create_topics, free_port  # noqa: E402
-from worker.adapters.embedded import LocalRedisCluster, redis_server_binary  # noqa: E402
+from worker.adapters.embedded import redis_server_binary  # noqa: E402
+from worker.adapters.local_cluster import LocalRedisCluster  # noqa: E402
 
 # --redis: where the workers keep their states.
 REDIS_SETUPS = ("standalone", "cluster-1", "cluster-3")

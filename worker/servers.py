@@ -48,13 +48,13 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING
 
 from worker.adapters.embedded import (
-    LocalRedisCluster,
     LocalServer,
     RedisServer,
     ServerError,
     TansuBroker,
     create_topics,
 )
+from worker.adapters.local_cluster import LocalRedisCluster
 from worker.constants import DLQ_TOPIC, INPUT_TOPIC, OUTPUT_TOPIC
 
 if TYPE_CHECKING:  # imported where used: tansu alone needs none of Apache Kafka's code
