@@ -1,8 +1,8 @@
 """The state store in memory, for `replay` and tests: the Redis store's contract and rules.
 
-Same compare-and-set as `redis_store.CAS_SCRIPT` (seq, then owner epoch), same TTLs (a
+Same compare-and-set as `redis_layout.CAS_SCRIPT` (seq, then owner epoch), same TTLs (a
 tombstone keeps the short one), same key names, the same idempotent re-apply of an
-identical write, and the same two versions under exactly-once (`redis_store.CAS_SCRIPT`).
+identical write, and the same two versions under exactly-once (`redis_layout.CAS_SCRIPT`).
 Time comes from an injectable clock so tests can expire states without sleeping.
 """
 

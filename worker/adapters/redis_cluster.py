@@ -20,7 +20,7 @@ in standalone mode):
   and its calls sent again, in the same pipeline as the load.
 - A connection error, a timeout or `CLUSTERDOWN` is raised to the caller (which backs off
   and retries the batch), and the map is refreshed on the next call. Writes applied before
-  the error are accepted again as the same write (see redis_store.CAS_SCRIPT).
+  the error are accepted again as the same write (see redis_layout.CAS_SCRIPT).
 
 Seeds: `redis://[user:password@]host1:port1,host2:port2[,…]` (one scheme and one credential
 for all nodes; a node may also be given as a full URL). `rediss://` and the query options

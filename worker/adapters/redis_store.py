@@ -23,7 +23,7 @@ Three modes:
   key) over one connection, so no command spans hash slots — for Redis Cluster behind a
   cluster-aware proxy (what `cluster` was before it spoke the cluster protocol itself).
 All three save with the same Lua, so they cannot disagree on what a write may do; the
-HMGET loads are read as LOAD_SCRIPT reads (`_triple`), and the contract suites run on all.
+HMGET loads are read as LOAD_SCRIPT reads (`triple`), and the contract suites run on all.
 
 Fencing in a cluster: a partition's epoch key (`<prefix>epoch:<scope>`) and its requests'
 keys live in different slots, often on different masters, and nothing here needs them
@@ -48,7 +48,6 @@ reply was lost is not mistaken for a refusal when the caller retries it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -57,7 +56,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import DataError, NoScriptError
 
 try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
     import hiredis
@@ -72,6 +71,15 @@ from worker.adapters.redis_cluster import (
     reset_trips,
     trips_here,
 )
+from worker.adapters.redis_layout import (
+    CAS_SCRIPT,
+    CAS_SHA,
+    LOAD_SCRIPT,
+    LOAD_SHA,
+    SCRIPTS,
+    fields,
+    triple,
+)
 from worker.constants import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, KEY_PREFIX, epoch_key, state_key
 from worker.ports import StateStore, StateWrite, Stored
 from worker.urls import redact_url
@@ -84,141 +92,10 @@ DEFAULT_CONNECT_TIMEOUT_S = 5.0
 # With `wait_replicas`: how long a save waits for the replicas' acknowledgement.
 DEFAULT_WAIT_TIMEOUT_S = 1.0
 
-F_SEQ = "seq"
-F_EPOCH = "epoch"
-F_STATE = "state"
-F_TABLES = "tables"
-# Exactly-once's versions (see CAS_SCRIPT): the last offset of the batch that wrote the
-# state, and the state before it.
-_VERSIONS = ("upto", "pseq", "pstate")
-
 # Zero retries inside redis-py: the caller owns retry and backoff (see the module docstring).
 _NO_RETRY = Retry(NoBackoff(), 0)
 
-# KEYS: the requests' keys. ARGV: eight per key — expected seq ("" = the key must not
-# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms,
-# under exactly-once the writing batch's first and last input offsets in the request's
-# partition ("" and "" otherwise), and the request's tables ("" = leave them: only the
-# write that opens a request carries them). Returns one flag per key: 1 when applied (or
-# when exactly this write is already stored), 0 when refused.
-#
-# Exactly-once keeps two versions: `seq`/`state` with `upto` (the last offset of the batch
-# that wrote it) and `pseq`/`pstate`, the state before it. Redis is outside the Kafka
-# transaction, so a batch can save and then see its transaction abort; its records are
-# then read again from an offset at or below `upto`, and that batch (from any owner)
-# builds on the state before, replacing the uncommitted one (LOAD_SCRIPT reads the same).
-CAS_SCRIPT = """
-local WRONG_TYPE = '-1'
--- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
--- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
--- Offsets are compared as numbers: a partition's offsets stay far below 2^53.
-local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s, tables)
-  local epoch = tonumber(epoch_s)
-  local versioned = last_s ~= ''
-  local shift = false
-  -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
-  local ok, cur = pcall(redis.call, 'HMGET', key, 'seq', 'epoch', 'state', 'upto', 'pseq', 'pstate')
-  if not ok then
-    -- Not a hash (WRONGTYPE): the load reported it as seq -1 and the request failed;
-    -- its failed state replaces the stray value. Otherwise it appeared since the load.
-    if expected ~= WRONG_TYPE then
-      return 0
-    end
-    redis.call('DEL', key)
-  elseif cur[1] or cur[2] or cur[3] then
-    local cur_epoch = tonumber(cur[2]) or 0
-    -- Fencing: a newer owner has written this request; an older one may not.
-    if cur_epoch > epoch then
-      return 0
-    end
-    -- The same write again (a retry after a lost reply): it is already applied.
-    if cur[1] == seq and cur_epoch == epoch and cur[3] == blob and (cur[4] or '') == last_s then
-      redis.call('PEXPIRE', key, ttl)
-      return 1
-    end
-    -- The state the batch built on: the stored one, or under exactly-once the one before
-    -- it when the batch that stored it never committed (its records came back).
-    local base = cur[1]
-    if versioned and cur[4] and tonumber(cur[4]) >= tonumber(first_s) then
-      base = cur[5]
-    else
-      shift = versioned
-    end
-    if expected == '' then
-      if base then
-        return 0
-      end
-    elseif expected ~= base then
-      return 0
-    end
-    if cur[4] and not versioned then
-      redis.call('HDEL', key, 'upto', 'pseq', 'pstate')
-    end
-  elseif expected ~= '' then
-    -- Expired or deleted since the batch loaded it.
-    return 0
-  end
-  if shift then
-    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob, 'upto', last_s,
-      'pseq', cur[1], 'pstate', cur[3])
-  elseif versioned then
-    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob, 'upto', last_s)
-  else
-    redis.call('HSET', key, 'seq', seq, 'epoch', epoch_s, 'state', blob)
-  end
-  if tables ~= '' then
-    redis.call('HSET', key, 'tables', tables)
-  end
-  redis.call('PEXPIRE', key, ttl)
-  return 1
-end
-local out = {}
-for i, key in ipairs(KEYS) do
-  local b = (i - 1) * 8
-  out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5],
-    ARGV[b + 6], ARGV[b + 7], ARGV[b + 8])
-end
-return out
-"""
-# KEYS: the requests' keys; ARGV: two per key — under exactly-once the batch's first
-# offset in the request's partition ("" otherwise), and "1" when the caller wants the
-# request's tables ("" otherwise). Returns seq, state, tables, seq, state, tables, … (nil
-# where a key or field is absent or the tables were not asked for; seq -1 and an empty
-# state where a key holds no hash: see WRONG_TYPE_SEQ).
-LOAD_SCRIPT = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local first = ARGV[2 * i - 1]
-  local ok, v
-  if first ~= '' then
-    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'tables', 'upto', 'pseq', 'pstate')
-    -- Written by a batch whose records are being read again: it never committed.
-    if ok and v[4] and tonumber(v[4]) >= tonumber(first) then
-      v = {v[5], v[6], v[3]}
-    end
-  else
-    ok, v = pcall(redis.call, 'HMGET', key, 'seq', 'state', 'tables')
-  end
-  if ok then
-    out[3 * i - 2] = v[1]
-    out[3 * i - 1] = v[2]
-    out[3 * i] = ARGV[2 * i] == '1' and v[3]
-  else
-    out[3 * i - 2] = '-1'
-    out[3 * i - 1] = ''
-    out[3 * i] = false
-  end
-end
-return out
-"""
-# A key under the prefix that holds no hash (a stray SET, a foreign tool): read as a state
-# at this seq that does not decode, so its request fails with `state_corrupt` (one error
-# output, the partition moves on) and the failed state's write, expecting this seq,
-# replaces the value. Raised as WRONGTYPE it failed the whole batch, on every retry.
-WRONG_TYPE_SEQ = -1
-LOAD_SHA = hashlib.sha1(LOAD_SCRIPT.encode()).hexdigest()
 MODES = ("standalone", "cluster", "proxy")
-CAS_SHA = hashlib.sha1(CAS_SCRIPT.encode()).hexdigest()
 
 
 class _HiredisPacking:
@@ -254,31 +131,6 @@ def _with_hiredis_packing(client: Redis) -> None:
     if hiredis is None or issubclass(base, _HiredisPacking):
         return
     pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
-
-
-def _fields(versioned: bool, tables: bool) -> list[str]:
-    """What one HMGET of the proxy and cluster modes' loads reads (LOAD_SCRIPT's order:
-    seq, state, then the tables when asked for, then exactly-once's versions)."""
-    return [F_SEQ, F_STATE, *((F_TABLES,) if tables else ()), *(_VERSIONS if versioned else ())]
-
-
-def _triple(reply: Any, first: int, tables: bool) -> tuple[Any, Any, Any]:
-    """One HMGET reply (`_fields`) read as LOAD_SCRIPT reads it: (seq, state, tables) — a
-    WRONGTYPE error as WRONG_TYPE_SEQ; under exactly-once, the state before one left by an
-    uncommitted batch."""
-    if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
-        return str(WRONG_TYPE_SEQ), b"", None
-    if isinstance(reply, Exception):
-        raise reply
-    t = reply[2] if tables else None
-    if first >= 0:
-        upto, pseq, pstate = reply[-3:]
-        if upto is not None and int(upto) >= first:
-            return pseq, pstate, t
-    return reply[0], reply[1], t
-
-
-_SCRIPTS = (CAS_SCRIPT, LOAD_SCRIPT)
 
 
 def _check_replicated(acked: Any, wanted: int, wait_ms: int) -> None:
@@ -406,11 +258,11 @@ class RedisStore:
         elif self.mode == "proxy":
             async with self._client.pipeline(transaction=False) as pipe:
                 for key, f, w in zip(keys, firsts, wanted, strict=True):
-                    pipe.hmget(key, _fields(f >= 0, w))
+                    pipe.hmget(key, fields(f >= 0, w))
                 self.round_trips += 1
                 count_trips()
                 replies = await pipe.execute(raise_on_error=False)
-            triples = [_triple(*a) for a in zip(replies, firsts, wanted, strict=True)]
+            triples = [triple(*a) for a in zip(replies, firsts, wanted, strict=True)]
         else:
             args: list[str | bytes | int] = []
             for f, w in zip(firsts, wanted, strict=True):
@@ -530,7 +382,7 @@ class RedisStore:
         self, keys: list[str], firsts: list[int], wanted: list[bool]
     ) -> list[tuple[Any, Any, Any]]:
         """One HMGET per key, pipelined per master (as the proxy mode's, read as
-        LOAD_SCRIPT reads: `_triple`). A script per slot would do the same reads at ten
+        LOAD_SCRIPT reads: `triple`). A script per slot would do the same reads at ten
         times Redis's cost per key, and a batch's keys are nearly all in slots of their
         own."""
         assert self._cluster is not None
@@ -540,11 +392,11 @@ class RedisStore:
 
         def build(parts: list[int]) -> tuple[Any, ...]:
             i = parts[0]
-            return ("HMGET", keys[i], *_fields(firsts[i] >= 0, wanted[i]))
+            return ("HMGET", keys[i], *fields(firsts[i] >= 0, wanted[i]))
 
         for call in await cluster.run(calls, build):
             i = call.parts[0]
-            triples[i] = _triple(call.reply, firsts[i], wanted[i])
+            triples[i] = triple(call.reply, firsts[i], wanted[i])
         return triples
 
     def _by_slot(self, keys: list[str]) -> list[Call]:
@@ -569,7 +421,7 @@ class RedisStore:
 
         flags = [0] * len(keys)
         calls = await self._cluster.run(
-            self._by_slot(keys), build, _SCRIPTS, self.wait_replicas, self._wait_ms
+            self._by_slot(keys), build, SCRIPTS, self.wait_replicas, self._wait_ms
         )
         for call in calls:
             _raise_if_error(call.reply)
