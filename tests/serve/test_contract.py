@@ -25,7 +25,7 @@ from tests.serve.bodies import (
     ids,
 )
 from tests.serve.conftest import Client, LiveServer
-from worker.serve.driver import Sealed
+from worker.serve.stream_state import Sealed
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETION = "/v1/completions/derender"

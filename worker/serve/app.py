@@ -225,7 +225,7 @@ def build_app(
     max_body_bytes: int = 8 * 1024 * 1024,
     metrics: ServeMetrics | None = None,
 ) -> ASGIApp:
-    from worker.serve.driver import state_key
+    from worker.serve.stream_state import state_key
 
     metrics = metrics or ServeMetrics()
     driver = Driver(registry, key=state_key(state_secret), max_record_bytes=max_body_bytes + 65536)

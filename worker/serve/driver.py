@@ -20,15 +20,12 @@ so they are parsed once, by the core's own decoder.
 Our `stream_state` is the request state the core keeps in Redis under `run` (decoder
 window, stop hold-back, parser state: tens to a few hundred bytes, flat in the output's
 length), in an envelope that binds it to its API and request id with a 128-bit BLAKE2b
-tag (keyed with `--state-key` when set). A state of another request, of the other API,
-altered, cut or of vLLM's own shape is a 400, never a wrong answer.
+tag (keyed with `--state-key` when set; stream_state.py). A state of another request, of
+the other API, altered, cut or of vLLM's own shape is a 400, never a wrong answer.
 """
 
 from __future__ import annotations
 
-import binascii
-import hashlib
-import hmac
 import time
 import uuid
 from collections.abc import Mapping
@@ -38,13 +35,14 @@ from typing import Any
 import msgspec
 
 from worker.checkpoint import Checkpoint
-from worker.constants import CHUNK, DEFAULT_MAX_RECORD_BYTES, ERROR, MAX_SEQ, RESPONSE
+from worker.constants import CHUNK, DEFAULT_MAX_RECORD_BYTES, ERROR, RESPONSE
 from worker.core import errors
 from worker.core.model import Model, Registry
 from worker.core.state import decode_state
 from worker.loop import SILENT, Observer, run_batch, run_sync
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.serve import wire
+from worker.serve.stream_state import BadState, seal, unseal
 from worker.serve.wire import given
 from worker.wire import inbound
 from worker.wire import outbound as out
@@ -101,78 +99,6 @@ class Refusal(Exception):
     def __init__(self, answer: Answer) -> None:
         super().__init__(answer[1].decode())
         self.answer = answer
-
-
-# -- the stream_state envelope ------------------------------------------------------------
-
-SEAL_VERSION = 1
-
-
-class Sealed(msgspec.Struct, array_like=True, gc=False):
-    v: int
-    seq: int
-    tag: bytes
-    blob: bytes
-    # The request's tables (core/tables.py: its stop strings and tools), which the Kafka
-    # path stores once beside the state: here the client carries them, as it carries
-    # the request's whole output in vLLM's stream_state. Last, with a default, so an
-    # envelope from before them still opens (and its tag, over no tables, still holds).
-    tables: bytes = b""
-
-
-_sealed_encoder = msgspec.msgpack.Encoder()
-_sealed_decoder = msgspec.msgpack.Decoder(Sealed)
-
-
-def state_key(secret: str | None) -> bytes:
-    """The BLAKE2b key of the envelopes' tags (empty: unkeyed)."""
-    return b"" if not secret else hashlib.blake2b(secret.encode()).digest()
-
-
-def _tag(key: bytes, api: str, request_id: str, seq: int, blob: bytes, tables: bytes) -> bytes:
-    h = hashlib.blake2b(digest_size=16, key=key)
-    h.update(f"{api}\0{request_id}\0{seq}\0".encode())
-    h.update(blob)
-    if tables:  # (the state holds their digest too: this binds the carried copy itself)
-        h.update(b"\0tables\0")
-        h.update(tables)
-    return h.digest()
-
-
-def seal(
-    key: bytes, api: str, request_id: str, seq: int, blob: bytes, tables: bytes = b""
-) -> bytes:
-    """The stream_state's `state` string (ASCII)."""
-    tag = _tag(key, api, request_id, seq, blob, tables)
-    sealed = Sealed(SEAL_VERSION, seq, tag, blob, tables)
-    return binascii.b2a_base64(_sealed_encoder.encode(sealed), newline=False)
-
-
-class BadState(Exception):
-    pass
-
-
-def unseal(key: bytes, api: str, request_id: str, text: str) -> Stored:
-    """The carried state, or BadState saying why it cannot be used for this request."""
-    if not text:
-        raise BadState(
-            "invalid stream_state: it was not returned by this server (no `state`); send "
-            "null on a stream's first call and then the stream_state of the previous answer"
-        )
-    try:
-        sealed = _sealed_decoder.decode(binascii.a2b_base64(text, strict_mode=True))
-    except (binascii.Error, ValueError, msgspec.DecodeError, msgspec.ValidationError):
-        raise BadState("invalid stream_state: it does not decode") from None
-    if sealed.v != SEAL_VERSION:
-        raise BadState(f"invalid stream_state: version {sealed.v} is not {SEAL_VERSION}")
-    if not 0 <= sealed.seq < MAX_SEQ or not hmac.compare_digest(
-        sealed.tag, _tag(key, api, request_id, sealed.seq, sealed.blob, sealed.tables)
-    ):
-        raise BadState(
-            f"invalid stream_state: it does not belong to request {request_id!r} on this "
-            "endpoint, or it was altered"
-        )
-    return Stored(sealed.seq, sealed.blob, sealed.tables or None)
 
 
 # -- the adapters -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def given(raw: msgspec.Raw) -> bool:
 
 class StreamState(msgspec.Struct, gc=False):
     """What `serve` returns as `stream_state`: one opaque string (base64 of our request
-    state's msgpack envelope, `driver.seal`). A state of vLLM's own (no `state` field)
+    state's msgpack envelope, `stream_state.seal`). A state of vLLM's own (no `state` field)
     decodes to the empty string and is refused."""
 
     state: str = ""
