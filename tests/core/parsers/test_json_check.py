@@ -175,3 +175,15 @@ def test_a_cut_call_list_call_has_arguments_that_parse(data, value, seed):
     assert args.startswith(got.rstrip('"}] ')), (args, got)
     assert p.stream(text[:cut], seed=seed).calls == whole.calls
     assert p.stream(text[:cut], 1).calls == whole.calls
+
+
+def test_nesting_is_bounded():
+    """The open containers are state: past MAX_DEPTH the text is closed as broken."""
+    deep = "[" * (json_check.MAX_DEPTH + 10)
+    out = _run('{"a": ' + deep, [])
+    assert (
+        out == '{"a": ' + "[" * (json_check.MAX_DEPTH - 1) + "]" * (json_check.MAX_DEPTH - 1) + "}"
+    )
+    json.loads(out)
+    ok = "[" * (json_check.MAX_DEPTH - 1) + "]" * (json_check.MAX_DEPTH - 1)
+    assert _run('{"a": ' + ok + "}", []) == '{"a": ' + ok + "}"

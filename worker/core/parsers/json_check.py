@@ -14,7 +14,8 @@ before v11, tool_choice "required"), whose vLLM streams close partial arguments 
 bare JSON arguments of Kimi K2, Mistral v11 and DeepSeek V3 (json_args.py) stay verbatim,
 as vLLM returns them (its Kimi K2 test keeps `{"city": "Beijing"` as written).
 
-The held text is at most one key (or literal, escape, number tail) long. Strings — the
+The held text is at most one key (or literal, escape, number tail) long, the stack of
+open containers at most MAX_DEPTH. Strings — the
 bulk of long arguments — are skipped by one regex search per chunk.
 """
 
@@ -52,6 +53,9 @@ _DIGITS = frozenset("0123456789")
 _SPACE = frozenset(" \t\n\r")
 _LITERALS = {"t": "rue", "f": "alse", "n": "ull"}
 _CLOSER = {"{": "}", "[": "]"}
+# Containers open at once, at most: the stack is state, and deeper JSON is beyond what
+# clients parse anyway (Python's json stops near 1,000). An opener past it breaks the text.
+MAX_DEPTH = 512
 # Number states where the digits so far are a whole number (safe to send).
 _NUMBER_DONE = frozenset((NUM_ZERO, NUM_INT, NUM_FRAC, NUM_EXP))
 _NUMBER = frozenset(range(NUM_SIGN, NUM_EXP + 1))
@@ -113,6 +117,8 @@ def finish(check: JsonCheck) -> str:
 def _value(check: JsonCheck, c: str) -> bool:
     """`c` starts a value."""
     if c in "{[":
+        if len(check.stack) >= MAX_DEPTH:
+            return False
         check.stack += c
         check.mode = FIRST_KEY if c == "{" else FIRST_ITEM
     elif c == '"':
