@@ -358,3 +358,24 @@ def test_random_invokes(params: list[tuple[str, str]], pad: int, seed: int) -> N
         assert whole.args() == [want]
     else:
         json.loads(whole.calls[0][1])
+
+
+@pytest.mark.parametrize(("depth", "keys"), [(128, ["s", "o", "t"]), (129, ["s"])])
+def test_nesting_deeper_than_vllms_limit_is_malformed(
+    tok: Tokenizer, depth: int, keys: list[str]
+) -> None:
+    """vLLM 0.33 reads elements nested up to depth 128 (a parameter is depth 1); a deeper
+    one makes its parameter malformed and the parameters after it are not read (found
+    with vLLM's own converter on these bodies). Without the limit the conversion
+    recursed past Python's stack."""
+    tools = [tool("f", s="string", o="object", t="string")]
+    p = parser(tok, "minimax_m3", "minimax_m3", req=request(tools))
+    nested = f"{NS}<a>" * (depth - 1) + "x" + f"{NS}</a>" * (depth - 1)
+    text = block(invoke("f", el("s", "hi"), el("o", nested), el("t", "z")))
+    for got in (p.whole(text), p.stream(text, 1), p.stream(text, seed=3)):
+        (args,) = got.args()
+        assert list(args) == keys
+        o, levels = args.get("o"), 0
+        while isinstance(o, dict):
+            o, levels = o.get("a"), levels + 1
+        assert levels == (depth - 1 if "o" in keys else 0)

@@ -37,6 +37,9 @@ PREFIX = "]<]minimax[>["
 # The longest invoke body held to be converted whole (about a screenful of arguments: a
 # state write per record of at most this much while the call lasts).
 HOLD_MAX = 4096
+# Elements nested deeper than this (a parameter is at depth 1) make their parameter
+# malformed, as vLLM 0.33's MAX_ELEMENT_DEPTH does.
+MAX_DEPTH = 128
 ARRAY = "array"
 OBJECT = "object"
 
@@ -73,6 +76,8 @@ def _parse(body: str) -> list[_Node]:
                 stack[-1].children.append(done)
             else:
                 break  # a closer that closes nothing open: the rest is malformed
+        elif len(stack) > MAX_DEPTH:
+            break  # nested too deep: the rest is malformed (vLLM's limit; `convert` recurses)
         else:
             stack.append(_Node(tag.strip()))
         if len(stack) == 1 and rest.strip():
@@ -247,10 +252,11 @@ def _tag(scope: Scope, call: CallElements, tag: str, raw: str) -> None:
             send_args(scope.out, call, '"' if call.opened else _lead(call, call.key) + '""')
         elif part == BUFFER:
             node = parse(f"{PREFIX}<{call.key}>{call.body}{PREFIX}</{call.key}>")
-            if node.children:
-                child = node.children[0]
-                value = convert(child, scope.tools.schema(call.name, call.key))
-                send_args(scope.out, call, _lead(call, call.key) + dumps(value))
+            if not node.children:  # malformed inside (nested too deep): vLLM stops there
+                call.part, call.key, call.body = STOP, "", ""
+                return
+            value = convert(node.children[0], scope.tools.schema(call.name, call.key))
+            send_args(scope.out, call, _lead(call, call.key) + dumps(value))
         call.part, call.key, call.body = BETWEEN, "", ""
         return
     if part == STREAM:
