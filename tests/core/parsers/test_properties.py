@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -212,3 +213,37 @@ def test_stream_equals_whole_equals_truth(name: str, data: st.DataObject) -> Non
             assert marker not in (streamed.reasoning or ""), marker
         if marker not in (want.content or ""):
             assert marker not in (streamed.content or ""), marker
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(SETUPS))
+def test_a_value_nested_past_the_recursion_limit_fails_nothing(name: str) -> None:
+    """An argument nested 3,000 deep (past Python's recursion limit, which `json.loads`
+    obeys): no format fails the request; the stream says what the whole response says,
+    and every call's arguments parse. (Before: a RecursionError in 14 of the formats.)"""
+    setup = SETUPS[name]
+    conv = Conversation(calls=(Call("f", {"v": _nested(3000)}),))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)  # only to render it (json.dumps recurses too)
+    try:
+        text = setup.render(conv)
+    finally:
+        sys.setrecursionlimit(limit)
+    tok = _tokenizer(setup.tokenizer)
+    ids = list(tok.encode(text, add_special_tokens=False).ids)
+    req = request(**chat_request(setup, conv))
+    p = Parser(_spec(name, setup.tokenizer, tok), tok, req, None, setup.strict)
+    whole = p.whole(text, ids)
+    assert p.stream(text, 7).calls == whole.calls
+    sys.setrecursionlimit(20_000)  # the verbatim formats pass the 3,000 levels on
+    try:
+        for _, args in whole.calls:
+            assert isinstance(json.loads(args), dict)
+    finally:
+        sys.setrecursionlimit(limit)

@@ -13,10 +13,9 @@ content if it turns out to be no call list.
 
 from __future__ import annotations
 
-import json
-
 from worker.core.parsers import json_check
 from worker.core.parsers.calls import HEAD_MAX, fall_back, header, keep_raw
+from worker.core.parsers.convert import loads
 from worker.core.parsers.events import send_args
 from worker.core.parsers.grammar import REQUIRED_CALLS, SHAPE_ARRAY, SHAPE_SINGLE, CallShape
 from worker.core.parsers.json_args import scan_json, value_opens
@@ -140,7 +139,7 @@ def _new_object(call: CallList) -> None:
 
 def _key(call: CallList) -> str:
     try:
-        key = json.loads(call.key)
+        key = loads(call.key)
     except ValueError:
         return ""
     return key if isinstance(key, str) else ""
@@ -206,7 +205,7 @@ def _value_done(scope: Scope, call: CallList, shape: CallShape) -> None:
         _args_end(scope, call)
     elif kind == V_NAME:
         try:
-            name = json.loads(call.head)
+            name = loads(call.head)
         except ValueError:
             name = None
         if isinstance(name, str) and name:
@@ -230,8 +229,8 @@ def _text_arguments(raw: str) -> str:
     if not raw.startswith('"'):
         return raw
     try:
-        inner = json.loads(raw)
-        value = json.loads(inner)
+        inner = loads(raw)
+        value = loads(inner)
     except ValueError:
         return raw
     if isinstance(value, dict | list):

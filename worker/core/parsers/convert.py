@@ -26,6 +26,15 @@ _CONTAINER = ("object", "array", "dict", "list")
 _NULL_WORDS = ("null", "none")
 
 
+def loads(text: str) -> Any:
+    """`json.loads`, with JSON nested past Python's recursion limit read as no JSON (a
+    ValueError, like any other text that is not JSON) rather than failing the request."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def dumps(value: Any) -> str:
     """JSON text as vLLM writes arguments (`json.dumps(…, ensure_ascii=False)`)."""
     return json.dumps(value, ensure_ascii=False)
@@ -120,7 +129,7 @@ def coerce_value(raw: str, types: str) -> Any:
             return text.lower() in ("true", "1")
         elif t in ("object", "array"):
             try:
-                value = json.loads(text)
+                value = loads(text)
             except ValueError:
                 continue
             if isinstance(value, dict if t == "object" else list):
@@ -128,7 +137,7 @@ def coerce_value(raw: str, types: str) -> Any:
         elif t == "string":
             return raw
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError:
         return raw
     return value if _finite(value) else raw
@@ -162,7 +171,7 @@ def typed_value(raw: str, type_name: str) -> str:
         return json_or_text(raw)
     if type_name in _CONTAINER:
         try:
-            return dumps(json.loads(text))
+            return dumps(loads(text))
         except ValueError:
             # A Python list / dict literal is taken (`{'a': 1}`); a tuple `(1,2)` is not
             # an array, and stays text, as vLLM keeps it.
@@ -174,7 +183,7 @@ def typed_value(raw: str, type_name: str) -> str:
 def guessed_value(raw: str) -> str:
     """A value no schema types (poolside_v1): JSON, else a Python literal, else text."""
     try:
-        value = json.loads(raw)
+        value = loads(raw)
         if _finite(value):
             return dumps(value)
     except ValueError:
@@ -187,7 +196,7 @@ def json_or_text(raw: str) -> str:
     """A value that is not of its schema type: what it is as JSON (`2.5` for an integer,
     `[1]` for a boolean), else its text, as vLLM 0.33's coercion falls back."""
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
         return dumps(raw)
     return dumps(value) if _finite(value) else dumps(raw)
@@ -209,7 +218,7 @@ def json_value(raw: str, type_name: str) -> str:
     string parsed as the type, a scalar of a string parameter as its JSON text; arrays
     and objects stay as the model wrote them."""
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
         return dumps(raw)
     if isinstance(value, float) and not math.isfinite(value):

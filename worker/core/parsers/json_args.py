@@ -9,11 +9,11 @@ their name comes from the arguments, which wait (one call's worth) for the call'
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from worker.core.parsers.calls import header
+from worker.core.parsers.convert import loads
 from worker.core.parsers.events import send_args
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import CallJson, CallList
@@ -121,7 +121,7 @@ def end(scope: Scope, call: CallJson) -> None:
 def _infer_name(tools: ToolTable, raw_args: str) -> str | None:
     """A bare-counter Kimi call: the one tool whose parameters take these arguments."""
     try:
-        value: Any = json.loads(raw_args) if raw_args.strip() else {}
+        value: Any = loads(raw_args) if raw_args.strip() else {}
     except ValueError:
         return None
     if not isinstance(value, dict):
