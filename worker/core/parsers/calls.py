@@ -139,11 +139,13 @@ def name_done(scope: Scope, call: CallBase) -> None:
 
 
 def fall_back(scope: Scope, text: str) -> None:
-    """A sniffed block was no call list: its text is content after all."""
+    """A sniffed block was no call list: its text is content after all (after the
+    whitespace held before it, when its opening was a marker)."""
     st = scope.st
     st.call = None
     st.state = CONTENT
     st.started = True
+    text, st.ws = st.ws + text, ""
     if text:
         scope.out.append(Content(text))
 

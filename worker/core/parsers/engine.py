@@ -206,7 +206,9 @@ class _Run(Scope):
                 st.pending = [t for _, t in marks[n:]][-PENDING_MAX:]
                 break
             before = st.state
-            self.lex(buf, pos, at, boundary=True)
+            self.lex(
+                buf, pos, at, boundary=True, last=final and self._only_drops(buf, at, marks[n:])
+            )
             if k >= 0:
                 touched |= self._account(hidden, first_id, k, before)
             before = st.state
@@ -220,6 +222,17 @@ class _Run(Scope):
         self.lex(buf, pos, len(buf), boundary=final)
         touched |= self._account(hidden, first_id, len(ids), before)
         return hidden if touched else None
+
+    def _only_drops(self, buf: str, at: int, rest: list[tuple[int, int]]) -> bool:
+        """Whether only dropped specials (EOS, …) follow `at` to the end of the text: the
+        text before them is then where the output ends."""
+        spec = self.spec
+        for _, token_id in rest:
+            literal = spec.marker_text[token_id]
+            if token_id not in spec.drop_ids or not buf.startswith(literal, at):
+                return False
+            at += len(literal)
+        return at == len(buf)
 
     def _account(self, hidden: list[bool] | None, lo: int, hi: int, before: int) -> bool:
         """Tokens [lo, hi) were processed from state `before` to the current state."""
@@ -245,14 +258,19 @@ class _Run(Scope):
 
     # -- 2) markers on text ------------------------------------------------------------
 
-    def lex(self, buf: str, i: int, end: int, boundary: bool) -> None:
+    def lex(self, buf: str, i: int, end: int, boundary: bool, last: bool | None = None) -> None:
+        """Text `buf[i:end]`: `boundary`, nothing after it can extend a marker in it (a
+        marker id or the output's end follows); `last` (default: `boundary` in a final
+        feed), the output ends there."""
         st = self.st
+        if last is None:
+            last = boundary and self.final
         while i < end:
             state = st.state
             lx = self.lexers[state]
             m = lx.pattern.search(buf, i, end) if lx is not None else None
             if m is None:
-                if boundary and self.final and state in CALL_STATES:
+                if last and state in CALL_STATES:
                     # The output ends inside a call's markup: a marker's beginning there
                     # (a cut `</parameter>`) is markup, not value text.
                     end -= holdback(lx, buf, i, end, st.pending, self.spec.marker_text)

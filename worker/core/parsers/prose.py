@@ -165,9 +165,9 @@ def _sniff(scope: Scope, first: str, lead: str) -> bool:
         if first != "{":
             return False  # prose is no arguments object: it stays content
         st.started = True
+        held, st.ws = st.ws + lead, ""  # (before the header, which drops `ws`)
         call = scanners.open_call(scope, CallVerbatim)
         header(scope, call, st.named)
-        held, st.ws = st.ws + lead, ""
         send_args(scope.out, call, held)  # vLLM's arguments keep the leading space
         st.state = ARGS
         return True
@@ -180,10 +180,12 @@ def _sniff(scope: Scope, first: str, lead: str) -> bool:
         return False
     st.started = True
     call = scanners.open_call(scope, kind, fallback=True)
+    # What it gives back if it is no call list: the whitespace before it too, whether it
+    # was held from earlier records (`ws`) or came in this one (`lead`).
     if isinstance(call, CallList):
-        call.raw, call.required = st.ws, st.mode == TOOLS_REQUIRED
+        call.raw, call.required = st.ws + lead, st.mode == TOOLS_REQUIRED
     elif isinstance(call, CallPythonic):
-        call.raw = st.ws
+        call.raw = st.ws + lead
     st.ws = ""
     st.state = ARGS
     return True
