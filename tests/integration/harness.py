@@ -94,10 +94,20 @@ class WorkerProcess:
         self.proc.wait(timeout=10)
 
     def stop(self, timeout_s: float = 30) -> int:
+        """SIGTERM, and the exit code; a worker still running after `timeout_s` is
+        SIGKILLed (so it cannot outlive its test and disturb the next) and fails."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout_s)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(
+                f"the worker did not stop within {timeout_s:.0f}s of SIGTERM (killed); "
+                f"its log ends:\n{self.log_tail()}"
+            ) from None
 
     @property
     def alive(self) -> bool:
