@@ -15,8 +15,8 @@ bare JSON arguments of Kimi K2, Mistral v11 and DeepSeek V3 (json_args.py) stay 
 as vLLM returns them (its Kimi K2 test keeps `{"city": "Beijing"` as written).
 
 The held text is at most one key (or literal, escape, number tail) long, the stack of
-open containers at most MAX_DEPTH. Strings — the
-bulk of long arguments — are skipped by one regex search per chunk.
+open containers at most MAX_DEPTH. Strings — the bulk of long arguments — are skipped by
+one regex search per chunk.
 """
 
 from __future__ import annotations
