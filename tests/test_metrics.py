@@ -50,3 +50,14 @@ def test_the_worker_histograms_are_exported_from_the_start() -> None:
 def test_buckets_must_increase() -> None:
     with pytest.raises(ValueError, match="increase strictly"):
         BatchHistogram("x", "doc", (1, 1, 2), CollectorRegistry())
+
+
+def test_group_lag_is_exported_as_kedas_per_partition_values() -> None:
+    """KEDA's values as they are: a negative one (committed past the high watermark) is
+    kept, and the sum is KEDA's total before its cap."""
+    m = Metrics()
+    m.set_group_lag({0: 6, 1: 0, 2: 1, 3: 1, 4: -2})
+    text = m.exposition().decode()
+    assert 'derender_group_lag{partition="4"} -2.0' in text
+    assert "derender_group_lag_sum 6.0" in text
+    assert "high watermark" in text

@@ -139,14 +139,16 @@ class Metrics:
         )
         self.group_lag = Gauge(
             "derender_group_lag",
-            "end offset (last stable offset under exactly-once) minus the group's committed"
-            " offset, as KEDA's Kafka scaler computes it",
+            "high watermark minus the group's committed offset (never committed: 1 under"
+            " reset latest, high watermark minus log start under earliest), KEDA's Kafka"
+            " scaler's per-partition lag before its cap",
             ["partition"],
             registry=r,
         )
         self.group_lag_sum = Gauge(
             "derender_group_lag_sum",
-            "group lag (derender_group_lag) summed over the sampled partitions",
+            "group lag (derender_group_lag) summed over the sampled partitions: KEDA's"
+            " total before it caps total/lagThreshold at the partition count",
             registry=r,
         )
         self._group_lag_partitions: set[str] = set()

@@ -1,15 +1,22 @@
-"""The group lag as KEDA computes it (worker/adapters/kafka_lag.py), on the session's broker.
+"""The group lag as KEDA's Kafka scaler reports it (worker/adapters/kafka_lag.py), on the
+session's broker.
 
 Each case is computed two ways: by `GroupLag`, and independently, from what the produced
 records and the commits must give, and from a consumer of the group
-(`end_offsets` − `committed`). Transactions, DeleteRecords and a paused broker need
-Apache Kafka, so those cases are skipped on tansu. The rest of the file (the lag rule and
-the gauges) needs no server.
+(`end_offsets` − `committed`). `test_kedas_own_measurement` is the scenario measured with
+KEDA v2.21's scaler itself (/work/shared/reference/keda-hpa.md), and
+`test_the_same_total_as_kedas_scaler` asks KEDA's scaler again when its program is built
+(`DERENDER_KEDALAG`). Transactions, DeleteRecords and a paused broker need Apache Kafka,
+so those cases are skipped on tansu. The rest of the file (the lag rule and the gauges)
+needs no server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -124,7 +131,7 @@ def test_lag_is_end_minus_committed_per_partition(
             assert await lag.sample([]) == {}
         finally:
             await lag.close()
-        # With read_committed and no transactions the LSO is the high watermark.
+        # Exactly-once's call (read_committed=True) measures the same: the high watermark.
         assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {
             0: 0,
             1: 0,
@@ -178,19 +185,100 @@ def test_never_committed_counts_from_the_log_start_not_from_zero(
             assert await admin.delete_records({tp: RecordsToDelete(2)}) == {tp: 2}
         finally:
             await admin.close()
-        # 3 records are left to read. KEDA (offsetResetPolicy: earliest) would say 5.
+        # 3 records are left to read, and KEDA v2.21 (offsetResetPolicy: earliest) says 3.
         assert await sample(kafka_bootstrap, group, topic) == {0: 3}
+        assert await sample(kafka_bootstrap, group, topic, reset="latest") == {0: 1}
+
+    asyncio.run(scenario())
+
+
+async def wait_end(bootstrap: str, tp: TopicPartition, end: int) -> None:
+    """Until the high watermark of `tp` is `end`. A transaction's commit marker is written
+    after the commit returns: the next record could otherwise take the marker's offset."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while (await consumer.end_offsets([tp]))[tp] != end:
+            assert time.monotonic() < deadline, f"{tp} never reached {end}"
+            await asyncio.sleep(0.05)
+    finally:
+        await consumer.stop()
+
+
+async def keda_scenario(bootstrap: str, topic: str, group: str) -> AIOKafkaProducer:
+    """keda-hpa.md's measurement: p0 10 records / committed 4, p1 20 / 20, p2 7 in a
+    transaction left open / never committed, p3 5 / never committed. Returns the producer
+    whose transaction is open (the caller aborts and stops it)."""
+    await produce(bootstrap, topic, {0: 10, 1: 20, 3: 5})
+    await commit(bootstrap, group, topic, {0: 4, 1: 20})
+    pending = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("open"))
+    await pending.start()
+    await pending.begin_transaction()
+    for i in range(7):
+        await pending.send_and_wait(topic, b"o%d" % i, partition=2)
+    return pending
+
+
+# What KEDA v2.21's scaler reported for that scenario, per partition (its metric is the
+# sum before the cap: 8 and 18).
+KEDA_LATEST = {0: 6, 1: 0, 2: 1, 3: 1}
+KEDA_EARLIEST = {0: 6, 1: 0, 2: 7, 3: 5}
+
+
+@integration
+def test_kedas_own_measurement(kafka_bootstrap: str, new_topic: Callable[..., str]) -> None:
+    """The same numbers as KEDA, per partition, under either guarantee's call: the high
+    watermark counts the open transaction's 7 records (the last stable offset of p2 is
+    0), and a partition never committed counts 1 (latest) or end − log start (earliest)."""
+    needs_apache_kafka("transactions")
+    topic, group = new_topic(partitions=4, prefix="keda"), unique("g")
+
+    async def scenario() -> None:
+        pending = await keda_scenario(kafka_bootstrap, topic, group)
+        try:
+            seen = await independent(kafka_bootstrap, group, topic, 4, "read_uncommitted")
+            assert seen == {0: (10, 4), 1: (20, 20), 2: (7, None), 3: (5, None)}
+            stable = await independent(kafka_bootstrap, group, topic, 4, "read_committed")
+            assert stable[2] == (0, None)  # what a read_committed end would have said
+            for read_committed in (False, True):
+                latest = await sample(
+                    kafka_bootstrap, group, topic, reset="latest", read_committed=read_committed
+                )
+                earliest = await sample(
+                    kafka_bootstrap, group, topic, reset="earliest", read_committed=read_committed
+                )
+                assert latest == KEDA_LATEST and sum(latest.values()) == 8
+                assert earliest == KEDA_EARLIEST and sum(earliest.values()) == 18
+        finally:
+            await pending.abort_transaction()
+            await pending.stop()
+        # Aborted: the 7 records and the abort marker stay in the log, so KEDA's rule for
+        # a partition never committed (earliest) now counts 8 there.
+        await wait_end(kafka_bootstrap, TopicPartition(topic, 2), 8)
+        assert await sample(kafka_bootstrap, group, topic) == {**KEDA_EARLIEST, 2: 8}
 
     asyncio.run(scenario())
 
 
 @integration
-def test_read_committed_measures_against_the_last_stable_offset(
+def test_an_exactly_once_group_against_the_high_watermark(
     kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
+    """A read_committed member that commits its position: the records of a transaction
+    still open count (KEDA's end is the high watermark), and once it commits and they are
+    read, the lag is 0 (the position steps over the commit marker)."""
     needs_apache_kafka("transactions")
     topic, group = new_topic(partitions=1, prefix="txn"), unique("g")
     tp = TopicPartition(topic, 0)
+
+    async def read(member: AIOKafkaConsumer, n: int) -> list[int]:
+        got: list[int] = []
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while len(got) < n and time.monotonic() < deadline:
+            batch = await member.getmany(tp, timeout_ms=500)
+            got += [m.offset for m in batch.get(tp, [])]
+        return got
 
     async def scenario() -> None:
         done = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=unique("a"))
@@ -205,57 +293,99 @@ def test_read_committed_measures_against_the_last_stable_offset(
         await done.start()
         await pending.start()
         await member.start()
+        open_ = False
         try:
             # A committed transaction: records at 0, 1, 2 and its commit marker at 3.
             async with done.transaction():
                 for i in range(3):
                     await done.send_and_wait(topic, b"c%d" % i, partition=0)
-            # The coordinator writes the marker after the commit returns: wait for it, or
-            # the next transaction's first record could take offset 3.
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while (await member.end_offsets([tp]))[tp] != 4:
-                assert time.monotonic() < deadline, "the commit marker never came"
-                await asyncio.sleep(0.05)
+            await wait_end(kafka_bootstrap, tp, 4)
             # One left open: records at 4 and 5, no marker yet.
             await pending.begin_transaction()
+            open_ = True
             for i in range(2):
                 await pending.send_and_wait(topic, b"o%d" % i, partition=0)
 
-            # The group's member reads what is committed and commits its position, which
-            # steps over the marker: 4, the last stable offset.
             member.assign([tp])
-            got: list[int] = []
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while len(got) < 3 and time.monotonic() < deadline:
-                batch = await member.getmany(tp, timeout_ms=500)
-                got += [m.offset for m in batch.get(tp, [])]
-            assert got == [0, 1, 2]
+            assert await read(member, 3) == [0, 1, 2]
             position = await member.position(tp)
             assert position == member.last_stable_offset(tp) == 4
             assert member.highwater(tp) == 6
             await member.commit({tp: position})
-
-            # Computed independently: the LSO under read_committed, the high watermark
-            # otherwise, and the group's commit.
-            assert await independent(kafka_bootstrap, group, topic, 1, "read_committed") == {
-                0: (4, 4)
-            }
             assert await independent(kafka_bootstrap, group, topic, 1, "read_uncommitted") == {
                 0: (6, 4)
             }
-            # Nothing is left to read: no lag against the LSO. The high watermark counts
-            # the open transaction's two records, which cannot be read yet.
-            assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 0}
-            assert await sample(kafka_bootstrap, group, topic, read_committed=False) == {0: 2}
+            # Nothing is readable yet, but KEDA counts the open transaction's 2 records.
+            for read_committed in (True, False):
+                got = await sample(kafka_bootstrap, group, topic, read_committed=read_committed)
+                assert got == {0: 2}
 
-            # The pitfall of anchors §6.2: committing `last offset + 1` (3) leaves the
-            # marker counted, a lag of 1 that stays, even against the LSO.
-            await member.commit({tp: got[-1] + 1})
+            # The engine commits: marker at 6, high watermark 7. The member reads 4 and 5
+            # and commits its position, past the marker: no lag left.
+            await pending.commit_transaction()
+            open_ = False
+            await wait_end(kafka_bootstrap, tp, 7)
+            assert await read(member, 2) == [4, 5]
+            position = await member.position(tp)
+            assert position == 7
+            await member.commit({tp: position})
+            assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 0}
+
+            # The pitfall of anchors §6.2: committing `last offset + 1` (6) leaves the
+            # marker counted, a lag of 1 that stays.
+            await member.commit({tp: 6})
             assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 1}
         finally:
-            await pending.abort_transaction()
+            if open_:
+                await pending.abort_transaction()
             for client in (member, pending, done):
                 await client.stop()
+
+    asyncio.run(scenario())
+
+
+@integration
+def test_the_same_total_as_kedas_scaler(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """KEDA's own scaler (tests/autoscale/keda, built by `make autoscale`) on the same group
+    at the same moment: its metric, uncapped (`allowIdleConsumers`), is our sum. Runs only
+    when DERENDER_KEDALAG names the program: `make test` does not build KEDA."""
+    kedalag = os.environ.get("DERENDER_KEDALAG", "")
+    if not kedalag or not os.access(kedalag, os.X_OK):
+        pytest.skip("set DERENDER_KEDALAG to the kedalag program to compare with KEDA")
+    needs_apache_kafka("transactions")
+    topic, group = new_topic(partitions=4, prefix="keda"), unique("g")
+
+    def keda(policy: str, allow_idle: bool) -> float:
+        meta = {
+            "bootstrapServers": kafka_bootstrap,
+            "consumerGroup": group,
+            "topic": topic,
+            "lagThreshold": "1",
+            "offsetResetPolicy": policy,
+            "allowIdleConsumers": str(allow_idle).lower(),
+        }
+        argv = [kedalag, "-type", "kafka", "-once"]
+        for k, v in meta.items():
+            argv += ["-meta", f"{k}={v}"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+        poll = json.loads(out.stdout.splitlines()[-1])
+        assert not poll.get("error"), poll
+        return float(poll["value"])
+
+    async def scenario() -> None:
+        pending = await keda_scenario(kafka_bootstrap, topic, group)
+        try:
+            for policy, expected in (("latest", KEDA_LATEST), ("earliest", KEDA_EARLIEST)):
+                ours = await sample(kafka_bootstrap, group, topic, reset=policy)
+                assert ours == expected
+                assert await asyncio.to_thread(keda, policy, True) == sum(ours.values())
+                # KEDA's cap (threshold 1, 4 partitions), which the worker leaves to KEDA.
+                assert await asyncio.to_thread(keda, policy, False) == min(sum(ours.values()), 4)
+        finally:
+            await pending.abort_transaction()
+            await pending.stop()
 
     asyncio.run(scenario())
 
@@ -354,8 +484,19 @@ def test_lag_rule() -> None:
     ends = {0: 10, 1: 10, 2: 10, 3: 0}
     committed = {0: 4, 1: -1, 2: 12}  # 3 is missing: never committed either
     starts = {1: 3, 3: 0}
-    assert lag_from(ends, committed, starts) == {0: 6, 1: 7, 2: 0, 3: 0}
-    assert lag_from(ends, committed, starts, "latest") == {0: 6, 1: 1, 2: 0, 3: 1}
+    # Committed past the end: negative, not clamped, as KEDA sums it.
+    assert lag_from(ends, committed, starts) == {0: 6, 1: 7, 2: -2, 3: 0}
+    assert lag_from(ends, committed, starts, "latest") == {0: 6, 1: 1, 2: -2, 3: 1}
+    # Never committed, the log start past a stale end (retention between the two
+    # requests): 0, as KEDA clamps it.
+    assert lag_from({0: 5}, {}, {0: 9}) == {0: 0}
+
+
+def test_the_runners_call_is_accepted() -> None:
+    """worker/runner.py passes read_committed=exactly_once: accepted, and it changes
+    nothing (the end is the high watermark under both guarantees)."""
+    lag = GroupLag("localhost:9092", "g", "t", read_committed=True, reset="latest")
+    assert lag.reset == "latest" and not hasattr(lag, "read_committed")
 
 
 def test_reset_must_be_known() -> None:

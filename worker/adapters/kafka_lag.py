@@ -1,24 +1,56 @@
-"""The consumer group's lag as KEDA's Kafka scaler computes it, read from the brokers.
+"""The consumer group's lag, per partition, equal to what KEDA's Kafka scaler reports.
 
 Per partition: the partition's end offset minus the group's COMMITTED offset (OffsetFetch
-for the group, ListOffsets "latest" for the end), summed over the topic's partitions by
-whoever reads the gauges. It is not this worker's in-memory position
-(`kafka_source.lag`): it is what the autoscaler sees, whichever worker owns the partition,
-and it only falls when offsets are committed.
+for the group, ListOffsets "latest" for the end). It is not this worker's in-memory
+position (`kafka_source.lag`): it is what the autoscaler sees, whichever worker owns the
+partition, and it only falls when offsets are committed.
 
-Choices, and why:
+The rules are KEDA v2.21's (`getLagForPartition` and `getTotalLag` in
+`pkg/scalers/kafka_scaler.go`; the `apache-kafka` scaler gives the same numbers), so that
+`derender_group_lag{partition}` is KEDA's per-partition value and `derender_group_lag_sum`
+is the total KEDA computes, at the same moment, for the same group:
 
-- The end: ListOffsets(latest) at the isolation level `read_committed` chooses. Under
-  `read_uncommitted` the broker answers the high watermark, which is what KEDA uses. KEDA
-  sends ListOffsets v0/v1, which carry no isolation level (`getProducerOffsets` in
-  `pkg/scalers/kafka_scaler.go`). Under `read_committed` it answers the LAST STABLE
-  OFFSET. Records of a transaction still open above it cannot be read yet, so they are no
-  backlog a new replica could take. aiokafka's admin client has no ListOffsets, but
-  `AIOKafkaConsumer.end_offsets` sends one request per leader at the consumer's
-  `isolation_level`. We keep a consumer of our own for it: no group, no subscription, it
-  never fetches. The worker's consumer would not do: Kafka answers a connection's
-  requests in order, so a ListOffsets sent on it would wait behind the long-poll Fetch
-  (`fetch_max_wait_ms`), and its isolation level is not ours to choose.
+- The end is the HIGH WATERMARK, under either guarantee: ListOffsets(latest) at
+  `read_uncommitted`, which is what KEDA's request (v0/v1, no isolation level) answers.
+  Records of a transaction still open count, as they do for KEDA. `read_committed` (the
+  constructor's argument) is accepted for the runner's call and ignored. There is no
+  second, last-stable-offset series: the input topic's producers are the engines, and
+  the gap between the two ends is only the records of their transactions still open
+  (none at all when they do not write transactionally). Such records are readable as
+  soon as the transaction commits. A transaction left hanging shows as
+  `derender_consumer_lag` that keeps rising while the worker processes nothing, since
+  its consumer reads up to the last stable offset.
+- A committed offset is used as given: lag = end − committed, NOT clamped at 0, as KEDA
+  does. It is negative only if the group committed past the high watermark, e.g. after
+  an unclean leader election truncated the log. KEDA sums it as it is.
+- A partition the group never committed (OffsetFetch answers -1) is counted by the reset
+  policy, as KEDA's `offsetResetPolicy` counts it (with `scaleToZeroOnInvalidOffset:
+  false`, its default):
+  - `"latest"`: 1, so that one replica is kept to commit;
+  - `"earliest"`: end − log start (ListOffsets "earliest"), clamped at 0: the records a
+    new owner would really read.
+  Pass the worker's own `--reset` here and set the ScaledObject's `offsetResetPolicy` to
+  the same value, or the two disagree on such partitions.
+- KEDA's cap is not applied: unless `allowIdleConsumers` is true, KEDA lowers its total
+  so that `total / lagThreshold` never exceeds the partition count (or the partitions
+  with lag, under `limitToPartitionsWithLag`). That is the scaler's policy on the sum,
+  not a fact about the group, and `lagThreshold` is not the worker's to know. Compare
+  `derender_group_lag_sum` with KEDA's metric below the cap, or cap it the same way in
+  the query. `excludePersistentLag` (lag left out while a committed offset stands still
+  between polls) is not modelled either.
+- Transaction markers take offsets. A group under exactly-once must commit its consumer's
+  `position()`, which steps over the commit marker. If it commits `last offset + 1`, a
+  lag of 1 per partition stays for ever (anchors §6.2), for KEDA as much as here. This
+  module only reports that lag; it does not hide it.
+
+How it is read:
+
+- aiokafka's admin client has no ListOffsets, but `AIOKafkaConsumer.end_offsets` sends
+  one request per leader at the consumer's `isolation_level`. We keep a consumer of our
+  own for it, at `read_uncommitted`: no group, no subscription, it never fetches. The
+  worker's consumer would not do: Kafka answers a connection's requests in order, so a
+  ListOffsets sent on it would wait behind the long-poll Fetch (`fetch_max_wait_ms`), and
+  under exactly-once it is at `read_committed`, whose end is the last stable offset.
 - The committed offsets: `AIOKafkaAdminClient.list_consumer_group_offsets` for the
   topic's partitions, one OffsetFetch to the group coordinator. The coordinator's id is
   cached, so a sample skips the FindCoordinator round trip. It is looked up again after
@@ -33,24 +65,11 @@ Choices, and why:
   steady sample is therefore two requests sent at once: the OffsetFetch and one
   ListOffsets per leader. A third request (ListOffsets "earliest") goes out only while
   some partition has no committed offset and `reset="earliest"`.
-- A partition the group never committed (OffsetFetch answers -1) is counted by the
-  worker's reset policy, the same as KEDA's `offsetResetPolicy`:
-  - `"earliest"`, the worker's default, counts end − log start: the records a new owner
-    would really read. KEDA counts `end` here. The two agree until retention deletes the
-    head of a partition that was never committed.
-  - `"latest"` counts 1, KEDA's default rule (`offsetResetPolicy: latest`,
-    `scaleToZeroOnInvalidOffset: false`), so that one replica is kept to commit.
-- A committed offset is used as given, like KEDA does, even if it is below the log
-  start. Lag is clamped at 0, as Burrow does: a group may commit past the LSO.
-- Transaction markers take offsets. A group under exactly-once must commit its consumer's
-  `position()`, which steps over the commit marker. If it commits `last offset + 1`, a
-  lag of 1 per partition stays for ever, against the LSO as much as against the high
-  watermark (anchors §6.2). This module only reports that lag; it does not hide it.
 - Errors never leave a sample. A broker that is away, a timeout, a coordinator that
   moved, or an answer missing partitions all give `None` ("nothing known this time"),
-  within `timeout_s`. The clients reconnect by themselves. Clients that failed to start,
-  or that failed `RECONNECT_AFTER` samples in a row, are dropped and made again at the
-  next sample.
+  within `timeout_s`, where KEDA reports an error for that poll. The clients reconnect
+  by themselves. Clients that failed to start, or that failed `RECONNECT_AFTER` samples
+  in a row, are dropped and made again at the next sample.
 """
 
 from __future__ import annotations
@@ -84,14 +103,15 @@ def lag_from(
     starts: Mapping[int, int],
     reset: Reset = "earliest",
 ) -> dict[int, int]:
-    """Lag per partition of `ends`. `committed` is the group's offset (missing or -1: never
-    committed), and `starts` is the log start of such partitions (used when `reset` is
-    "earliest")."""
+    """Lag per partition of `ends` (high watermarks), by KEDA's rules. `committed` is the
+    group's offset (missing or -1: never committed), and `starts` is the log start of such
+    partitions (used when `reset` is "earliest"). A committed offset past the end gives a
+    negative lag, as in KEDA."""
     out: dict[int, int] = {}
     for p, end in ends.items():
         c = committed.get(p, NO_OFFSET)
         if c >= 0:
-            out[p] = max(end - c, 0)
+            out[p] = end - c
         elif reset == "latest":
             out[p] = 1
         else:
@@ -102,9 +122,9 @@ def lag_from(
 class GroupLag:
     """Samples `group_id`'s lag on `topic` (see the module docstring).
 
-    `read_committed`: measure against the last stable offset (consumers at
-    `isolation_level="read_committed"`, i.e. exactly-once), else against the high
-    watermark. `client_options` go to both aiokafka clients (security_protocol,
+    `reset`: the worker's `--reset`, which must be the ScaledObject's `offsetResetPolicy`.
+    `read_committed` is accepted and ignored: the end is the high watermark under either
+    guarantee, as for KEDA. `client_options` go to both aiokafka clients (security_protocol,
     ssl_context, sasl_*: `worker.adapters.kafka.security_kwargs`). Not thread-safe: use it
     from one event loop, one sample at a time."""
 
@@ -114,7 +134,7 @@ class GroupLag:
         group_id: str,
         topic: str,
         *,
-        read_committed: bool,
+        read_committed: bool = False,
         reset: Reset = "earliest",
         timeout_s: float = 5.0,
         **client_options: Any,
@@ -124,7 +144,7 @@ class GroupLag:
         self.bootstrap_servers = bootstrap_servers
         self.group_id = group_id
         self.topic = topic
-        self.read_committed = read_committed
+        del read_committed  # (the runner passes it; see the module docstring)
         self.reset: Reset = reset
         self.timeout_s = timeout_s
         self._options = client_options
@@ -253,7 +273,7 @@ class GroupLag:
             group_id=None,
             client_id=client_id,
             enable_auto_commit=False,
-            isolation_level="read_committed" if self.read_committed else "read_uncommitted",
+            isolation_level="read_uncommitted",  # the high watermark, as KEDA
             request_timeout_ms=timeout_ms,
             **self._options,
         )
