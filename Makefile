@@ -81,6 +81,22 @@ parity: $(PEER_STAMP) $(LLAMA_STAMP)
 	bash tests/peer/setup_peer.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m peer tests/peer
 
+## Autoscaling on lag for real (issue 24): a fleet of `derender-worker run` processes scaled
+## 1 → N → 1 under a load ramp on a local Apache Kafka and redis-server, KEDA's own Kafka
+## scaler (tests/autoscale/keda, Go, built once into ~/.cache/derender-keda: the first build
+## takes ~10 min and a 2 GB module cache) as the oracle of lag and the HPA's rules
+## (tests/autoscale/hpa.py) applied, time compressed ×10; four runs (both guarantees, with
+## and without static membership; ARGS="--only eos-dynamic" for one). Writes bench/results/.
+KEDA_CACHE ?= $(HOME)/.cache/derender-keda
+KEDALAG := $(KEDA_CACHE)/kedalag
+.PHONY: autoscale
+$(KEDALAG): tests/autoscale/keda/main.go tests/autoscale/keda/go.mod tests/autoscale/keda/go.sum
+	cd tests/autoscale/keda && GOMODCACHE=$(KEDA_CACHE)/mod GOCACHE=$(KEDA_CACHE)/build \
+	  GOFLAGS=-mod=mod go build -ldflags='-s -w' -o $(KEDALAG) .
+
+autoscale: $(STAMP) $(KEDALAG)
+	$(BIN)/python -m tests.autoscale.run $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 

@@ -183,8 +183,10 @@ class Hpa:
             self._store(now, current, s.max_replicas)
             return Decision(now, metric, current, proposal, proposal, s.max_replicas, "above max")
         stabilized = self._stabilize(now, current, proposal)
-        if stabilized != proposal:
-            reason = "stabilization window"
+        if stabilized > proposal:
+            reason = f"the stabilization window's highest proposal, {stabilized}"
+        elif stabilized < proposal:
+            reason = f"the scale-up window's lowest proposal, {stabilized}"
         desired, limited = self._rate_limit(now, current, stabilized)
         if limited:
             reason = limited

@@ -81,7 +81,7 @@ def test_scale_down_waits_for_the_stabilization_window() -> None:
     # The lag is gone, but the 4 recommended at t=0 holds for 300 s.
     for t in (15.0, 100.0, 299.0):
         d = hpa.sync(t, 0, 4)
-        assert d.desired == 4 and d.reason == "stabilization window", t
+        assert d.desired == 4 and "stabilization window" in d.reason, t
     # Past the window every recommendation is 1 (min): 100 % per 15 s allows all of it.
     assert hpa.sync(301.0, 0, 4).desired == 1
 
