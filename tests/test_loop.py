@@ -220,7 +220,7 @@ def test_errors_are_classified(exc: BaseException, kind: Kind) -> None:
 def test_a_configuration_error_stops_the_runner_at_once() -> None:
     runner = _runner("--outage-limit-s", "3600")
     with pytest.raises(ConfigError, match="TopicAuthorizationFailedError"):
-        asyncio.run(runner._failed("processing a batch", TopicAuthorizationFailedError()))
+        asyncio.run(runner.outage.failed("processing a batch", TopicAuthorizationFailedError()))
 
 
 def _runner(*argv: str) -> Runner:

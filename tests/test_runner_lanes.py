@@ -46,7 +46,7 @@ def test_a_rebalance_waits_for_the_batches_in_flight() -> None:
         r = _runner("--session-timeout-ms", "10000")
         events: list[str] = []
         batch: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        r._in_flight.add(batch)
+        r.assignment.in_flight.add(batch)
 
         async def finish_batch() -> None:
             await asyncio.sleep(0.05)
@@ -66,7 +66,7 @@ def test_a_rebalance_waits_for_the_batches_in_flight() -> None:
 def test_a_stuck_batch_holds_a_rebalance_for_half_the_session_timeout_at_most() -> None:
     async def body() -> float:
         r = _runner("--session-timeout-ms", "400")
-        r._in_flight.add(asyncio.get_running_loop().create_future())  # never done
+        r.assignment.in_flight.add(asyncio.get_running_loop().create_future())  # never done
         loop = asyncio.get_running_loop()
         started = loop.time()
         await r.on_revoked([TopicPartition("in", 0)])

@@ -16,6 +16,11 @@ source half of `loop.run_batch` (at-least-once); its steps, numbered as there:
       already applied a no-op).
   -   `abort`: a batch that failed before 6 (an outage) is rewound whole; nothing is
       committed, and the next poll fetches it again.
+  -   `fence`: before each step that touches something shared (a producer, the store, the
+      offsets), the batch's lease is checked: a batch whose partitions were revoked while
+      it ran (`ports.Lease`) raises `Fenced` there and touches nothing more. Each check
+      sits in the same synchronous stretch as the call it guards, so no rebalance can
+      slip in between.
 
 `TransactionalCheckpoint` (exactly-once) has the same calls over Kafka transactions, one
 per input partition of the batch (`ports.Transactions`):
@@ -38,7 +43,17 @@ import logging
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
-from worker.ports import Batch, Partition, Source, StateStore, StateWrite, Stored, Transactions
+from worker.ports import (
+    Batch,
+    Fenced,
+    Lease,
+    Partition,
+    Source,
+    StateStore,
+    StateWrite,
+    Stored,
+    Transactions,
+)
 
 log = logging.getLogger("derender.worker")
 
@@ -46,14 +61,21 @@ log = logging.getLogger("derender.worker")
 class Checkpoint:
     """Steps 2a, 5 and 6 of the loop over one source and one store.
 
-    `source`: where offsets are committed and rewound; `store`: where states are saved.
-    `round_trips` counts store calls by kind (claim_epoch, save), for the metrics."""
+    `source`: where offsets are committed and rewound; `store`: where states are saved;
+    `lease`: the worker's hold on its partitions (None: nothing is ever revoked, as in
+    replay and the tests)."""
 
-    def __init__(self, source: Source, store: StateStore) -> None:
+    def __init__(self, source: Source, store: StateStore, lease: Lease | None = None) -> None:
         self.source = source
         self.store = store
+        self.lease = lease
         # Owner epoch per partition, claimed on first use after each assignment.
         self.epochs: dict[Partition, int] = {}
+
+    def fence(self, batch: Batch, step: str) -> None:
+        """Raise `Fenced` if the batch's partitions were revoked since it was polled."""
+        if self.lease is not None and not self.lease.holds(batch):
+            raise Fenced(step, batch)
 
     async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
         """Step 2a. Returns the epochs of the batch's partitions (claiming new ones) and
@@ -61,6 +83,7 @@ class Checkpoint:
         claimed = 0
         for partition in batch.last:
             if partition not in self.epochs:
+                self.fence(batch, "claiming an owner epoch")
                 scope = self.source.scope(partition)
                 self.epochs[partition] = await self.store.claim_epoch(scope)
                 claimed += 1
@@ -90,6 +113,7 @@ class Checkpoint:
         self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
     ) -> list[Partition]:
         """Step 6. Returns the partitions not committed (rewound) because of `refused`."""
+        self.fence(batch, "commit")
         lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
         offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
         if lost:
@@ -105,8 +129,10 @@ class Checkpoint:
         return lost
 
     async def abort(self, batch: Batch) -> None:
-        """The batch failed before it was committed: deliver all of it again."""
-        self.source.rewind(batch)
+        """The batch failed before it was committed: deliver all of it again (unless it
+        was fenced: its partitions' positions are their new assignment's now)."""
+        if self.lease is None or self.lease.holds(batch):
+            self.source.rewind(batch)
 
     def forget(self, partitions: Iterable[Partition]) -> None:
         """The partitions left us (revoked, or another owner wrote): claim anew if back."""
@@ -117,12 +143,22 @@ class Checkpoint:
 class TransactionalCheckpoint(Checkpoint):
     """Exactly-once: the steps above over one Kafka transaction per input partition."""
 
-    def __init__(self, source: Source, store: StateStore, transactions: Transactions) -> None:
-        super().__init__(source, store)
+    def __init__(
+        self,
+        source: Source,
+        store: StateStore,
+        transactions: Transactions,
+        lease: Lease | None = None,
+    ) -> None:
+        super().__init__(source, store, lease)
         self.transactions = transactions
 
     async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
         epochs, claimed = await super().claim(batch)
+        # Fenced here, a batch that outlived its revocation never begins a transaction on
+        # a producer that the partitions' next assignment (maybe to another lane of this
+        # worker) opened: the crash "IN_TRANSACTION -> IN_TRANSACTION" of issue #24.
+        self.fence(batch, "begin")
         await self.transactions.begin(list(batch.last))
         return epochs, claimed
 
@@ -149,14 +185,18 @@ class TransactionalCheckpoint(Checkpoint):
                 len(refused),
                 ", ".join(map(str, lost)),
             )
+            self.fence(batch, "abort")
             await self.transactions.abort(lost)
             await self.transactions.drop(lost)
         offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
+        self.fence(batch, "commit")
         failed = await self.transactions.commit(offsets) if offsets else []
         gone = lost + failed
         self.forget(gone)
         return gone
 
     async def abort(self, batch: Batch) -> None:
-        await self.transactions.abort(list(batch.last))
-        self.source.rewind(batch)
+        # (Each step re-checks the lease: the abort itself may outlast a revocation.)
+        if self.lease is None or self.lease.holds(batch):
+            await self.transactions.abort(list(batch.last))
+        await super().abort(batch)

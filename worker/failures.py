@@ -13,10 +13,23 @@ outage limit is the old, safe behaviour.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
+import logging
+import random
+import time
+from typing import Protocol
 
 from aiokafka import errors as kafka
 from redis import exceptions as redis
+
+log = logging.getLogger("derender.worker")
+
+# Backoff between retries of a failed batch: doubles from the first value up to the
+# cap, with full jitter so a fleet of workers does not retry in lockstep.
+BACKOFF_FIRST_S = 0.1
+BACKOFF_CAP_S = 5.0
 
 
 class Kind(enum.Enum):
@@ -60,3 +73,51 @@ def classify(exc: BaseException) -> Kind:
     # A Kafka error not marked retriable (KafkaTimeoutError, a fenced commit, …) is still
     # worth waiting for: the cluster may come back, the rebalance settle.
     return Kind.TRANSIENT
+
+
+class OutageTooLong(Exception):
+    """Redis or the broker stayed unavailable past the configured limit."""
+
+
+class _Counter(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class Outage:
+    """The worker's current outage, if any: when it began and how many retries it took.
+
+    `failed` backs off before a retry (returning early when `stopping` is set), or raises
+    when retrying cannot help (ConfigError) or has not for `limit_s` (OutageTooLong);
+    `recovered` ends the outage. `waited` counts the seconds spent backing off."""
+
+    def __init__(self, limit_s: float, stopping: asyncio.Event, waited: _Counter) -> None:
+        self.limit_s = limit_s
+        self.stopping = stopping
+        self.waited = waited
+        self.since: float | None = None
+        self.failures = 0
+
+    async def failed(self, what: str, exc: BaseException) -> None:
+        if classify(exc) is Kind.CONFIG:
+            raise ConfigError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning("%s failed, retrying: %s: %s", what, type(exc).__name__, exc)
+        elapsed = now - self.since
+        if elapsed > self.limit_s:
+            raise OutageTooLong(
+                f"{what} kept failing for {elapsed:.0f}s (limit {self.limit_s:.0f}s); "
+                f"last error: {type(exc).__name__}: {exc}"
+            )
+        self.failures += 1
+        delay = random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_FIRST_S * 2**self.failures))
+        self.waited.inc(delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), timeout=delay)
+
+    def recovered(self) -> None:
+        if self.since is not None:
+            log.info("recovered after %.1fs", time.monotonic() - self.since)
+        self.since = None
+        self.failures = 0

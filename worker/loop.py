@@ -15,13 +15,20 @@ driver, which decides (`failures.classify`) whether to rewind and retry or to st
 
 Only the adapters differ between drivers: Kafka and Redis in `run`, files and
 `MemoryStore` in `replay`, lists and `MemoryStore` in the tests.
+
+In `run` every step that waits on a server is bounded (`step_timeout_s`): a client that
+stalls (seen for two minutes after a broker restart) raises `StepTimeout`, an outage like
+any other, instead of holding the batch, its lane and a SIGTERM for as long as it likes.
+Before each step that touches something shared, the checkpoint checks that the batch's
+partitions were not revoked meanwhile (`Checkpoint.fence`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -81,6 +88,25 @@ def _round_trips(store: object) -> int:
     return int(getattr(store, "last_round_trips", 1)) or 1
 
 
+class StepTimeout(TimeoutError):
+    """A step of a batch waited on a server past `step_timeout_s` (an outage)."""
+
+    def __init__(self, step: str, timeout_s: float) -> None:
+        super().__init__(f"{step} took longer than {timeout_s:g}s")
+
+
+async def bounded(aw: Awaitable[T], timeout_s: float | None, step: str) -> T:
+    """`await aw`, within `timeout_s` when given (None: unbounded, and no event loop is
+    needed, as `run_sync` drives the loop in replay and the tests)."""
+    if timeout_s is None:
+        return await aw
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await aw
+    except TimeoutError:
+        raise StepTimeout(step, timeout_s) from None
+
+
 @dataclass(slots=True)
 class BatchReport:
     result: BatchResult
@@ -98,22 +124,28 @@ async def run_batch(
     checkpoint: Checkpoint,
     max_record_bytes: int,
     observer: Observer = SILENT,
+    step_timeout_s: float | None = None,
 ) -> BatchReport:
     """Steps 1–6 above for one batch."""
+    limit = step_timeout_s
     t0 = time.perf_counter()
     # 1) decode
     decoded = decode_batch(batch.records, max_record_bytes)
     t1 = time.perf_counter()
     observer.stage("decode", t1 - t0)
     # 2) owner epochs (only after an assignment), then every state: one round trip
-    epochs, claimed = await checkpoint.claim(batch)
+    epochs, claimed = await bounded(checkpoint.claim(batch), limit, "claim")
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
     requests = batch_requests(decoded)
     # The requests' tables ride along only where this process does not hold them (those
     # it holds are kept for the batch: the cache may evict while the batch runs).
     held = {rid: t for rid in requests if (t := registry.tables.held(rid)) is not None}
-    stored = await checkpoint.load(batch, requests, {rid for rid in requests if rid not in held})
+    stored = await bounded(
+        checkpoint.load(batch, requests, {rid for rid in requests if rid not in held}),
+        limit,
+        "load",
+    )
     # One per batch on one Redis; in a cluster one per master the batch's keys live on.
     observer.round_trip("load", _round_trips(checkpoint.store))
     t2 = time.perf_counter()
@@ -123,28 +155,31 @@ async def run_batch(
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)
     # 4) produce and await every ack
+    checkpoint.fence(batch, "produce")
     try:
-        await sink.send(result.outputs, result.dead_letters)
+        await bounded(sink.send(result.outputs, result.dead_letters), limit, "produce")
     except OutputsRefused as exc:
         # Everything else was delivered: the refused outputs' requests fail, with an
         # `error` output in each refused output's place (same request, seq and part).
         for rec, why in exc.refused:
             log.error("output %s/%s refused by the broker: %s", rec.kind, rec.key, why)
         errors = fail_refused(result, [rec for rec, _ in exc.refused if rec.kind != DLQ])
-        await sink.send(errors, [])
+        checkpoint.fence(batch, "produce")
+        await bounded(sink.send(errors, []), limit, "produce")
     t4 = time.perf_counter()
     observer.stage("produce", t4 - t3)
     observer.delivered(batch.records)
     # 5) save states: one round trip, compare-and-set
     writes = list(result.writes.values())
-    refused = await checkpoint.save(writes)
+    checkpoint.fence(batch, "save")
+    refused = await bounded(checkpoint.save(writes), limit, "save")
     if writes:
         observer.round_trip("save", _round_trips(checkpoint.store))
     observer.saved(writes, len(refused))
     t5 = time.perf_counter()
     observer.stage("redis_save", t5 - t4)
     # 6) commit what was saved
-    rewound = await checkpoint.commit(batch, refused, result.partitions)
+    rewound = await bounded(checkpoint.commit(batch, refused, result.partitions), limit, "commit")
     observer.stage("commit", time.perf_counter() - t5)
     return BatchReport(result, writes, refused, rewound, len(batch.records))
 

@@ -161,6 +161,12 @@ class Metrics:
             registry=r,
         )
         self.rebalances = Counter("derender_rebalances", "partition revocations", registry=r)
+        self.fenced = Counter(
+            "derender_batches_fenced",
+            "batches dropped because their partitions were revoked while they ran (a "
+            "rebalance outlasted them, or they were fetched under the previous assignment)",
+            registry=r,
+        )
         self.outage_seconds = Counter(
             "derender_outage_seconds", "seconds spent waiting for Redis or the broker", registry=r
         )

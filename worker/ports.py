@@ -94,6 +94,39 @@ class Batch:
     records: list[InRecord]
     first: dict[Partition, int]
     last: dict[Partition, int]
+    # The assignment it was polled under (`Lease.generation`): a batch whose partitions
+    # were revoked while it ran is `Fenced` at its next step.
+    generation: int = 0
+
+
+class Fenced(Exception):
+    """The batch's partitions were revoked while it ran (a rebalance outlasted it): it may
+    touch nothing any more (no produce, save, commit, rewind or abort), since its
+    partitions, their producers and positions may now be another lane's or worker's. It is
+    dropped; the partitions' next owner does it again from the committed offsets."""
+
+    def __init__(self, step: str, batch: Batch) -> None:
+        parts = ", ".join(sorted(map(str, batch.last))) or "none"
+        super().__init__(f"batch of {parts} fenced before {step}: its partitions were revoked")
+        self.step = step
+
+
+class Lease:
+    """The worker's hold on its assigned partitions, as a generation number that grows at
+    every revocation. Batches are stamped with it when polled; one stamped with an older
+    generation is a zombie inside its own process, and every step that touches shared
+    things (a producer, the store, the offsets) checks it first (`Checkpoint.fence`)."""
+
+    __slots__ = ("generation",)
+
+    def __init__(self) -> None:
+        self.generation = 0
+
+    def revoke(self) -> None:
+        self.generation += 1
+
+    def holds(self, batch: Batch) -> bool:
+        return batch.generation == self.generation
 
 
 class Source(Protocol):

@@ -13,10 +13,20 @@ leaves idle (about a quarter of a batch at peak). A request's records all sit in
 partition, so no request is in two lanes, and each lane's batch keeps the order, round
 trips and guarantees of the loop: lanes are what several workers would be, in one process.
 
-Failures (`failures.classify`): a transient one (Redis or the broker unreachable) backs
-off with jitter and retries the batch from its first offsets; after `outage_limit_s` of
-failing the worker exits 1 so its supervisor restarts it. A configuration error (a refused
-credential or ACL, a missing topic) exits 2 at once, with the reason.
+Failures (`failures.classify`): a transient one (Redis or the broker unreachable, or a
+step that waited past `step_timeout_s`) backs off with jitter and retries the batch from
+its first offsets; after `outage_limit_s` of failing the worker exits 1 so its supervisor
+restarts it. A configuration error (a refused credential or ACL, a missing topic) exits 2
+at once, with the reason.
+
+Rebalances: no poll spans one, the batches in flight finish first (within half the
+session timeout), and a batch that outlives that is fenced at its next step
+(`assignment.Assignment` explains each).
+
+Stopping (SIGTERM, SIGINT): no new poll; the batches in flight get `shutdown_timeout_s` to
+finish and commit, then are abandoned (nothing of theirs is committed, so the next owner
+redoes them); the clients close within `CLOSE_TIMEOUT_S`, the consumer leaving the group so
+its partitions move at once; exit 0.
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -42,31 +53,29 @@ from worker.adapters.kafka_lag import GroupLag
 from worker.adapters.kafka_sink import KafkaSink
 from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
 from worker.adapters.kafka_txn import Transactions
+from worker.assignment import Assignment, partitions
 from worker.checkpoint import Checkpoint, TransactionalCheckpoint
 from worker.constants import DLQ
 from worker.core.model import Registry
-from worker.failures import HANDLED, ConfigError, Kind, classify
-from worker.loop import BatchReport, run_batch
+from worker.failures import HANDLED, ConfigError, Outage, OutageTooLong
+from worker.loop import BatchReport, bounded, run_batch
 from worker.metrics import Metrics
-from worker.ports import Batch, Sink, StateStore, StateWrite
+from worker.ports import Batch, Fenced, Sink, StateStore, StateWrite
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
 
-# Backoff between retries of a failed batch: doubles from the first value up to the
-# cap, with full jitter so a fleet of workers does not retry in lockstep.
-BACKOFF_FIRST_S = 0.1
-BACKOFF_CAP_S = 5.0
 # How often consumer lag is sampled (it needs one position lookup per partition).
 LAG_EVERY_S = 1.0
 # How often the group's committed lag is read from the brokers (KEDA polls every 30 s).
 GROUP_LAG_EVERY_S = 10.0
 # How often requests that went quiet past their TTL leave the active-requests gauge.
 ACTIVE_PRUNE_EVERY_S = 10.0
-
-
-class OutageTooLong(Exception):
-    """Redis or the broker stayed unavailable past the configured limit."""
+# The longest closing each client may take at the end (after --shutdown-timeout-s): a
+# broker or Redis that does not answer must not hold the exit past the pod's grace period.
+CLOSE_TIMEOUT_S = 5.0
+# The longest one sample of this worker's own lag may take (it waits on positions).
+LAG_SAMPLE_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -104,14 +113,12 @@ class Runner:
         # a task of its own: during an outage a sample can take its whole timeout.
         self.group_lag: GroupLag | None = None
         self._group_lag_task: asyncio.Task[None] | None = None
-        self._outage_since: float | None = None
-        self._failures = 0
+        self.outage = Outage(settings.outage_limit_s, self.stopping, self.metrics.outage_seconds)
         self._last_lag = 0.0
         self._active: dict[str, float] = {}
         self._pruned_at = time.monotonic()
-        # One future per batch being processed (resolved when it is done), so that a
-        # rebalance can let the batches in flight commit before the partitions move.
-        self._in_flight: set[asyncio.Future[None]] = set()
+        # The lease on the partitions, the lanes' polls and batches in flight.
+        self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
 
     def __repr__(self) -> str:
         t = self.totals
@@ -171,10 +178,10 @@ class Runner:
                 break
             except HANDLED as exc:
                 await self._close_clients()
-                await self._failed("connecting to Kafka", exc)
+                await self.outage.failed("connecting to Kafka", exc)
             if self.stopping.is_set():
                 return
-        self._recovered()
+        self.outage.recovered()
         if exactly_once:
             s = self.s
             self.transactions = Transactions(
@@ -215,35 +222,31 @@ class Runner:
             )
 
     async def _shutdown(self) -> None:
+        """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the
+        group (unless static membership is on), the producers abort what is open."""
         self.metrics.ready = False
         if self._group_lag_task is not None:
             self._group_lag_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._group_lag_task
+        closing = [self._close_clients(), _closed("the state store", self.store.close())]
         if self.group_lag is not None:
-            await self.group_lag.close()
+            closing.append(_closed("the group lag sampler", self.group_lag.close()))
         if self.transactions is not None:
-            await self.transactions.close_all()
-        await self._close_clients()
-        try:
-            await self.store.close()
-        except Exception as exc:  # closing must not hide the real exit reason
-            log.warning("closing the state store failed: %s", exc)
+            closing.append(_closed("the transactional producers", self.transactions.close_all()))
+        await asyncio.gather(*closing)
 
     async def _close_clients(self) -> None:
-        # Consumer first: stop() leaves the group (unless static membership is on).
-        if self.consumer is not None:
-            try:
-                await self.consumer.stop()
-            except Exception as exc:
-                log.warning("stopping the consumer failed: %s", exc)
-            self.consumer = None
-        if self.producer is not None:
-            try:
-                await self.producer.stop()
-            except Exception as exc:
-                log.warning("stopping the producer failed: %s", exc)
-            self.producer = None
+        consumer, producer, self.consumer, self.producer = (
+            self.consumer,
+            self.producer,
+            None,
+            None,
+        )
+        await asyncio.gather(
+            _closed("the consumer", consumer.stop()) if consumer is not None else _nothing(),
+            _closed("the producer", producer.stop()) if producer is not None else _nothing(),
+        )
 
     # -- the lanes ------------------------------------------------------------------
 
@@ -255,16 +258,40 @@ class Runner:
         # One checkpoint for every lane: commits and rewinds go through the one consumer,
         # the lanes' partitions are disjoint, and a revocation drops an epoch wherever it was.
         if self.transactions is not None:
-            self.checkpoint = TransactionalCheckpoint(sources[0], self.store, self.transactions)
+            self.checkpoint = TransactionalCheckpoint(
+                sources[0], self.store, self.transactions, self.assignment.lease
+            )
         else:
-            self.checkpoint = Checkpoint(sources[0], self.store)
+            self.checkpoint = Checkpoint(sources[0], self.store, self.assignment.lease)
         lanes = [asyncio.create_task(self._lane(i, src)) for i, src in enumerate(sources)]
-        done, pending = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
-        failed = [t for t in done if t.exception() is not None]
+        stop = asyncio.ensure_future(self.stopping.wait())
+        pending: set[asyncio.Future[Any]] = set(lanes)
+        try:
+            # Until asked to stop, or a lane gives up (an outage past the limit).
+            while pending and not stop.done():
+                done, pending = await asyncio.wait(
+                    pending | {stop}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(stop)
+                if any(t.exception() is not None for t in done if t is not stop):
+                    break
+        finally:
+            stop.cancel()
+        self.request_stop()
+        if pending:  # the batches in flight finish, within the shutdown timeout
+            _, late = await asyncio.wait(pending, timeout=self.s.shutdown_timeout_s)
+            if late:
+                log.warning(
+                    "%d batch(es) still running %.0fs after the stop: abandoned, nothing of "
+                    "them committed (their partitions' next owner does them again)",
+                    len(self.assignment.in_flight),
+                    self.s.shutdown_timeout_s,
+                )
+                for t in late:
+                    t.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+        failed = [t for t in lanes if not t.cancelled() and t.exception() is not None]
         if failed:
-            # One lane gave up (an outage past the limit): the others finish their batch.
-            self.request_stop()
-            await asyncio.gather(*pending, return_exceptions=True)
             raise failed[0].exception()  # type: ignore[misc]
 
     def lane_source(self, lane: int) -> KafkaSource:
@@ -292,15 +319,13 @@ class Runner:
         assert checkpoint is not None
         while not self.stopping.is_set():
             self.metrics.last_turn = time.monotonic()
-            batch = await source.poll()
+            if not self.assignment.settled:  # a rebalance is under way: no poll until done
+                await self.assignment.wait_settled(self.s.poll_timeout_ms / 1000)
+                continue
+            batch = await self.assignment.poll(source.poll)
             if batch is not None:
-                done = asyncio.get_running_loop().create_future()
-                self._in_flight.add(done)
-                try:
+                with self.assignment.processing():
                     await self._handle(batch, checkpoint)
-                finally:
-                    self._in_flight.discard(done)
-                    done.set_result(None)
             if lane == 0 and time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
 
@@ -314,13 +339,27 @@ class Runner:
                 checkpoint=checkpoint,
                 max_record_bytes=self.s.max_record_bytes,
                 observer=self.metrics,
+                step_timeout_s=self.s.step_timeout_s,
             )
+        except Fenced as exc:
+            self.metrics.fenced.inc()
+            log.warning("%s: dropped (their next owner does it again)", exc)
+            return
         except HANDLED as exc:
+            if not self.assignment.lease.holds(batch):  # it failed: its partitions moved
+                self.metrics.fenced.inc()
+                log.warning(
+                    "batch of %s failed after its partitions were revoked (%s: %s): dropped",
+                    partitions(batch),
+                    type(exc).__name__,
+                    exc,
+                )
+                return
             # Rewind to the batch's first offsets: the next poll fetches it again.
             await checkpoint.abort(batch)
-            await self._failed("processing a batch", exc)
+            await self.outage.failed("processing a batch", exc)
             return
-        self._recovered()
+        self.outage.recovered()
         self._account(report)
 
     def _account(self, report: BatchReport) -> None:
@@ -357,43 +396,18 @@ class Runner:
 
     # -- failures -------------------------------------------------------------------
 
-    async def _failed(self, what: str, exc: BaseException) -> None:
-        """Back off before a retry, or raise when retrying cannot help (or has not)."""
-        if classify(exc) is Kind.CONFIG:
-            raise ConfigError(f"{what}: {type(exc).__name__}: {exc}") from exc
-        now = time.monotonic()
-        if self._outage_since is None:
-            self._outage_since = now
-            log.warning("%s failed, retrying: %s: %s", what, type(exc).__name__, exc)
-        elapsed = now - self._outage_since
-        if elapsed > self.s.outage_limit_s:
-            raise OutageTooLong(
-                f"{what} kept failing for {elapsed:.0f}s (limit {self.s.outage_limit_s:.0f}s); "
-                f"last error: {type(exc).__name__}: {exc}"
-            )
-        self._failures += 1
-        delay = random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_FIRST_S * 2**self._failures))
-        self.metrics.outage_seconds.inc(delay)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), timeout=delay)
-
-    def _recovered(self) -> None:
-        if self._outage_since is not None:
-            log.info("recovered after %.1fs", time.monotonic() - self._outage_since)
-        self._outage_since = None
-        self._failures = 0
-
     # -- rebalances and lag ---------------------------------------------------------
 
     async def on_revoked(self, revoked: list[TopicPartition]) -> None:
         # The rejoin runs in the background, so lanes may be mid-batch: let those batches
         # produce, save and commit first (their partitions are still ours until the
         # rejoin), within half the session timeout so the rebalance is not held up. One
-        # still running after that is fenced like a zombie: its commit is refused and the
-        # owner epoch turns its state writes away. Then drop the epochs: a partition
+        # still running after that is fenced: the lease moves on, and its next step raises
+        # `Fenced` (were it let on, it could begin a transaction on a producer that the
+        # new assignment opened for another lane). Then drop the epochs: a partition
         # that comes back must be claimed anew (another owner may have held it meanwhile).
-        if self._in_flight:
-            await asyncio.wait(list(self._in_flight), timeout=self.s.session_timeout_ms / 2000)
+        # No lane polls until the new assignment is ready (`Assignment` says why).
+        await self.assignment.revoke(self.s.session_timeout_ms / 2000)
         self.metrics.rebalances.inc()
         if self.checkpoint is not None:
             self.checkpoint.forget(revoked)
@@ -408,11 +422,21 @@ class Runner:
         self.metrics.assigned.set(len(assigned))
         self.metrics.ready = True
         log.info("partitions assigned: %s", names(assigned))
+        try:
+            await self._open(assigned)
+        finally:
+            self.assignment.assigned()  # the lanes poll again, over the new assignment
+
+    async def _open(self, assigned: list[TopicPartition]) -> None:
         if self.transactions is not None:
             try:
                 # Fences the partitions' previous owners and settles their transactions,
                 # then seeks to the committed offsets (kafka_txn's docstring says why).
-                await self.transactions.open(assigned, self.s.reset or "earliest")
+                await bounded(
+                    self.transactions.open(assigned, self.s.reset or "earliest"),
+                    self.s.step_timeout_s,
+                    "starting the transactional producers",
+                )
             except HANDLED as exc:
                 log.warning("starting transactional producers failed, rejoining: %s", exc)
                 await self.transactions.drop(
@@ -433,7 +457,25 @@ class Runner:
     async def _sample_lag(self) -> None:
         assert self.consumer is not None
         self._last_lag = time.monotonic()
-        behind = await lag(self.consumer)
+        try:
+            behind = await asyncio.wait_for(lag(self.consumer), LAG_SAMPLE_TIMEOUT_S)
+        except TimeoutError:  # (positions not known yet, mid-rebalance: next time)
+            return
         for partition, n in behind.items():
             self.metrics.lag.labels(str(partition)).set(n)
         self.metrics.lag_sum.set(sum(behind.values()))
+
+
+async def _nothing() -> None:
+    pass
+
+
+async def _closed(what: str, closing: Awaitable[None]) -> None:
+    """Await a close within CLOSE_TIMEOUT_S; a failure is logged, never raised (closing
+    must not hide the real exit reason)."""
+    try:
+        await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
+    except TimeoutError:
+        log.warning("closing %s took longer than %.0fs: left behind", what, CLOSE_TIMEOUT_S)
+    except Exception as exc:
+        log.warning("closing %s failed: %s: %s", what, type(exc).__name__, exc)

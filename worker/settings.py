@@ -155,6 +155,23 @@ FLAGS: list[Flag] = [
         "retried): a frozen broker is noticed after this long",
         int,
     ),
+    Flag(
+        "step-timeout-s",
+        30.0,
+        "longest one step of a batch may wait on a server (claim, load, produce and its "
+        "acks, save, commit, a transaction call): past it the step is an outage, the batch "
+        "is rewound and retried, and --outage-limit-s applies",
+        float,
+    ),
+    Flag(
+        "shutdown-timeout-s",
+        10.0,
+        "on SIGTERM: how long the batches in flight may take to finish and commit before "
+        "they are abandoned (their partitions' next owner redoes them); closing the "
+        "clients and leaving the group take at most 5 s more. Keep the sum under the "
+        "pod's terminationGracePeriodSeconds",
+        float,
+    ),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
     # 0: the worker already hands the producer one full record batch per partition
@@ -219,6 +236,8 @@ class Settings:
     max_record_bytes: int
     max_output_bytes: int
     request_timeout_ms: int
+    step_timeout_s: float
+    shutdown_timeout_s: float
     session_timeout_ms: int
     heartbeat_interval_ms: int
     linger_ms: int
@@ -307,6 +326,10 @@ def validate(s: Settings) -> None:
         raise SettingsError("--max-output-bytes must be at least 1")
     if s.request_timeout_ms < 1000:
         raise SettingsError("--request-timeout-ms must be at least 1000")
+    if s.step_timeout_s <= 0:
+        raise SettingsError("--step-timeout-s must be more than 0")
+    if s.shutdown_timeout_s <= 0:
+        raise SettingsError("--shutdown-timeout-s must be more than 0")
     if s.max_batch < 1:
         raise SettingsError("--max-batch must be at least 1")
     if s.lanes < 1:

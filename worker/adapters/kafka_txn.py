@@ -85,7 +85,11 @@ class Transactions:
         transactions), then seek each partition to its committed offset."""
         todo = [tp for tp in partitions if tp not in self._sinks]
         producers = [self._make(transactional_id(self.id_prefix, self.group_id, tp)) for tp in todo]
-        results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
+        try:
+            results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
+        except BaseException:  # cancelled (the step's time ran out): none may be left running
+            await asyncio.gather(*map(_stop_quietly, producers))
+            raise
         failed: BaseException | None = None
         started: dict[TopicPartition, AIOKafkaProducer] = {}
         for tp, producer, result in zip(todo, producers, results, strict=True):
@@ -155,11 +159,17 @@ class Transactions:
         with an unknown outcome. Their producers are stopped and they are `lost` until
         the group is rejoined, which reads their committed offsets anew."""
         parts = list(offsets)
+        # The producers are taken now, in the caller's synchronous stretch (after its
+        # fence check), not when each coroutine starts: a rebalance in between could have
+        # put another assignment's producer under the same partition.
+        producers = [self._sink(p).producer for p in parts]
         results = await asyncio.gather(
-            *(self._commit_one(p, offsets[p]) for p in parts), return_exceptions=True
+            *(self._commit_one(pr, p, offsets[p]) for pr, p in zip(producers, parts, strict=True)),
+            return_exceptions=True,
         )
         failed: list[Partition] = []
-        for p, result in zip(parts, results, strict=True):
+        failed_producers: list[AIOKafkaProducer] = []
+        for p, pr, result in zip(parts, producers, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning(
                     "the transaction of %s failed (%s: %s): dropping its producer and "
@@ -169,12 +179,12 @@ class Transactions:
                     result,
                 )
                 failed.append(p)
+                failed_producers.append(pr)
         if failed:
-            await self.drop(failed)
+            await self.drop(failed, failed_producers)
         return failed
 
-    async def _commit_one(self, p: Partition, offset: int) -> None:
-        producer = self._sink(p).producer
+    async def _commit_one(self, producer: AIOKafkaProducer, p: Partition, offset: int) -> None:
         offsets = await past_markers(self.consumer, {p: offset})
         await producer.send_offsets_to_transaction(offsets, self.group_id)
         await producer.commit_transaction()
@@ -183,15 +193,28 @@ class Transactions:
         """Abort the partitions' open transactions (a batch that failed before commit).
         A producer that cannot abort is dropped like a failed commit."""
         open_ = [p for p in partitions if p in self._sinks]
-        results = await asyncio.gather(*(self._abort_one(p) for p in open_), return_exceptions=True)
-        failed = [p for p, r in zip(open_, results, strict=True) if isinstance(r, BaseException)]
-        if failed:
-            await self.drop(failed)
+        producers = [self._sink(p).producer for p in open_]  # (now: see commit)
+        results = await asyncio.gather(*map(_abort_open, producers), return_exceptions=True)
+        bad = [
+            (p, pr)
+            for p, pr, r in zip(open_, producers, results, strict=True)
+            if isinstance(r, BaseException)
+        ]
+        if bad:
+            await self.drop([p for p, _ in bad], [pr for _, pr in bad])
 
-    async def _abort_one(self, p: Partition) -> None:
-        await _abort_open(self._sink(p).producer)
-
-    async def drop(self, partitions: list[Partition]) -> None:
+    async def drop(
+        self, partitions: list[Partition], producers: list[AIOKafkaProducer] | None = None
+    ) -> None:
+        """Give up the partitions until the group is rejoined. With `producers` (one per
+        partition: the ones that failed), a partition is dropped only if it still has that
+        producer: one opened since by a new assignment is not the failed one's to close."""
+        if producers is not None:
+            partitions = [
+                p
+                for p, pr in zip(partitions, producers, strict=True)
+                if (sink := self._sinks.get(p)) is None or sink.producer is pr
+            ]
         tps = [p for p in partitions if isinstance(p, TopicPartition)]
         self.lost.update(tps)
         await self.close(tps)
