@@ -1,7 +1,8 @@
 """The state in a real Redis Cluster (3 masters with a replica each, append-only files
 fsync'd always, 2 s node timeout) while the cluster is reconfigured under a running
 worker (`--redis-mode cluster`): a master SIGKILLed and its replica promoted, slots
-resharded between masters while records flow, a master restarted. Verified as the other
+resharded between masters while records flow, a master restarted, the one seed node the
+worker was given killed after its start. Verified as the other
 chaos suites are: every request exact, repeats identical, nothing lost.
 
 What a failover can lose: Redis replicates asynchronously, so a save a master
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from tests.adapters.test_redis_cluster import wait_all_named
 from tests.chaos.test_redis import Input
 from tests.chaos.tools import Tail, describe, per_request, wait_until
 from tests.integration.harness import (
@@ -136,6 +138,40 @@ def test_a_master_killed_mid_run_fails_over_to_its_replica(
     if not wait:
         victim.start()
     wait_until(lambda: victim.role() == "slave", 30, "the old master to rejoin as a replica")
+    assert w.stop() == 0, w.log_tail()
+
+
+def test_the_one_seed_node_dies_before_the_first_batch(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    cluster: LocalRedisCluster,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """The worker is given ONE seed node, a master, which is SIGKILLed after the worker
+    started and before any record came: the worker read the topology at start, so every
+    node is a seed, and it finds the promoted replica and the other masters. (When the
+    topology was learnt at the first batch, the worker knew only the dead seed: an outage
+    until --outage-limit-s, though the cluster failed over in about 2 s.) The seed stays
+    dead to the end."""
+    gens = make_generations(deepseek, 80, seed=1741, prefix="seed")
+    records = interleave(gens, seed=1742)
+    source = Input(kafka_bootstrap, topics["input"])
+    seed = cluster.masters()[0]
+    (replica,) = cluster.replicas_of(seed)
+    # (A replica shows in CLUSTER SLOTS once the gossip has it there.)
+    wait_all_named(seed, len(cluster.nodes))
+    w = worker_factory(*CLUSTER, redis=f"redis://{seed.addr}")
+    wait_until(lambda: "Redis Cluster: 3 masters, 6 nodes known" in w.log_text(), 60, "the start")
+    seed.kill()
+    cluster.wait_promoted(replica)
+    with Tail(kafka_bootstrap, topics["output"]) as tail:
+        source.send(records)
+        outputs = tail.wait_done([g.request_id for g in gens], 120)
+        wait_until(lambda: source.all_committed(w), 60, "everything to be committed")
+    verify(outputs, gens)
+    assert w.alive and not seed.running, w.log_tail()
+    assert "giving up" not in w.log_text()
     assert w.stop() == 0, w.log_tail()
 
 

@@ -7,8 +7,15 @@ slot, since a script may only touch keys of one slot) in as few round trips as p
 so this does just that, over redis-py's per-node asyncio connections (hiredis-packed, as
 in standalone mode):
 
-- Topology: `CLUSTER SLOTS` from any node that answers (the known masters first, then the
-  seeds given in the URL); slot → master. Reads and writes both go to masters.
+- Topology: `CLUSTER SLOTS` from any node that answers; slot → master. Reads and writes
+  both go to masters. `start()` reads it at once (the worker calls it before anything
+  else: an unreachable cluster is then a start-up outage, retried, and refused
+  credentials stop the worker at once), else the first call reads it.
+- Seeds: every node ever learnt (each reply's masters AND replicas) is a seed for later
+  refreshes, as are the nodes given in the URL. A refresh asks the current masters
+  first, then the other known nodes, then the URL's seeds, with the nodes whose last
+  attempt failed put last. So the seed the worker started from may die, and the whole
+  URL's list with it: any node of the cluster that is still up answers.
 - A batch: its calls grouped by the master of their slot; one pipeline per master, all
   masters at once (`asyncio.gather`). Round trips per batch = masters touched.
 - `MOVED` (a slot now served elsewhere): the slot is re-pointed at once and the whole map
@@ -21,6 +28,9 @@ in standalone mode):
 - A connection error, a timeout or `CLUSTERDOWN` is raised to the caller (which backs off
   and retries the batch), and the map is refreshed on the next call. Writes applied before
   the error are accepted again as the same write (see redis_layout.CAS_SCRIPT).
+- A refresh that no node answers raises a credentials refusal if any node gave one
+  (WRONGPASS, NOPERM: `failures.classify` makes it a configuration error), else the last
+  error (a connection error or a timeout: transient).
 
 Seeds: `redis://[user:password@]host1:port1,host2:port2[,…]` (one scheme and one credential
 for all nodes; a node may also be given as a full URL). `rediss://` and the query options
@@ -30,6 +40,7 @@ redis-py reads from a URL (`ssl_cert_reqs`, `ssl_ca_certs`, …) apply to every 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
@@ -47,16 +58,23 @@ from redis.asyncio.connection import parse_url
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
+    AuthorizationError,
     ClusterDownError,
     ClusterError,
     ConnectionError,
     MovedError,
+    NoPermissionError,
     NoScriptError,
     RedisError,
     ResponseError,
     TryAgainError,
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from worker.failures import ConfigError
+
+log = logging.getLogger("derender.worker")
 
 Addr = tuple[str, int]
 
@@ -67,6 +85,8 @@ MAX_ROUNDS = 16
 SLOT_CACHE_SIZE = 100_000
 # A TRYAGAIN means a migration is moving a slot's keys right now: a short pause.
 TRYAGAIN_PAUSE_S = 0.01
+# Credentials or ACL refused: no other node will take them either (classified CONFIG).
+REFUSED = (AuthenticationError, AuthorizationError, NoPermissionError)
 
 
 # Round trips of the store call running in this task (a lane): the batch loop reads it
@@ -118,6 +138,22 @@ class Call:
     ask: Addr | None = field(default=None, repr=False)
 
 
+def _host(node: Sequence[Any]) -> str:
+    return node[0].decode() if isinstance(node[0], bytes) else str(node[0])
+
+
+def _node_addr(node: Sequence[Any], asked: Addr) -> Addr:
+    """A node of a CLUSTER SLOTS entry ([host, port, id, …]) as an address. An empty or
+    "?" host means "the address you reached me on"."""
+    host = _host(node)
+    return (host if host not in ("", "?") else asked[0], int(node[1]))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 def parse_seeds(url: str) -> tuple[dict[str, Any], list[Addr]]:
     """The connection options every node gets (from the first URL) and the seed nodes."""
     items = [item.strip() for item in url.split(",") if item.strip()]
@@ -165,6 +201,12 @@ class ClusterClient:
         self._prepare = prepare
         self._timeout_s = socket_timeout_s
         self._slots: list[Addr | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        # Every node a CLUSTER SLOTS reply named, masters and replicas, in the order
+        # learnt: all of them seeds for the next refreshes. Nodes are never forgotten (a
+        # node gone for good costs one refused connection, tried last).
+        self._known: dict[Addr, None] = {}
+        # Nodes whose last attempt failed (a refresh, or a batch's pipeline): asked last.
+        self._failing: set[Addr] = set()
         self._clients: dict[Addr, Redis] = {}
         self._stale = True
         self._slot_cache: dict[str, int] = {}
@@ -189,6 +231,60 @@ class ClusterClient:
     def masters(self) -> list[Addr]:
         return sorted({a for a in self._slots if a is not None})
 
+    @property
+    def nodes(self) -> list[Addr]:
+        """Every node a refresh may ask, in the order it asks them."""
+        order: dict[Addr, None] = dict.fromkeys([*self.masters, *self._known, *self.seeds])
+        # (A stable sort: the failing ones last, each group in the order above.)
+        return sorted(order, key=lambda addr: addr in self._failing)
+
+    @property
+    def started(self) -> bool:
+        """The slot map has been read at least once."""
+        return self.refreshes > 0
+
+    async def start(self) -> None:
+        """Read the topology now, rather than at the first call (see the module docstring).
+
+        No node answers: the last error, a connection error or a timeout, which the
+        worker retries as a start-up outage. A node refused the credentials or the ACL, or
+        the URL names no Redis Cluster: ConfigError, whose message says what to fix (and
+        names the nodes, never the password)."""
+        try:
+            await self.refresh()
+        except REFUSED as e:
+            seeds = ",".join(f"{host}:{port}" for host, port in self.seeds)
+            if isinstance(e, AuthenticationError):
+                fix = (
+                    "put the right user and password in --redis-url (DERENDER_REDIS_URL): "
+                    "redis://USER:PASSWORD@host:port,host:port,... (one credential for "
+                    "every node)"
+                )
+                what = "refused the credentials"
+            else:
+                fix = (
+                    "grant the user of --redis-url the commands the store sends (CLUSTER "
+                    "SLOTS, ASKING, SCRIPT LOAD, EVALSHA, INCR, WAIT) on its keys "
+                    "(--state-prefix)"
+                )
+                what = "refused a command to the worker's user"
+            raise ConfigError(
+                f"Redis Cluster at {seeds} {what} ({_first_line(e)}): {fix}"
+            ) from None
+        except ResponseError as e:
+            if "cluster support disabled" not in str(e):
+                raise
+            seeds = ",".join(f"{host}:{port}" for host, port in self.seeds)
+            raise ConfigError(
+                f"{seeds} is not a Redis Cluster ({_first_line(e)}): use --redis-mode "
+                "standalone, or list the cluster's nodes in --redis-url"
+            ) from None
+        log.info(
+            "Redis Cluster: %d masters, %d nodes known (every one a seed from now on)",
+            len(self.masters),
+            len(self._known),
+        )
+
     def client(self, addr: Addr) -> Redis:
         client = self._clients.get(addr)
         if client is None:
@@ -200,39 +296,51 @@ class ClusterClient:
         return client
 
     async def refresh(self) -> None:
-        """Read the slot map from the first node that answers."""
+        """Read the slot map from the first node that answers (in the order of `nodes`).
+        None answers: a refusal of the credentials if some node gave one, else the last
+        error."""
         last: BaseException | None = None
-        tried: set[Addr] = set()
-        for addr in [*self.masters, *self.seeds]:
-            if addr in tried:
-                continue
-            tried.add(addr)
+        refused: BaseException | None = None
+        for addr in self.nodes:
             try:
                 self.round_trips += 1
                 count_trips()
                 client = self.client(addr)
                 reply = await client.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
-            except (ConnectionError, RedisTimeoutError, OSError) as e:
+                self._apply_slots(reply, addr)
+            except (ConnectionError, RedisTimeoutError, OSError, ResponseError) as e:
+                # (ResponseError: NOPERM, LOADING, a node not in cluster mode or serving
+                # no slot: another node may answer.)
+                self._failing.add(addr)
                 last = e
+                if isinstance(e, REFUSED) and refused is None:
+                    refused = e
                 continue
-            self._apply_slots(reply, addr)
+            self._failing.discard(addr)
             self.refreshes += 1
             self._stale = False
             return
-        assert last is not None
-        raise last
+        error = refused or last
+        assert error is not None
+        raise error
 
     def _apply_slots(self, reply: Iterable[Any], asked: Addr) -> None:
         slots: list[Addr | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        learnt: list[Addr] = []
         for entry in reply:
-            start, end, master = int(entry[0]), int(entry[1]), entry[2]
-            host = master[0].decode() if isinstance(master[0], bytes) else str(master[0])
-            # An empty or "?" endpoint means "the address you reached me on".
-            addr = (host if host not in ("", "?") else asked[0], int(master[1]))
-            slots[start : end + 1] = [addr] * (end - start + 1)
+            start, end = int(entry[0]), int(entry[1])
+            if len(entry) < 3:
+                continue
+            # The master, then its replicas (a replica whose endpoint is unknown, "?",
+            # is not learnt: "?" means the asked node's address only for the master).
+            nodes = [_node_addr(entry[2], asked)]
+            nodes += [_node_addr(n, asked) for n in entry[3:] if _host(n) not in ("", "?")]
+            slots[start : end + 1] = [nodes[0]] * (end - start + 1)
+            learnt.extend(nodes)
         if not any(slots):
             raise ClusterDownError("CLUSTERDOWN no node serves any slot (is cluster mode on?)")
         self._slots = slots
+        self._known.update(dict.fromkeys(learnt))
 
     async def run(
         self,
@@ -274,6 +382,8 @@ class ClusterClient:
                     if not isinstance(result, Exception):
                         raise result  # cancelled: as it is
                     self._stale = True
+                    if isinstance(result, (ConnectionError, RedisTimeoutError, OSError)):
+                        self._failing.add(addr)  # the next refresh asks it last
                     error = error or result
                     continue
                 for call, reply in zip(group, result, strict=True):

@@ -441,6 +441,15 @@ class RedisStore:
         count_trips()
         return int(await self._client.incr(key))
 
+    async def start(self) -> None:
+        """Connect before the first batch. In cluster mode: read the topology now, so
+        that every node it names is a seed from the start (see redis_cluster). An
+        unreachable cluster raises a connection error or a timeout (transient: retry);
+        refused credentials or ACL raise ConfigError. Standalone and proxy: nothing (the
+        first call connects)."""
+        if self._cluster is not None:
+            await self._cluster.start()
+
     async def close(self) -> None:
         if self._cluster is not None:
             await self._cluster.aclose()
