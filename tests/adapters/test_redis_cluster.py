@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -241,10 +242,10 @@ def test_a_killed_master_fails_over_to_its_replica(cluster: servers.LocalRedisCl
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_worker(redis_url: str, *extra: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+def worker_argv(redis_url: str, *extra: str) -> list[str]:
     """`derender-worker run --redis-mode cluster` against a broker nobody listens on: the
     state store starts first, so this shows what the store's start does on its own."""
-    argv = [
+    return [
         sys.executable, "-m", "worker", "run",
         "--redis-mode", "cluster",
         "--redis-url", redis_url,
@@ -252,9 +253,22 @@ def run_worker(redis_url: str, *extra: str, timeout_s: float) -> subprocess.Comp
         "--metrics-port", "0",
         *extra,
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DERENDER_")}
+
+
+def worker_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("DERENDER_")}
+
+
+def run_worker(redis_url: str, *extra: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """The worker (`worker_argv`) run to its end."""
     return subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        worker_argv(redis_url, *extra),
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
     )
 
 
@@ -339,7 +353,8 @@ def test_one_seed_that_dies_after_the_start_is_not_needed(
 
 def test_an_unreachable_cluster_at_start_is_retried_then_an_outage() -> None:
     """No node answers at start: a transient error for the store (the worker retries it
-    as it retries the broker at start), and past --outage-limit-s the worker exits 1."""
+    as it retries the broker at start), and past --outage-limit-s the worker exits 1;
+    SIGTERM meanwhile stops it, exit 0."""
     url = f"redis://127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
 
     async def main() -> None:
@@ -356,6 +371,33 @@ def test_an_unreachable_cluster_at_start_is_retried_then_an_outage() -> None:
     assert done.returncode == 1, done.stderr
     assert "starting the state store failed, retrying" in done.stderr
     assert "giving up: starting the state store kept failing" in done.stderr
+
+    # SIGTERM while it retries (Kubernetes scaling in a worker that never started): it
+    # stops within a backoff, exit 0.
+    proc = subprocess.Popen(
+        worker_argv(url, "--outage-limit-s", "600"),
+        cwd=ROOT,
+        env=worker_env(),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "starting the state store failed, retrying" in line:
+                break
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - sent < 10
+        assert "stopped while starting the state store" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_every_node_named_is_a_seed_and_failing_ones_are_asked_last() -> None:
