@@ -348,16 +348,17 @@ def test_an_exactly_once_group_against_the_high_watermark(
 def test_the_same_total_as_kedas_scaler(
     kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
-    """KEDA's own scaler (tests/autoscale/keda, built by `make autoscale`) on the same group
-    at the same moment: its metric, uncapped (`allowIdleConsumers`), is our sum. Runs only
-    when DERENDER_KEDALAG names the program: `make test` does not build KEDA."""
+    """KEDA's own scalers (tests/autoscale/keda, built by `make autoscale`; the `kafka` and
+    `apache-kafka` triggers) on the same group at the same moment: their metric, uncapped
+    (`allowIdleConsumers`), is our sum. Runs only when DERENDER_KEDALAG names the program:
+    `make test` does not build KEDA."""
     kedalag = os.environ.get("DERENDER_KEDALAG", "")
     if not kedalag or not os.access(kedalag, os.X_OK):
         pytest.skip("set DERENDER_KEDALAG to the kedalag program to compare with KEDA")
     needs_apache_kafka("transactions")
     topic, group = new_topic(partitions=4, prefix="keda"), unique("g")
 
-    def keda(policy: str, allow_idle: bool) -> float:
+    def keda(policy: str, allow_idle: bool, trigger: str) -> float:
         meta = {
             "bootstrapServers": kafka_bootstrap,
             "consumerGroup": group,
@@ -366,7 +367,7 @@ def test_the_same_total_as_kedas_scaler(
             "offsetResetPolicy": policy,
             "allowIdleConsumers": str(allow_idle).lower(),
         }
-        argv = [kedalag, "-type", "kafka", "-once"]
+        argv = [kedalag, "-type", trigger, "-once"]
         for k, v in meta.items():
             argv += ["-meta", f"{k}={v}"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
@@ -380,9 +381,12 @@ def test_the_same_total_as_kedas_scaler(
             for policy, expected in (("latest", KEDA_LATEST), ("earliest", KEDA_EARLIEST)):
                 ours = await sample(kafka_bootstrap, group, topic, reset=policy)
                 assert ours == expected
-                assert await asyncio.to_thread(keda, policy, True) == sum(ours.values())
-                # KEDA's cap (threshold 1, 4 partitions), which the worker leaves to KEDA.
-                assert await asyncio.to_thread(keda, policy, False) == min(sum(ours.values()), 4)
+                for trigger in ("kafka", "apache-kafka"):  # (sarama, kafka-go)
+                    uncapped = await asyncio.to_thread(keda, policy, True, trigger)
+                    assert uncapped == sum(ours.values()), trigger
+                    # KEDA's cap (threshold 1, 4 partitions), which the worker leaves to it.
+                    capped = await asyncio.to_thread(keda, policy, False, trigger)
+                    assert capped == min(sum(ours.values()), 4), trigger
         finally:
             await pending.abort_transaction()
             await pending.stop()
