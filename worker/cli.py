@@ -8,15 +8,11 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from worker import constants
 from worker.config import ConfigError, load_registry
 from worker.logs import PROCESS_INDEX_ENV
 from worker.settings import SettingsError, env_name
-
-if TYPE_CHECKING:
-    from worker.adapters.redis_store import RedisStore
 
 
 def tune_gc() -> None:
@@ -146,10 +142,6 @@ def _run(args: argparse.Namespace) -> int:
         if settings.metrics_port:
             server = await serve(metrics, settings.metrics_host, settings.metrics_port)
         try:
-            code = await start_store(store, settings.outage_limit_s)
-            if code is not None:
-                await store.close()
-                return code
             return await Runner(settings, registry, store, metrics).run()
         finally:
             if server is not None:
@@ -158,83 +150,6 @@ def _run(args: argparse.Namespace) -> int:
 
     with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
         return runner.run(main())
-
-
-# The state store's start is retried as the runner retries its Kafka start (the same
-# values as failures.BACKOFF_FIRST_S / BACKOFF_CAP_S): a backoff doubling from the first
-# value up to the cap, with full jitter so a fleet does not retry in lockstep.
-START_BACKOFF_S = 0.1
-START_BACKOFF_CAP_S = 5.0
-
-
-async def start_store(store: RedisStore, outage_limit_s: float) -> int | None:
-    """Start the state store before the runner (in cluster mode: read the topology, so
-    every node is a seed from the start; see adapters/redis_cluster.py), with the
-    runner's start-up rules: a transient failure (no node answers) is retried with the
-    same backoff until `outage_limit_s`; a configuration error (credentials or ACL
-    refused) stops at once. None once started, else the exit code: 0 (SIGTERM or SIGINT
-    while retrying), 1 (the outage outlasted the limit) or 2 (cannot run as configured),
-    each logged in one line as the runner logs it."""
-    import contextlib
-    import logging
-    import random
-    import signal
-    import time
-
-    from worker.failures import HANDLED, Kind, classify
-    from worker.failures import ConfigError as CannotRun
-
-    log = logging.getLogger("derender.worker")
-    what = "starting the state store"
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # Not available off the main thread (tests run workers in threads).
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-    since: float | None = None
-    failures = 0
-    try:
-        while True:
-            try:
-                await store.start()
-            except CannotRun as exc:
-                log.error("cannot run: %s", exc)
-                return 2
-            except HANDLED as exc:
-                if classify(exc) is Kind.CONFIG:
-                    log.error("cannot run: %s: %s: %s", what, type(exc).__name__, exc)
-                    return 2
-                now = time.monotonic()
-                if since is None:
-                    since = now
-                    log.warning("%s failed, retrying: %s: %s", what, type(exc).__name__, exc)
-                if now - since > outage_limit_s:
-                    log.error(
-                        "giving up: %s kept failing for %.0fs (limit %.0fs); last error: %s: %s",
-                        what,
-                        now - since,
-                        outage_limit_s,
-                        type(exc).__name__,
-                        exc,
-                    )
-                    return 1
-                failures += 1
-                delay = random.uniform(0, min(START_BACKOFF_CAP_S, START_BACKOFF_S * 2**failures))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                if stop.is_set():
-                    log.info("stopped while %s", what)
-                    return 0
-                continue
-            if since is not None:
-                log.info("recovered after %.1fs", time.monotonic() - since)
-            return None
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
 
 
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

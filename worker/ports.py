@@ -222,4 +222,9 @@ class StateStore(Protocol):
         handed out before."""
         ...
 
+    async def start(self) -> None:
+        """Connect before the first batch (a Redis Cluster's topology is read here); a
+        transient error is retried by the caller, ConfigError stops the worker."""
+        ...
+
     async def close(self) -> None: ...

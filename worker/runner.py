@@ -167,6 +167,14 @@ class Runner:
 
     async def _start(self) -> None:
         exactly_once = self.s.guarantee == EXACTLY_ONCE
+        while True:  # the state store first (a Redis Cluster's topology), then Kafka
+            try:
+                await self.store.start()
+                break
+            except HANDLED as exc:
+                await self.outage.failed("starting the state store", exc)
+            if self.stopping.is_set():
+                return
         while True:
             try:
                 if not exactly_once:  # (exactly-once has a producer per partition instead)
@@ -203,7 +211,6 @@ class Runner:
             self.s.bootstrap_servers,
             self.s.group_id,
             self.s.input_topic,
-            read_committed=exactly_once,
             reset="latest" if self.s.reset == "latest" else "earliest",
             **security_kwargs(self.s),
         )

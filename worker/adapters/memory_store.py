@@ -149,6 +149,9 @@ class MemoryStore:
         self._epochs[key] = epoch
         return epoch
 
+    async def start(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

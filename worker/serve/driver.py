@@ -143,6 +143,9 @@ class ClientState:
     async def claim_epoch(self, scope: str) -> int:
         return 1
 
+    async def start(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
