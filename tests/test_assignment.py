@@ -18,6 +18,7 @@ from aiokafka import TopicPartition
 
 from tests.helpers import ListSink, ListSource, chunk
 from tests.test_loop import REGISTRY
+from worker.adapters import kafka_txn
 from worker.adapters.kafka_txn import Transactions
 from worker.adapters.memory_store import MemoryStore
 from worker.assignment import Assignment
@@ -308,6 +309,30 @@ def test_a_step_that_never_returns_is_an_outage_within_the_step_timeout() -> Non
         assert time.monotonic() - started < 1.0
         assert classify(err.value) is Kind.TRANSIENT  # retried, rewound, outage limit
         assert await store.load_many(["r"]) == {"r": None} and source.committed == {}
+
+    asyncio.run(body())
+
+
+def test_an_abort_that_never_returns_drops_its_producer_within_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen after a broker restart: a failed batch's abort waited on its transaction
+    coordinator for minutes, silently, holding its lane and the SIGTERM after it."""
+    monkeypatch.setattr(kafka_txn, "ABORT_TIMEOUT_S", 0.1)
+
+    async def body() -> None:
+        txns, made = _transactions()
+        await txns.open([TP], "earliest")
+        await txns.begin([TP])
+
+        async def hang() -> None:
+            await asyncio.Event().wait()
+
+        made[0].abort_transaction = hang  # type: ignore[method-assign]
+        started = time.monotonic()
+        await txns.abort([TP])
+        assert time.monotonic() - started < 1.0
+        assert not txns.ready(TP) and TP in txns.lost  # its state unknown: given up
 
     asyncio.run(body())
 

@@ -169,7 +169,7 @@ class Runner:
         exactly_once = self.s.guarantee == EXACTLY_ONCE
         while True:  # the state store first (a Redis Cluster's topology), then Kafka
             try:
-                await self.store.start()
+                await bounded(self.store.start(), self.s.step_timeout_s, "starting the store")
                 break
             except HANDLED as exc:
                 await self.outage.failed("starting the state store", exc)
@@ -177,18 +177,14 @@ class Runner:
                 return
         while True:
             try:
-                if not exactly_once:  # (exactly-once has a producer per partition instead)
-                    self.producer = make_producer(self.s)
-                    await self.producer.start()
-                self.consumer = make_consumer(self.s)
-                await self.consumer.start()
-                await self._check_topics(self.consumer)
+                await bounded(self._connect(exactly_once), self.s.step_timeout_s, "connecting")
                 break
             except HANDLED as exc:
                 await self._close_clients()
                 await self.outage.failed("connecting to Kafka", exc)
             if self.stopping.is_set():
                 return
+        assert self.consumer is not None
         self.outage.recovered()
         if exactly_once:
             s = self.s
@@ -216,6 +212,14 @@ class Runner:
         )
         self._group_lag_task = asyncio.create_task(self._sample_group_lag())
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
+
+    async def _connect(self, exactly_once: bool) -> None:
+        if not exactly_once:  # (exactly-once has a producer per partition instead)
+            self.producer = make_producer(self.s)
+            await self.producer.start()
+        self.consumer = make_consumer(self.s)
+        await self.consumer.start()
+        await self._check_topics(self.consumer)
 
     async def _check_topics(self, consumer: AIOKafkaConsumer) -> None:
         """A missing topic is a configuration error: waiting will not create it."""
@@ -450,7 +454,11 @@ class Runner:
                     [tp for tp in assigned if not self.transactions.ready(tp)]
                 )
         if self.s.reset is not None and self.s.reset.isdigit() and self.consumer is not None:
-            await seek_to_time(self.consumer, assigned, int(self.s.reset))
+            await bounded(
+                seek_to_time(self.consumer, assigned, int(self.s.reset)),
+                self.s.step_timeout_s,
+                "seeking to --reset",
+            )
 
     async def _sample_group_lag(self) -> None:
         assert self.group_lag is not None

@@ -36,6 +36,10 @@ log = logging.getLogger("derender.worker")
 
 # The longest closing a partition's producer may take (see _stop_quietly).
 STOP_TIMEOUT_S = 5.0
+# The longest aborting a failed batch's transaction may take. Past it the producer's state
+# is unknown, so it is dropped like a failed commit. (Unbounded, an abort after a broker
+# restart waited on its coordinator for minutes, holding its lane and any SIGTERM.)
+ABORT_TIMEOUT_S = 10.0
 
 
 class PartitionGone(KafkaError):  # type: ignore[misc]
@@ -118,10 +122,11 @@ class Transactions:
         if failed is not None:
             raise failed
 
-    async def close(self, partitions: list[TopicPartition]) -> None:
-        """Abort what is open and stop the producers of partitions that leave us."""
+    async def close(self, partitions: list[TopicPartition], abort: bool = True) -> None:
+        """Abort what is open (unless `abort` is False: the producer already failed to)
+        and stop the producers of partitions that leave us."""
         sinks = [self._sinks.pop(tp) for tp in partitions if tp in self._sinks]
-        await asyncio.gather(*(_stop_quietly(s.producer) for s in sinks))
+        await asyncio.gather(*(_stop_quietly(s.producer, abort) for s in sinks))
 
     async def close_all(self) -> None:
         await self.close(list(self._sinks))
@@ -191,10 +196,14 @@ class Transactions:
 
     async def abort(self, partitions: list[Partition]) -> None:
         """Abort the partitions' open transactions (a batch that failed before commit).
-        A producer that cannot abort is dropped like a failed commit."""
+        A producer that cannot abort (within ABORT_TIMEOUT_S) is dropped like a failed
+        commit."""
         open_ = [p for p in partitions if p in self._sinks]
         producers = [self._sink(p).producer for p in open_]  # (now: see commit)
-        results = await asyncio.gather(*map(_abort_open, producers), return_exceptions=True)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(_abort_open(pr), ABORT_TIMEOUT_S) for pr in producers),
+            return_exceptions=True,
+        )
         bad = [
             (p, pr)
             for p, pr, r in zip(open_, producers, results, strict=True)
@@ -217,7 +226,9 @@ class Transactions:
             ]
         tps = [p for p in partitions if isinstance(p, TopicPartition)]
         self.lost.update(tps)
-        await self.close(tps)
+        # (No abort: a dropped producer's commit or abort just failed, its state is unknown;
+        # the broker aborts what it left open, at the latest at the transaction timeout.)
+        await self.close(tps, abort=False)
         # A rejoin settles who owns them: back to us, `open` starts a producer again
         # (after fencing whatever is left); to another worker, that one does it.
         # (aiokafka has no public call for it: the coordinator's own is used.)
@@ -243,14 +254,15 @@ async def _abort_open(producer: AIOKafkaProducer) -> None:
         await producer.abort_transaction()
 
 
-async def _stop_quietly(producer: AIOKafkaProducer) -> None:
+async def _stop_quietly(producer: AIOKafkaProducer, abort: bool = True) -> None:
     """Abort an open transaction (left open, it would hold read_committed readers back
     until the transaction timeout), then stop; within STOP_TIMEOUT_S, so that a producer
     that cannot finish (fenced mid-send, its coordinator gone) never holds up a rebalance:
     the broker aborts what it left open at the transaction timeout, or when the
     partition's next owner starts its producer."""
     try:
-        await asyncio.wait_for(_abort_open(producer), STOP_TIMEOUT_S)
+        if abort:
+            await asyncio.wait_for(_abort_open(producer), STOP_TIMEOUT_S)
     except Exception as exc:
         log.debug("aborting before stopping a transactional producer: %s", exc)
     try:
