@@ -10,13 +10,17 @@ exactly where a test needs them, so the suites do not depend on timing:
 - `kill_before_txn_commit: N` SIGKILL itself on the N-th transaction commit (exactly-once),
                           after that batch's outputs were produced in the transaction and
                           its states saved: the transaction dies open and is aborted;
+- `stall_txn_send: N`     the N-th transactional record batch is never acknowledged, and the
+                          abort of its producer's transaction never returns: what a broker
+                          restart did to aiokafka (issue #24), silently, for minutes;
 - `stop_before_save: P`   SIGSTOP itself once, on the first save writing a request whose id
                           starts with P: a zombie frozen mid-batch, with no Redis or Kafka call
                           in flight. It goes on with that very save after SIGCONT.
 
 The points are given as JSON in `$DERENDER_CHAOS`. Nothing else about the worker changes:
 the hooks wrap `RedisStore.save_many`, `AIOKafkaConsumer.commit` and
-`AIOKafkaProducer.commit_transaction` and call the originals.
+`AIOKafkaProducer.commit_transaction` / `send_batch` / `abort_transaction` and call the
+originals.
 """
 
 from __future__ import annotations
@@ -36,16 +40,21 @@ def _announce(what: str) -> None:
 
 
 def install(points: dict[str, Any]) -> None:
+    import asyncio
+
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     from worker.adapters.redis_store import RedisStore
 
-    counts = {"save": 0, "commit": 0, "txn_commit": 0}
+    counts = {"save": 0, "commit": 0, "txn_commit": 0, "txn_send": 0}
+    stalled: set[int] = set()  # the producers (by id) whose abort never returns
     stopped: list[bool] = []
 
     save_many: Callable[..., Awaitable[list[str]]] = RedisStore.save_many
     commit: Callable[..., Awaitable[None]] = AIOKafkaConsumer.commit
     commit_transaction: Callable[..., Awaitable[None]] = AIOKafkaProducer.commit_transaction
+    send_batch: Callable[..., Awaitable[Any]] = AIOKafkaProducer.send_batch
+    abort_transaction: Callable[..., Awaitable[None]] = AIOKafkaProducer.abort_transaction
 
     async def chaotic_save_many(self: RedisStore, writes: list[Any]) -> list[str]:
         counts["save"] += 1
@@ -74,7 +83,24 @@ def install(points: dict[str, Any]) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         await commit_transaction(self)
 
+    async def chaotic_send_batch(self: AIOKafkaProducer, *args: Any, **kwargs: Any) -> Any:
+        if self._txn_manager is not None:
+            counts["txn_send"] += 1
+            if points.get("stall_txn_send") == counts["txn_send"]:
+                _announce(f"stalled transactional send {counts['txn_send']}")
+                stalled.add(id(self))
+                return asyncio.get_running_loop().create_future()  # never acknowledged
+        return await send_batch(self, *args, **kwargs)
+
+    async def chaotic_abort_transaction(self: AIOKafkaProducer) -> None:
+        if id(self) in stalled:
+            _announce("stalled transaction abort")
+            await asyncio.Event().wait()
+        await abort_transaction(self)
+
     AIOKafkaProducer.commit_transaction = chaotic_commit_transaction  # type: ignore[method-assign]
+    AIOKafkaProducer.send_batch = chaotic_send_batch  # type: ignore[method-assign]
+    AIOKafkaProducer.abort_transaction = chaotic_abort_transaction  # type: ignore[method-assign]
     RedisStore.save_many = chaotic_save_many  # type: ignore[method-assign]
     AIOKafkaConsumer.commit = chaotic_commit  # type: ignore[method-assign]
 

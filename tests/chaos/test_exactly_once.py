@@ -159,6 +159,32 @@ def test_kill_9_mid_transaction_five_times_repeats_nothing(
     assert last.stop() == 0, last.log_tail()
 
 
+def test_a_produce_never_acknowledged_and_an_abort_that_never_returns_recover_within_bounds(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """What a broker restart did to aiokafka (issue #24): a transactional batch never
+    acknowledged, then its abort waiting for ever, silently, the lane and a later SIGTERM
+    held with it. Bounded: the produce step times out (--step-timeout-s), the abort gives
+    up after ABORT_TIMEOUT_S and drops the producer, the group is rejoined, a new producer
+    fences the old one, and everything is delivered once; SIGTERM then exits 0 at once."""
+    gens = make_generations(deepseek, 60, seed=851, prefix="eos-stall")
+    records = interleave(gens, seed=852)
+    w = worker_factory(*EOS, "--step-timeout-s", "2", **chaos_env(stall_txn_send=5))
+    asyncio.run(publish(kafka_bootstrap, topics["input"], records, FIXED_TS_MS))
+    with Tail(kafka_bootstrap, topics["output"], isolation_level="read_committed") as tail:
+        outputs = wait_done_or_dump(tail, gens, w, 120)
+    exactly_once(outputs, gens, records)
+    log = w.log_text()
+    assert "chaos: stalled transactional send 5" in log and "stalled transaction abort" in log
+    assert "produce took longer than 2s" in log
+    started = time.monotonic()
+    assert w.stop(timeout_s=15) == 0, w.log_tail()
+    assert time.monotonic() - started < 15
+
+
 def test_a_zombie_resuming_after_its_partitions_moved_commits_nothing(
     deepseek: Tokenizer,
     kafka_bootstrap: str,
