@@ -473,6 +473,10 @@ async def keda_selfcheck(bootstrap: str, binary: Path) -> list[tuple[str, float,
              {"lagThreshold": "1", "offsetResetPolicy": "latest"}),
             ("lagThreshold 1, allowIdleConsumers true", 8.0,
              {"lagThreshold": "1", "offsetResetPolicy": "latest", "allowIdleConsumers": "true"}),
+            # The cap compares in integer division: 18 / 4 = 4 is not above 4 partitions,
+            # so 18 passes, and the HPA's ceil(18 / 4) asks for 5 replicas.
+            ("offsetResetPolicy earliest, lagThreshold 4 (no cap: 18 / 4 = 4 in int64)", 18.0,
+             {"lagThreshold": "4", "offsetResetPolicy": "earliest"}),
         ]  # fmt: skip
         out = []
         for name, want, meta in cases:
@@ -500,6 +504,15 @@ class Worker:
     exit_at: float | None = None
     rc: int | None = None
     killed: bool = False
+    ready_at: float | None = None  # its first partition assignment (from its log)
+
+    def read_ready(self) -> None:
+        for line in self.log.read_text(errors="replace").splitlines():
+            if "partitions assigned: " in line and not line.endswith("assigned: none"):
+                with contextlib.suppress(ValueError):
+                    stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                    self.ready_at = stamp.timestamp()  # the log's local time, as ours
+                return
 
     @property
     def name(self) -> str:
@@ -615,6 +628,22 @@ async def final_lag(bootstrap: str, group: str, topic: str) -> dict[int, tuple[i
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         ends = await consumer.end_offsets(tps)
         return {tp.partition: (ends[tp], await consumer.committed(tp) or 0) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+async def records_in(bootstrap: str, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(topic) or set()
+        if not parts:
+            await consumer.topics()  # refresh the metadata
+            parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in parts]
+        ends = await consumer.end_offsets(tps)
+        starts = await consumer.beginning_offsets(tps)
+        return sum(ends[tp] - starts[tp] for tp in tps)
     finally:
         await consumer.stop()
 
@@ -758,9 +787,10 @@ class EventPause:
 
 
 def longest_in(gaps: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """The longest gap that starts in [lo, hi)."""
     best = 0.0
     for a, b in gaps:
-        if a < hi and b > lo:
+        if lo <= a < hi:
             best = max(best, b - a)
     return best
 
@@ -845,6 +875,7 @@ class RunResult:
     marks: list[tuple[float, str]] = field(default_factory=list)
     checks: dict[str, str] = field(default_factory=dict)  # name → "" (ok) or what failed
     lag_compare: str = ""
+    rest_lag: tuple[float, list[float | None]] | None = None  # KEDA, the workers' gauges
 
     @property
     def passed(self) -> bool:
@@ -867,11 +898,11 @@ def run_one(
     workdir: Path,
     seed: int,
 ) -> RunResult:
-    folder = workdir / name
+    folder = workdir / name.replace("#", "-")
     folder.mkdir(parents=True)
     tag = uuid.uuid4().hex[:6]
-    topics = {k: f"as-{name}-{k}-{tag}" for k in ("in", "out", "dlq")}
-    group = f"as-{name}-{tag}"
+    topics = {k: f"as-{folder.name}-{k}-{tag}" for k in ("in", "out", "dlq")}
+    group = f"as-{folder.name}-{tag}"
     asyncio.run(create_topics(bootstrap, [topics["in"], topics["out"]], PARTITIONS))
     asyncio.run(create_topics(bootstrap, [topics["dlq"]], 1))
     res = RunResult(name, guarantee, static, folder, settings)
@@ -1011,6 +1042,16 @@ def run_one(
                 break
             time.sleep(0.2)
         time.sleep(max(settings.polling_interval_s, 1.0))
+        # At rest, the workers' own gauge (sampled every 10 s) must read what KEDA reads.
+        deadline = time.time() + 12
+        while time.time() < deadline:
+            p = keda.latest()
+            lags = [scrape_lag(w.port) for w in fleet.live.values()]
+            if p is not None:
+                res.rest_lag = (p.value, lags)
+                if lags and all(x == p.value for x in lags):
+                    break
+            time.sleep(0.5)
         stop_hpa.set()
         ctl.join(10)
         pub.mark("end")
@@ -1033,6 +1074,36 @@ def run_one(
     res.peak_replicas = max((n for _, n in res.timeline), default=1)
     verify(res, all_recs, reader, bootstrap, group, topics, hpa_error, keda)
     return res
+
+
+def assignments(workers: list[Worker]) -> dict[str, list[tuple[float, set[int]]]]:
+    """Each worker's partition assignments over time, from its log."""
+    out: dict[str, list[tuple[float, set[int]]]] = {}
+    for i, w in enumerate(workers):
+        rows: list[tuple[float, set[int]]] = []
+        for line in w.log.read_text(errors="replace").splitlines():
+            if "partitions assigned: " not in line and "partitions revoked: " not in line:
+                continue
+            try:
+                at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            names = line.split(": ", 2)[-1]
+            parts = {int(n.rsplit("/", 1)[1]) for n in names.split(", ") if "/" in n}
+            rows.append((at, parts if "assigned" in line else set()))
+        if w.exit_at is not None:
+            rows.append((w.exit_at, set()))
+        out[f"{w.name}#{i}"] = rows
+    return out
+
+
+def holders(held: dict[str, list[tuple[float, set[int]]]], partition: int, at: float) -> list[str]:
+    out = []
+    for name, rows in held.items():
+        last = [parts for t, parts in rows if t <= at]
+        if last and partition in last[-1]:
+            out.append(name)
+    return out
 
 
 def verify(
@@ -1075,12 +1146,24 @@ def verify(
     repeated = {k: v for k, v in copies.items() if len(v) > 1}
     res.repeats = sum(len(v) - 1 for v in repeated.values())
     differing = [k for k, v in repeated.items() if len({o.value for o in v}) > 1]
+    inputs = asyncio.run(read_input(bootstrap, topics["in"]))
+    partition_of = {r.key: r.partition for r in inputs}
     if repeated:
+        # Evidence: each copy's arrival, output partition and offset, the request's input
+        # partition, and which workers held that partition then (their last assignment
+        # before the copy arrived, from their logs).
+        held = assignments(res.workers)
         with open(folder / "repeats.jsonl", "w") as f:
             for k, v in repeated.items():
+                p = partition_of.get(k[0], -1)
                 f.write(json.dumps({
                     "triple": k,
-                    "copies": [(o.at, o.partition, o.offset) for o in v],
+                    "input_partition": p,
+                    "copies": [
+                        {"at": o.at, "t": round(o.at - res.start, 3), "partition": o.partition,
+                         "offset": o.offset, "holders": holders(held, p, o.at)}
+                        for o in v
+                    ],
                 }) + "\n")  # fmt: skip
     c["repeats carry identical bytes"] = f"{len(differing)} triples differ" if differing else ""
     if res.guarantee == EXACTLY_ONCE:
@@ -1091,8 +1174,6 @@ def verify(
             else ""
         )
     # Byte-equal to replay of the input topic.
-    inputs = asyncio.run(read_input(bootstrap, topics["in"]))
-    partition_of = {r.key: r.partition for r in inputs}
     expected = replay_expected(inputs, folder)
     got = {k: v[0].value for k, v in copies.items()}
     miss = [k for k in expected if k not in got]
@@ -1111,6 +1192,8 @@ def verify(
         if len(inputs) != len(recs)
         else ""
     )
+    dead = asyncio.run(records_in(bootstrap, topics["dlq"]))
+    c["nothing in the DLQ"] = f"{dead} records" if dead else ""
     # Final lag.
     lag = asyncio.run(final_lag(bootstrap, group, topics["in"]))
     behind = {p: e - cm for p, (e, cm) in lag.items() if e != cm}
@@ -1131,6 +1214,8 @@ def verify(
     ]
     c["SIGTERM → exit within the grace period (no SIGKILL)"] = ", ".join(killed)
     c[f"SIGTERM → exit within {SIGTERM_TARGET_S:.0f} s"] = ", ".join(slow)
+    for w in res.workers:
+        w.read_ready()
     tracebacks = [
         w.log.name for w in res.workers if "Traceback" in w.log.read_text(errors="replace")
     ]
@@ -1153,6 +1238,12 @@ def verify(
             else ""
         )
     # KEDA next to the workers' own gauge.
+    rest = res.rest_lag
+    c["derender_group_lag_sum = KEDA's metric at rest"] = (
+        ""
+        if rest is not None and rest[1] and all(x == rest[0] for x in rest[1])
+        else f"KEDA, workers: {rest}"
+    )
     pairs = [(p.value, list(p.worker_lag.values())) for p in res.polls if p.worker_lag]
     equal = sum(1 for v, ws in pairs if all(abs(w - v) < 0.5 for w in ws))
     res.lag_compare = (
@@ -1229,6 +1320,11 @@ def machine() -> dict[str, str]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "worker"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.splitlines()
+    if dirty:
+        commit += f" + uncommitted changes in {len(dirty)} files of worker/ (being fixed)"
     return {
         "nproc": str(os.cpu_count()),
         "cpu": cpu,
@@ -1272,7 +1368,8 @@ def render(
         f"activationLagThreshold {meta.get('activationLagThreshold')}, offsetResetPolicy "
         f"{meta.get('offsetResetPolicy')}, allowIdleConsumers {meta.get('allowIdleConsumers')}, "
         f"minReplicaCount {settings.min_replicas}, maxReplicaCount {settings.max_replicas}"
-        f" (the ScaledObject says {so['spec'].get('maxReplicaCount')}), input topic "
+        f" (the ScaledObject's {so['spec'].get('maxReplicaCount')} is its topic's partition "
+        "count; here, as its comment says, this topic's), input topic "
         f"{PARTITIONS} partitions (KEDA caps its metric at partitions × lagThreshold = "
         f"{PARTITIONS * settings.target:.0f}). **Time compressed ×{settings.compression:g}**: "
         f"KEDA polling {settings.polling_interval_s:g} s (pollingInterval "
@@ -1327,8 +1424,9 @@ def render(
     L.append("")
     L.append(
         "*pause*: per scale event, the longest gap between consecutive outputs (all "
-        "partitions) while some input record was waiting (sent, its output not yet read), in "
-        f"the {EVENT_WINDOW_S:.0f} s after the event (cut at the next event). *partition "
+        "partitions) while some input record was waiting (sent, its output not yet read), "
+        f"starting within {EVENT_WINDOW_S:.0f} s after the event (and before the next event). "
+        "*partition "
         "stall*: the same per input partition (a partition moved or left unowned while the "
         "others flow). *burst drain*: first burst record sent → last [DONE] of a burst "
         "request. *repeats*: copies beyond the first of a (request_id, seq, part) seen by the "
@@ -1338,9 +1436,74 @@ def render(
     L.append("Targets (issue 24): pause ≤ 1 s p50 and ≤ 3 s max with dynamic membership; 0 "
              "repeats under exactly-once; every SIGTERM → exit 0 within 15 s.")  # fmt: skip
     L.append("")
+    L += render_findings(results, settings, so, capacity)
     for r in results:
         L += render_run(r)
     return "\n".join(L) + "\n"
+
+
+def render_findings(
+    results: list[RunResult], settings: HpaSettings, so: dict[str, Any], capacity: float
+) -> list[str]:
+    L = ["## What the numbers say", ""]
+    polling = float(so["spec"].get("pollingInterval", 30))
+    starts = [w.ready_at - w.started for r in results for w in r.workers if w.ready_at]
+    drains = [r.drain_s for r in results if r.drain_s == r.drain_s]
+    work = max((r.burst_records for r in results), default=0) / capacity
+    suggested = round(capacity * polling, -3)
+    L.append(
+        f"- **lagThreshold**: {settings.target:.0f} records is {settings.target / capacity:.2f} s "
+        f"of one worker's work ({capacity:,.0f} records/s measured here; "
+        "bench/results/worker-apache-2026-12-01*.md: 9-20 k for one process on an idle "
+        "machine). Any backlog above it scales the fleet out, though one worker clears it "
+        "long before a new replica could help: the burst here was "
+        f"{work:.0f} s of one worker's work and took "
+        f"{min(drains, default=math.nan):.1f}-{max(drains, default=math.nan):.1f} s to drain "
+        f"with up to {max((r.peak_replicas for r in results), default=0)} replicas on "
+        "2 cores; a new worker held its first partitions "
+        f"{statistics.median(starts) if starts else math.nan:.1f} s (median, max "
+        f"{max(starts, default=math.nan):.1f} s) after its start. With `replicas = "
+        "ceil(lag / lagThreshold)`, a threshold of capacity × pollingInterval makes the "
+        "replica count the number of workers that clear the backlog within one polling "
+        f"interval: **lagThreshold ≈ {capacity:,.0f} × {polling:g} s ≈ {suggested:,.0f}** "
+        "for this machine's worker (scale it with the capacity measured where it runs)."
+    )
+    L.append(
+        "- **maxReplicaCount = partitions is needed**: KEDA's cap compares `lag / "
+        "lagThreshold` in int64 division, so a lag up to (partitions + 1) × lagThreshold − 1 "
+        "passes uncapped and the HPA asks for partitions + 1 replicas (one idle; the KEDA "
+        "self-check above shows it). The ScaledObject's maxReplicaCount = partition count "
+        "is what keeps the fleet at most one consumer per partition."
+    )
+    for static in (False, True):
+        rs = [r for r in results if r.static == static]
+        ins = [p for r in rs for p in r.pauses if p.event.after < p.event.before]
+        outs = [p for r in rs for p in r.pauses if p.event.after > p.event.before]
+        if not rs:
+            continue
+        kind = "static" if static else "dynamic"
+        caused = sum(
+            1
+            for r in rs
+            for a, b in itertools.pairwise(r.events)
+            if a.after < a.before and b.after > b.before and b.at - a.at < 10
+        )
+        L.append(
+            f"- **{kind} membership**: scale-out pause max "
+            f"{max((p.pause_s for p in outs), default=0):.2f} s, partition stall max "
+            f"{max((p.partition_stall_s for p in outs), default=0):.2f} s; scale-in pause max "
+            f"{max((p.pause_s for p in ins), default=0):.2f} s, partition stall max "
+            f"{max((p.partition_stall_s for p in ins), default=0):.2f} s; scale-outs caused by "
+            "a scale-in's stall (a scale-out within 10 s after a scale-in): "
+            f"{caused}."
+        )
+    L.append(
+        "- **derender_group_lag_sum** is sampled every 10 s by each worker (KEDA here every "
+        f"{settings.polling_interval_s:g} s): under load the two differ by the lag's motion "
+        "between the samples; compare them where the lag holds still (idle: both 0)."
+    )
+    L.append("")
+    return L
 
 
 def render_run(r: RunResult) -> list[str]:
@@ -1384,7 +1547,12 @@ def render_run(r: RunResult) -> list[str]:
             else f"exit {w.rc}"
         )
         killed = " (SIGKILLed)" if w.killed else ""
-        rows.append(f"- {w.name} started at {w.started - t0:.1f} s, {term}{killed}")
+        ready = (
+            f" (first partitions {w.ready_at - w.started:.1f} s after its start)"
+            if w.ready_at
+            else ""
+        )
+        rows.append(f"- {w.name} started at {w.started - t0:.1f} s{ready}, {term}{killed}")
     L += rows
     L.append("")
     L.append("Workers over time: " + ", ".join(f"{t - t0:.1f} s: {n}" for t, n in r.timeline))
@@ -1424,12 +1592,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None,
                     help="report path (default bench/results/autoscale-<date>.md)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="run each selected run this often")
     args = ap.parse_args(argv)
 
     if not args.kedalag.is_file():
         raise SystemExit(f"{args.kedalag} is missing: build it with `make autoscale`")
     so = scaled_object()
-    overrides: dict[str, Any] = {}
+    # maxReplicaCount is the input topic's partition count, as the ScaledObject's comment
+    # says (12 there; this topic has 8). KEDA's cap alone lets one more replica through:
+    # it compares `lag / lagThreshold` in integer division (see keda_selfcheck).
+    overrides: dict[str, Any] = {
+        "max_replicas": min(int(so["spec"].get("maxReplicaCount", 100)), PARTITIONS)
+    }
     if args.max_replicas is not None:
         overrides["max_replicas"] = args.max_replicas
     settings = HpaSettings.from_scaled_object(so, **overrides).compressed(args.compression)
@@ -1454,11 +1628,16 @@ def main(argv: list[str] | None = None) -> int:
             say("measuring one worker's capacity …")
             capacity = measure_capacity(kafka.bootstrap, redis.url, tok, workdir, 40_000)
         say(f"one worker: {capacity:,.0f} records/s")
-        for i, name in enumerate(names):
+        plan = [
+            (name if args.repeat == 1 else f"{name}#{k + 1}", name)
+            for k in range(args.repeat)
+            for name in names
+        ]
+        for i, (label, name) in enumerate(plan):
             guarantee, static = RUNS[name]
             results.append(
                 run_one(
-                    name, guarantee, static,
+                    label, guarantee, static,
                     bootstrap=kafka.bootstrap, redis_url=redis.url, kedalag=args.kedalag,
                     settings=settings, so=so, capacity=capacity, prof=prof, tok=tok,
                     workdir=workdir, seed=args.seed + 10 * i,
@@ -1466,7 +1645,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             r = results[-1]
             failed = [k for k, v in r.checks.items() if v]
-            say(f"{name}: {'pass' if r.passed else 'FAIL: ' + '; '.join(failed)}")
+            say(f"{label}: {'pass' if r.passed else 'FAIL: ' + '; '.join(failed)}")
     report = render(
         results, settings, so, capacity, keda_check, machine(), workdir, time.time() - started
     )
