@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 
 from tests.adapters.test_redis_cluster import wait_all_named
 from tests.chaos.test_redis import Input
-from tests.chaos.tools import Tail, describe, per_request, wait_until
+from tests.chaos.tools import Tail, describe, per_request, wait_log, wait_until
 from tests.integration.harness import (
     Output,
     WorkerProcess,
@@ -83,6 +83,13 @@ class Flow:
             raise AssertionError(f"publishing failed: {self.error!r}")
 
 
+def holding(w: WorkerProcess) -> None:
+    """Wait until the worker holds its partitions: the tests below act while records flow
+    through it, and a worker slow to start (a loaded machine) would otherwise meet the
+    whole flow at once, after the fault (the flow is only a few seconds long)."""
+    wait_log(w, "partitions assigned", 60)
+
+
 def state_keys(node: ClusterNode, prefix: str) -> int:
     cursor, n = b"0", 0
     while True:
@@ -116,6 +123,7 @@ def test_a_master_killed_mid_run_fails_over_to_its_replica(
     source = Input(kafka_bootstrap, topics["input"])
     flags = [*CLUSTER, *(("--redis-wait-replicas", "1") if wait else ())]
     w = worker_factory(*flags, redis=cluster.url)
+    holding(w)
     victim = cluster.masters()[0]
     (replica,) = cluster.replicas_of(victim)
     with Tail(kafka_bootstrap, topics["output"]) as tail, Flow(source, records, 12, 0.4) as flow:
@@ -189,6 +197,7 @@ def test_live_resharding_while_records_flow(
     records = interleave(gens, seed=1712)
     source = Input(kafka_bootstrap, topics["input"])
     w = worker_factory(*CLUSTER, redis=cluster.url)
+    holding(w)
     first, second, _ = cluster.masters()
     slots = cluster.slots()
     mine = [s for s, m in sorted(slots.items()) if m is first]
@@ -233,6 +242,7 @@ def test_a_master_restarted_mid_run(
     records = interleave(gens, seed=1722)
     source = Input(kafka_bootstrap, topics["input"])
     w = worker_factory(*CLUSTER, redis=cluster.url)
+    holding(w)
     node = cluster.masters()[1]
     (replica,) = cluster.replicas_of(node)
     with Tail(kafka_bootstrap, topics["output"]) as tail, Flow(source, records, 10, 0.4) as flow:
@@ -296,6 +306,7 @@ def test_a_failover_to_a_lagging_replica(
     source = Input(kafka_bootstrap, topics["input"])
     flags = [*CLUSTER, *(("--redis-wait-replicas", "1") if wait else ())]
     w = worker_factory(*flags, redis=cluster.url)
+    holding(w)
     victim = cluster.masters()[0]
     (replica,) = cluster.replicas_of(victim)
     assert replica.pid is not None
