@@ -180,8 +180,9 @@ def test_a_transient_error_commits_nothing_and_the_runner_rewinds_the_batch() ->
 
 def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_on() -> None:
     log = Recorder()
-    big = list(range(100, 400))  # a whole response far larger than the sink takes
-    whole = chunk("big", 0, big, "length", stream=False)
+    big = list(range(100, 400))  # one output far larger than the sink takes
+    # (a completion: a chat stream's small opening chunk would go out before it)
+    whole = chunk("big", 0, big, "length", api="completion")
     batch = _batch([(0, whole), (0, chunk("ok", 0, [100])), (0, end("ok", 1))])
     sink = RecordingSink(log, too_large=600)
     store = RecordingStore(log)

@@ -37,19 +37,28 @@ def errors(run: Run) -> list[dict[str, Any]]:
 
 
 def test_chat_chunks_have_the_openai_shape(reg: Registry, deepseek: Tokenizer) -> None:
-    """15, 18, 26, 80: role on the first chunk only; id, object, finish forwarded."""
+    """15, 18, 26, 80: the role in the opening chunk only; id, object, finish forwarded."""
     ids = ids_of(deepseek, "Hello ✅ 日本語")
     run = Run(reg)
     run.feed(chunk("chatcmpl-1", 0, ids[:2], created=1767225600))
     run.feed(chunk("chatcmpl-1", 1, ids[2:], "length"))
     run.feed(end("chatcmpl-1", 2))
-    first, second, done = run.values()
+    opening, first, second, done = run.values()
     assert list(first) == ["id", "object", "created", "model", "choices"]
     assert first["id"] == "chatcmpl-1"
     assert first["object"] == "chat.completion.chunk"
     assert first["created"] == 1767225600
     assert first["model"] == "deepseek-v4"
-    assert first["choices"][0]["delta"]["role"] == "assistant"
+    assert opening["choices"] == [
+        {
+            "index": 0,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+            "stop_reason": None,
+        }
+    ]
+    assert "role" not in first["choices"][0]["delta"]
     assert "role" not in second["choices"][0]["delta"]
     assert second["choices"][0]["finish_reason"] == "length"
     assert second["created"] == 1767225600
@@ -87,10 +96,75 @@ def test_n_greater_than_one_interleaves_with_one_role_per_index(
     run.feed(chunk("r", 2, a[1:], "stop", index=0))
     run.feed(chunk("r", 3, b[1:], "stop", index=1))
     cs = choices(run)
-    assert [c["index"] for c in cs] == [0, 1, 0, 1]
-    assert ["role" in c["delta"] for c in cs] == [True, True, False, False]
+    assert [c["index"] for c in cs] == [0, 1, 0, 1, 0, 1]
+    assert ["role" in c["delta"] for c in cs] == [True, True, False, False, False, False]
     assert run.text(index=0) == "first answer"
     assert run.text(index=1) == "second 答案"
+
+
+OPENING = {"role": "assistant", "content": ""}
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_chat_stream_opens_with_one_role_chunk_per_choice_in_order(
+    reg: Registry, deepseek: Tokenizer, first: int
+) -> None:
+    """vLLM's chat server opens every stream so (the official SDKs index choices by
+    position, and crash on a stream whose first chunk is choice 1's): whichever choice
+    the engine sends first, the roles of 0…n−1 come first, then no delta has a role."""
+    ids = ids_of(deepseek, "an answer")
+    run = Run(reg)
+    order = [first] + [i for i in range(3) if i != first]
+    for seq, index in enumerate(order):
+        ctx = {"chat_request": {"n": 3}} if seq == 0 else {}
+        run.feed(chunk("r", seq, ids, "stop", index=index, **ctx))
+    cs = choices(run)
+    assert [(c["index"], c["delta"]) for c in cs[:3]] == [(i, OPENING) for i in range(3)]
+    assert all(len(v["choices"]) == 1 for v in run.values("chunk"))
+    assert [c["index"] for c in cs[3:]] == order
+    assert not any("role" in c["delta"] for c in cs[3:])
+    assert all(run.text(index=i) == "an answer" for i in range(3))
+
+
+def test_opening_before_end_and_abort_without_output(reg: Registry) -> None:
+    """A stream whose first record ends it still opens: every choice has its role."""
+    run = Run(reg)
+    run.feed(chunk("r", 0, [], index=1, chat_request={"n": 2}))
+    run.feed({"request_id": "r", "seq": 1, "type": "abort"})
+    cs = choices(run)
+    assert [(c["index"], c["delta"]) for c in cs[:2]] == [(0, OPENING), (1, OPENING)]
+    assert [(c["index"], c["finish_reason"]) for c in cs[2:]] == [(0, "abort"), (1, "abort")]
+
+
+def test_a_state_from_before_the_opening_keeps_its_roles(
+    reg: Registry, deepseek: Tokenizer
+) -> None:
+    """A stream in flight when the worker was upgraded began with a choice's role on its
+    first text: it goes on that way (no opening in the middle of a stream)."""
+    from worker.core.state import decode_state, encode_state
+
+    a, b = ids_of(deepseek, "first"), ids_of(deepseek, "second")
+    run = Run(reg)
+    run.feed(chunk("r", 0, a, index=0, chat_request={"n": 2}))
+    old = decode_state(run.stored("r").blob)
+    old.opened = False  # as the older worker wrote it: choice 0's role went with its text
+    run.plant("r", 0, encode_state(old))
+    run.feed(chunk("r", 1, b, index=1))
+    assert choices(run)[-1]["delta"] == {"role": "assistant", "content": "second"}
+
+
+def test_abort_cuts_a_character_the_cancellation_split(reg: Registry, deepseek: Tokenizer) -> None:
+    """An abort cuts the output where the client cancelled it, inside a character the
+    next token would have completed: the final delta holds the text up to it, never a
+    U+FFFD the model did not write (an `end` flushes as the one-shot decode shows it)."""
+    ids = ids_of(deepseek, "smile 😀")
+    held = ids[:-1]  # " \xf0\x9f\x98": the space and half the emoji
+    for kind, tail in (("abort", " "), ("end", " \ufffd")):
+        run = Run(reg)
+        run.feed(chunk("r", 0, held))
+        run.feed({"request_id": "r", "seq": 1, "type": kind})
+        assert run.text() == "smile" + tail
+        assert choices(run)[-1]["finish_reason"] == ("abort" if kind == "abort" else None)
 
 
 def test_completion_api_streams_text_completion_chunks(reg: Registry, deepseek: Tokenizer) -> None:
@@ -215,7 +289,7 @@ def test_continuous_usage_stats_on_every_chunk(reg: Registry) -> None:
     run.feed(chunk("r", 0, [1000, 1001], chat_request={"stream_options": opts}, prompt_tokens=4))
     run.feed(chunk("r", 1, [1002], "stop"))
     per_chunk = [v["usage"] for v in run.values("chunk")]
-    assert [u["completion_tokens"] for u in per_chunk] == [2, 3]
+    assert [u["completion_tokens"] for u in per_chunk] == [0, 2, 3]  # the opening's: 0
     assert all(u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] for u in per_chunk)
 
 
@@ -343,7 +417,7 @@ def test_undecodable_records_are_dead_lettered_and_the_batch_goes_on(reg: Regist
     assert dict(run.dead[0].headers)["derender-error"].startswith(b"invalid ChunkRecord")
     (err,) = errors(run)  # the second had a readable request_id
     assert err["code"] == "invalid_record"
-    assert [o.key for o in run.outputs] == ["bad", "ok"]
+    assert [o.key for o in run.outputs] == ["bad", "ok", "ok"]  # "ok": opening, then text
 
 
 def test_key_must_equal_request_id(reg: Registry) -> None:

@@ -231,7 +231,7 @@ def test_split_character_chunk_still_carries_its_logprobs(
     run.feed(lp_chunk("r", 0, ids[:1], entries(ids[:1]), chat_request=CHAT_LP))
     held = run.feed(lp_chunk("r", 1, ids[1:2], entries(ids[1:2])))
     run.feed(lp_chunk("r", 2, ids[2:], entries(ids[2:]), "stop"))
-    (c,) = run.values("chunk")[1]["choices"]
+    (c,) = run.values("chunk")[2]["choices"]  # [0] is the opening
     assert len(held) == 1 and c["delta"] == {"content": ""}
     assert [e["token"] for e in c["logprobs"]["content"]] == [""]
     tokens = [e["token"] for e in chat_content(run)]

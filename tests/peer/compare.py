@@ -341,7 +341,12 @@ def compare(case: Case, vllm: VllmResult, ours: OursResult) -> list[Diff]:
     if kinds[-1:] != ["done"] or kinds.count("done") != 1 or set(kinds) - {"chunk", "done"}:
         diffs.append(Diff("output_kinds", "chunks then [DONE]", kinds))
     v = fold_stream(vllm.chunks, chat)
-    o = fold_stream(ours.of_kind("chunk"), chat)
+    o_chunks = ours.of_kind("chunk")
+    if chat:
+        opened, o_chunks = _opening(o_chunks)
+        if opened is not None:  # `stream-opening`: vLLM's derender sends none
+            diffs.append(Diff("stream_opening", None, opened))
+    o = fold_stream(o_chunks, chat)
     v_cont, o_cont = v.pop("_continuous"), o.pop("_continuous")
     v_fin, o_fin = v.pop("_finish_usage"), o.pop("_finish_usage")
     diff_values(v, o, "", diffs)
@@ -357,6 +362,32 @@ def compare(case: Case, vllm: VllmResult, ours: OursResult) -> list[Diff]:
             diffs.append(Diff("continuous_usage", v_cont, o_cont))
         diff_values(v_fin, o_fin, ".finish_usage", diffs)
     return diffs
+
+
+OPENING_DELTA = {"role": "assistant", "content": ""}
+
+
+def _opening(chunks: list[dict[str, Any]]) -> tuple[list[int] | None, list[dict[str, Any]]]:
+    """Our chat stream's opening (one role chunk per choice, as vLLM's chat server opens
+    a stream): the indices it opened, in order, or None; and the chunks with the
+    opening's continuous usage taken out (vLLM's derender sends no such chunk, so its
+    usage is none it sent). The opening's role stays: it is the choice's first delta."""
+    opened: list[int] = []
+    out: list[dict[str, Any]] = []
+    for i, chunk in enumerate(chunks):
+        cs = chunk.get("choices") or []
+        is_opening = (
+            len(cs) == 1
+            and cs[0].get("delta") == OPENING_DELTA
+            and cs[0].get("finish_reason") is None
+            and cs[0].get("logprobs") is None
+        )
+        if i != len(opened) or not is_opening:
+            out.append(chunk)
+            continue
+        opened.append(cs[0]["index"])
+        out.append({k: v for k, v in chunk.items() if k != "usage"})
+    return (opened or None), out
 
 
 def compare_to_whole(case: Case, vllm_whole: dict[str, Any], ours: OursResult) -> list[Diff]:

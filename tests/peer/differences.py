@@ -39,6 +39,14 @@ def _stream_stop(case: Any, diff: Any) -> bool:
     )
 
 
+def _stream_opening(case: Any, diff: Any) -> bool:
+    """A chat stream opens with one role chunk per choice, 0…n−1 in order, before any
+    output, as vLLM's chat server opens it; vLLM's derender endpoint sends each choice's
+    role with its first delta (compare.py takes the opening apart and checks it here)."""
+    n = (case.request.get("n") or 1) if case.api == "chat" else 0
+    return case.stream and diff.path == "stream_opening" and diff.ours == list(range(n))
+
+
 def _usage_at_end(case: Any, diff: Any) -> bool:
     """With `stream_options.include_usage` and no usage event from the engine, vLLM's
     streaming derender sends no usage chunk (it only forwards the engine's); we compute
@@ -796,6 +804,11 @@ DIFFERENCES: list[Difference] = [
         "stream-stop",
         "Streaming with `stop`: vLLM answers 400; we hold back and cut at the stop string",
         _stream_stop,
+    ),
+    Difference(
+        "stream-opening",
+        "Chat streams open with a role chunk per choice (vLLM's chat server's opening)",
+        _stream_opening,
     ),
     Difference(
         "usage-at-end",

@@ -120,6 +120,12 @@ def chunk(state: RequestState, request_id: str, pieces: list[Piece]) -> Output:
     return Output(CHUNK, out.encode(body))
 
 
+def opening(state: RequestState, request_id: str, index: int) -> Output:
+    """A chat stream's opening chunk for one choice: `{"role": "assistant", "content": ""}`,
+    as vLLM's chat server sends it for each choice before any output."""
+    return chunk(state, request_id, [Piece(index, role=True)])
+
+
 def usage_chunk(state: RequestState, request_id: str, usage: out.UsageInfo) -> Output:
     """The usage-only chunk: no choices."""
     body = header(state, request_id, whole=False, choices=[], usage=usage)

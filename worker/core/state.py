@@ -87,6 +87,10 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     # The digest of the request's tables (stop strings, stop ids, tools: core/tables.py),
     # stored once beside the state; b"" when the request has none.
     tables: bytes = b""
+    # A chat stream's opening is out: one role chunk per choice, 0…n−1 (stream.py).
+    # False in a state written before the opening existed: that stream keeps sending
+    # each choice's role with its first text, as it began.
+    opened: bool = False
 
     def choice(self, index: int) -> ChoiceState | None:
         for c in self.choices:

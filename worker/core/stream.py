@@ -23,6 +23,8 @@ from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse, StreamChoice
 
 FINISH_ABORT = "abort"
+# What a decoder shows for bytes that are no complete UTF-8 character (yet).
+REPLACEMENT = "\ufffd"
 
 
 def on_chunk(
@@ -35,7 +37,7 @@ def on_chunk(
     if chunk is None:
         raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
     check_chunk(chunk, model)
-    outputs: list[Output] = []
+    outputs = _opening(state, request_id)
     if chunk.choices:
         choice = chunk.choices[0]
         ids = choice.token_ids or []
@@ -63,6 +65,7 @@ def on_end(
     unfinished choice gets `finish_reason: "abort"` (choices never seen included)."""
     opts = state.opts
     detok = model.detokenizer(opts.skip_special_tokens)
+    opening = _opening(state, request_id)
     if abort:
         for index in range(opts.n):
             if state.choice(index) is None:
@@ -71,7 +74,13 @@ def on_end(
     for cs in state.choices:
         if cs.done:
             continue
-        text = cs.held + detok.flush(cs)
+        flushed = detok.flush(cs)
+        if abort:
+            # The cancellation cut a character the next token would have completed:
+            # the client gets the text up to it, never a U+FFFD the model did not write
+            # (vLLM sends none of the held token, losing the text before it too).
+            flushed = flushed.rstrip(REPLACEMENT)
+        text = cs.held + flushed
         cs.held = ""
         cs.done = True
         piece = Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)
@@ -81,7 +90,7 @@ def on_end(
         cs.role_sent = True
         if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
             pieces.append(piece)
-    outputs = [render.chunk(state, request_id, [p]) for p in pieces]
+    outputs = opening + [render.chunk(state, request_id, [p]) for p in pieces]
     if opts.include_usage and not state.usage_sent:
         outputs.append(render.usage_chunk(state, request_id, request_usage(state)))
         state.usage_sent = True
@@ -96,8 +105,22 @@ def _wants_usage(state: RequestState) -> bool:
     return (state.opts.include_usage or state.opts.no_request) and not state.usage_sent
 
 
+def _opening(state: RequestState, request_id: str) -> list[Output]:
+    """A chat stream opens as vLLM's chat server opens it: one role chunk per choice,
+    indices 0…n−1 in order, before any output; later deltas carry no role. Clients
+    (the official SDKs) index choices by position: a stream whose first chunk is
+    choice 1's breaks them. Once per request, at its first `chunk`, `end` or `abort`."""
+    if state.api != "chat" or state.opened or any(c.role_sent for c in state.choices):
+        return []
+    state.opened = True
+    return [render.opening(state, request_id, index) for index in range(state.opts.n)]
+
+
 def _new_choice(state: RequestState, index: int) -> ChoiceState:
     cs = ChoiceState(index=index, window=list(state.seed), text_offset=state.opts.echo_len)
+    # The opening sent the role of every choice the request asked for; an index beyond
+    # them (the engine's, not the request's) gets its role with its first delta.
+    cs.role_sent = state.opened and index < state.opts.n
     if state.parser is not None:
         cs.parser = for_choice(state.parser, index)
     state.choices.append(cs)

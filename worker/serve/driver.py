@@ -42,10 +42,10 @@ from worker.core.state import decode_state
 from worker.loop import SILENT, Observer, run_batch, run_sync
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.serve import wire
+from worker.serve.chunks import empty_chunk, merged
 from worker.serve.stream_state import BadState, seal, unseal
 from worker.serve.wire import given
 from worker.wire import inbound
-from worker.wire import outbound as out
 
 # An answer: the HTTP status and the JSON body.
 Answer = tuple[int, bytes]
@@ -442,11 +442,11 @@ class Driver:
         w = writes[-1]
         self.state_bytes.append(len(w.blob))
         if not chunks:
-            value = _empty_chunk(api, rid, w.blob, chunk)
+            value = empty_chunk(api, rid, decode_state(w.blob), _chunk_decoder.decode(chunk))
         elif len(chunks) == 1:
             value = chunks[0]
         else:
-            value = _merged(chunks)
+            value = merged(chunks)
         tables = w.tables or (carried.tables or b"" if carried is not None else b"")
         state = seal(self.key, api, bound, w.seq, w.blob, tables)
         return 200, b'{"chunk":' + value + b',"stream_state":{"state":"' + state + b'"}}'
@@ -459,58 +459,3 @@ def _error_answer(value: bytes) -> Answer:
         return error("derender failed", 500, "InternalServerError")
     status, kind = _STATUS.get(body.code, _BAD_REQUEST)
     return error(body.message, status, kind, body.param)
-
-
-def _empty_chunk(api: str, request_id: str, blob: bytes, chunk: msgspec.Raw) -> bytes:
-    """The chunk of a call that says nothing yet (text held back: an incomplete character,
-    a marker, a possible stop string): vLLM answers every call with one chunk, its one
-    choice with an empty delta (no choice for a usage-only event)."""
-    state = decode_state(blob)
-    gen = _chunk_decoder.decode(chunk)
-    indexes = [c.index for c in gen.choices[:1]]
-    body: out.ChatCompletionChunk | out.CompletionChunk
-    if api == "chat":
-        body = out.ChatCompletionChunk(
-            request_id,
-            "chat.completion.chunk",
-            state.created,
-            state.model,
-            [out.ChatChunkChoice(index=i, delta=out.Delta()) for i in indexes],
-        )
-    else:
-        body = out.CompletionChunk(
-            request_id,
-            "text_completion",
-            state.created,
-            state.model,
-            [out.CompletionChunkChoice(index=i, text="") for i in indexes],
-        )
-    return out.encode(body)
-
-
-def _merged(chunks: list[bytes]) -> bytes:
-    """Several chunks of one call as one (a completion's echo and its first tokens): the
-    choices of one index joined, text after text, logprobs after logprobs."""
-    first: dict[str, Any] = msgspec.json.decode(chunks[0])
-    by_index: dict[int, dict[str, Any]] = {c["index"]: c for c in first["choices"]}
-    for raw in chunks[1:]:
-        later: dict[str, Any] = msgspec.json.decode(raw)
-        for c in later["choices"]:
-            have = by_index.get(c["index"])
-            if have is None:
-                by_index[c["index"]] = c
-                first["choices"].append(c)
-                continue
-            have["text"] = have.get("text", "") + c.get("text", "")
-            if c.get("logprobs") is not None:
-                if have.get("logprobs") is None:
-                    have["logprobs"] = c["logprobs"]
-                else:
-                    for k, v in c["logprobs"].items():
-                        have["logprobs"][k] = have["logprobs"][k] + v
-            for k in ("finish_reason", "stop_reason"):
-                if c.get(k) is not None:
-                    have[k] = c[k]
-        if "usage" in later:
-            first["usage"] = later["usage"]
-    return msgspec.json.encode(first)
