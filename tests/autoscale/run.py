@@ -888,6 +888,7 @@ class RunResult:
     marks: list[tuple[float, str]] = field(default_factory=list)
     checks: dict[str, str] = field(default_factory=dict)  # name → "" (ok) or what failed
     code: str = ""  # code_hash() at the start
+    notes: list[str] = field(default_factory=list)
     # Issue 24's targets: reported, not failing the run (name → "" met, or the miss).
     targets: dict[str, str] = field(default_factory=dict)
     lag_compare: str = ""
@@ -1205,11 +1206,16 @@ def verify(
         problems.append(f"{len(diff)} differ, e.g. {diff[0]}")
     c["outputs (deduped) byte-equal to replay"] = "; ".join(problems)
     now_code = code_hash()
-    c["worker/ unchanged during the run (workers and replay ran the same code)"] = (
-        f"worker/ sources changed: {res.code} at the start, {now_code} after replay"
-        if now_code != res.code
-        else ""
-    )
+    if now_code != res.code:
+        # A shared working tree: someone edited worker/ while this run went on. Outputs
+        # still equal to replay's: a note. Not equal: the check names the likely cause.
+        note = (
+            f"worker/'s sources changed during the run ({res.code} at its start, {now_code} "
+            "after replay): its workers and replay may have run different code"
+        )
+        res.notes.append(note)
+        if c["outputs (deduped) byte-equal to replay"]:
+            c["outputs (deduped) byte-equal to replay"] += f" ({note})"
     c["input topic holds what was published"] = (
         f"{len(inputs)} records read back, {len(recs)} published"
         if len(inputs) != len(recs)
@@ -1446,7 +1452,7 @@ def render(
             f"{fmt_s(statistics.median(ps)) if ps else '–'} / {fmt_s(max(ps)) if ps else '–'} | "
             f"{fmt_s(max(st)) if st else '–'} | {fmt_s(r.drain_s)} | "
             f"{fmt_s(max(terms)) if terms else '–'} | {r.repeats} | "
-            f"{'pass' if r.passed else '**FAIL**'} | "
+            f"{'pass' if r.passed else '**FAIL**'}{' †' if r.notes else ''} | "
             f"{missed(r)} |"
         )
     L.append("")
@@ -1458,7 +1464,8 @@ def render(
         "stall*: the same per input partition (a partition moved or left unowned while the "
         "others flow). *burst drain*: first burst record sent → last [DONE] of a burst "
         "request. *repeats*: copies beyond the first of a (request_id, seq, part) seen by the "
-        "read_committed reader."
+        "read_committed reader. †: worker/'s sources changed during the run (a shared "
+        "working tree; see the run's note)."
     )
     L.append("")
     L.append("Targets (issue 24): pause ≤ 1 s p50 and ≤ 3 s max with dynamic membership; 0 "
@@ -1555,6 +1562,9 @@ def render_run(r: RunResult) -> list[str]:
     for k, v in r.checks.items():
         L.append(f"- {'ok' if not v else '**FAILED**'}: {k}{': ' + v if v else ''}")
     L.append("")
+    for n in r.notes:
+        L.append(f"Note: {n}.")
+        L.append("")
     L.append("Targets (reported, not checks):")
     L.append("")
     for k, v in r.targets.items():
