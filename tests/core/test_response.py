@@ -133,8 +133,8 @@ def test_usage_overflow_is_an_error(breg: Registry) -> None:
 
 
 def test_chat_pass_through(breg: Registry) -> None:
-    """111-113: prompt_logprobs, kv_transfer_params and metrics, verbatim."""
-    metrics = {"time_to_first_token_ms": None, "speculative_decoding": {"num_spec_steps": 1}}
+    """111-112: prompt_logprobs and kv_transfer_params verbatim; metrics (113) below."""
+    metrics = {"time_to_first_token_ms": 1.5, "generation_time_ms": None}
     run = Run(breg)
     run.feed(
         {
@@ -152,7 +152,87 @@ def test_chat_pass_through(breg: Registry) -> None:
     resp = response(run)
     assert resp["prompt_logprobs"] == [None, None]
     assert resp["kv_transfer_params"] == {"key": "value"}
-    assert resp["metrics"] == metrics
+    assert resp["metrics"] == {**metrics, **NULL_TIMINGS, "time_to_first_token_ms": 1.5}
+
+
+NULL_TIMINGS = dict.fromkeys(
+    [
+        "time_to_first_token_ms",
+        "generation_time_ms",
+        "queue_time_ms",
+        "mean_itl_ms",
+        "tokens_per_second",
+        "speculative_decoding",
+    ]
+)
+SPEC = {
+    "mean_acceptance_length": 2.0,
+    "draft_acceptance_rate": 0.5,
+    "acceptance_histogram": [0, 1],
+    "num_spec_steps": 1,
+    "num_accepted_draft_tokens": 1,
+    "num_draft_tokens": 2,
+    "num_spec_tokens": 1,
+}
+
+
+@pytest.mark.parametrize("api", ["chat", "completion"])
+def test_metrics_come_back_in_vllm_full_shape(breg: Registry, api: str) -> None:
+    """113 (vLLM's test_derender_chat_metrics_passthrough): vLLM 0.33 reads `metrics`
+    into its PerRequestMetrics and writes the model back: every timing (null when not
+    sent), `speculative_decoding` with `per_step_accepted` / `per_step_drafted`, values
+    converted as pydantic's lax mode does, unknown keys kept after the model's own."""
+    metrics = {
+        "engine_note": "x",
+        "queue_time_ms": 3,
+        "speculative_decoding": {**SPEC, "num_spec_steps": 1.0, "extra": [1]},
+    }
+    key = "generate_response" if api == "chat" else "generate_responses"
+    body = {"choices": [gen(b("ok"))], "metrics": metrics}
+    resp = response(respond(breg, api, **{key: body if api == "chat" else [body]}))
+    assert resp["metrics"] == {
+        **NULL_TIMINGS,
+        "queue_time_ms": 3.0,
+        "speculative_decoding": {
+            **SPEC,
+            "per_step_accepted": None,
+            "per_step_drafted": None,
+            "extra": [1],
+        },
+        "engine_note": "x",
+    }
+    assert list(resp["metrics"])[:6] == list(NULL_TIMINGS)  # vLLM's order, extras after
+    assert isinstance(resp["metrics"]["queue_time_ms"], float)
+    assert isinstance(resp["metrics"]["speculative_decoding"]["num_spec_steps"], int)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "field"),
+    [
+        ({"speculative_decoding": {"num_spec_steps": 1}}, "mean_acceptance_length"),
+        ({"speculative_decoding": {**SPEC, "num_draft_tokens": 2.5}}, "num_draft_tokens"),
+        ({"mean_itl_ms": "fast"}, "mean_itl_ms"),
+        ({"speculative_decoding": [1]}, "speculative_decoding"),
+    ],
+)
+def test_metrics_vllm_cannot_read_are_refused(
+    breg: Registry, metrics: dict[str, Any], field: str
+) -> None:
+    """What vLLM's PerRequestMetrics refuses (a required field missing, a value of
+    another type) fails the request, naming the field (vLLM: 400)."""
+    run = respond(breg, generate_response={"choices": [gen(b("ok"))], "metrics": metrics})
+    (err,) = errors(run)
+    assert err["code"] == "invalid_request_error"
+    assert err["param"] == "generate_response.metrics"
+    assert f".{field}: not of vLLM's PerRequestMetrics shape" in err["message"]
+
+
+def test_completion_metrics_of_several_prompts_are_left_out(breg: Registry) -> None:
+    """vLLM's rule: metrics describe one prompt, and several prompts' cannot be merged
+    (even equal ones)."""
+    body = {"choices": [gen(b("x"))], "metrics": {"queue_time_ms": 1.0}}
+    resp = response(respond(breg, "completion", generate_responses=[body, body]))
+    assert "metrics" not in resp
 
 
 @pytest.mark.parametrize(

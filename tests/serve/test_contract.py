@@ -77,6 +77,40 @@ def test_chat_roundtrip_is_the_recorded_vllm_answer(client: Client) -> None:
     assert answer["usage"] == {"prompt_tokens": n, "completion_tokens": 15, "total_tokens": n + 15}
 
 
+def test_metrics_passthrough_in_vllm_full_shape(client: Client) -> None:
+    """vLLM's test_derender_chat_metrics_passthrough: the keys of `metrics` are exactly
+    PerRequestMetrics' (timings null when not sent), `speculative_decoding` with its
+    per-step lists; a shape vLLM cannot read is a 400 naming the field."""
+    spec = {
+        "mean_acceptance_length": 2.0,
+        "draft_acceptance_rate": 0.5,
+        "acceptance_histogram": [0, 1],
+        "num_spec_steps": 1,
+        "num_accepted_draft_tokens": 1,
+        "num_draft_tokens": 2,
+        "num_spec_tokens": 1,
+    }
+    metrics = {"speculative_decoding": spec}
+    status, answer = client.chat(
+        chat_body(REASONED, generate_response=generate_response(REASONED, metrics=metrics))
+    )
+    assert status == 200, answer
+    assert answer["metrics"] == {
+        "time_to_first_token_ms": None,
+        "generation_time_ms": None,
+        "queue_time_ms": None,
+        "mean_itl_ms": None,
+        "tokens_per_second": None,
+        "speculative_decoding": {**spec, "per_step_accepted": None, "per_step_drafted": None},
+    }
+    bad = {"speculative_decoding": {"num_spec_steps": 1}}
+    status, answer = client.chat(
+        chat_body(REASONED, generate_response=generate_response(REASONED, metrics=bad))
+    )
+    assert status == 400
+    assert "speculative_decoding.mean_acceptance_length" in message_error(answer)
+
+
 def test_chat_usage_defaults_to_zero_prompt_tokens_and_model_to_the_served_name(
     client: Client,
 ) -> None:

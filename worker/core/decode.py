@@ -70,7 +70,7 @@ def decode_choice(
     text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, tables, model)
     text = detok.step(cs, text_ids)
     if final:
-        text += detok.flush(cs)
+        text += flushed(detok, cs, finish)
     stops = tables.stops
     if stops:
         emit, cs.held, fired = stops.apply(cs.held, text, opts.include_stop_str_in_output, final)
@@ -85,10 +85,24 @@ def decode_choice(
         shown = _tokens_through_stop(
             detok, cs.index, window, pending, held, text_ids, opts, stops, final
         )
-    resolved = model.resolver().resolve(
-        positions[:shown], window, pending, final and shown == len(positions)
-    )
+    # An abort's cut character stays unresolved in the logprobs too (`flushed`).
+    complete = final and finish != FINISH_ABORT and shown == len(positions)
+    resolved = model.resolver().resolve(positions[:shown], window, pending, complete)
     return Decoded(emit, finish, stop_reason, resolved, text_ids)
+
+
+# What a decoder shows for bytes that are no complete UTF-8 character (yet).
+REPLACEMENT = "\ufffd"
+FINISH_ABORT = "abort"
+
+
+def flushed(detok: Detokenizer, cs: ChoiceState, finish: str | None) -> str:
+    """What a finished choice's decoder still holds, as the one-shot decode shows it —
+    but for an abort: the cancellation cut a character the next token would have
+    completed, so the text ends before it, never with a U+FFFD the model did not write
+    (vLLM sends none of the held token there, losing the text before it too)."""
+    text = detok.flush(cs)
+    return text.rstrip(REPLACEMENT) if finish == FINISH_ABORT else text
 
 
 def unhidden(resolved: list[Resolved] | None, hidden: list[bool] | None) -> list[Resolved] | None:

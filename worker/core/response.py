@@ -17,6 +17,7 @@ from worker.core.bounds import check_generate_outputs, check_response, check_res
 from worker.core.decode import Decoded, decode_choice, shown_positions, unhidden
 from worker.core.detokenize import Detokenizer
 from worker.core.echo import whole_prompt
+from worker.core.engine_metrics import full_metrics
 from worker.core.errors import DerenderError
 from worker.core.logprobs import Position, Resolved, chat_logprobs, completion_logprobs
 from worker.core.model import Model
@@ -60,6 +61,7 @@ def _chat(
     prompt: int,
     completion: int,
 ) -> Output:
+    metrics = full_metrics(resp.metrics, "generate_response.metrics")
     seed = _seed(state, resp, True, model.detokenizer(state.opts.skip_special_tokens))
     choices = [
         _chat_choice(state, choice, positions, seed, model, tables) for choice, positions in checked
@@ -72,7 +74,7 @@ def _chat(
         # The engine's prompt logprobs go through unresolved, as vLLM passes them.
         prompt_logprobs=resp.prompt_logprobs,
         kv_transfer_params=resp.kv_transfer_params,
-        metrics=UNSET if resp.metrics is None else resp.metrics,
+        metrics=UNSET if metrics is None else metrics,
     )
 
 
@@ -112,6 +114,9 @@ def _completion(
 ) -> Output:
     detok = model.detokenizer(state.opts.skip_special_tokens)
     n = len(responses)
+    # vLLM's rule: metrics describe one prompt; several prompts' cannot be merged.
+    where = "generate_response" if record.generate_response else "generate_responses.0"
+    metrics = full_metrics(responses[0].metrics, f"{where}.metrics") if n == 1 else None
     choices: list[out.CompletionChunkChoice] = []
     for i, (resp, resp_checked) in enumerate(zip(responses, checked, strict=True)):
         seed = _seed(state, resp, n == 1, detok)
@@ -127,7 +132,6 @@ def _completion(
                     stop_reason=d.stop_reason,
                 )
             )
-    metrics = _agreed([r.metrics for r in responses])
     return render.response(
         state,
         record.request_id,

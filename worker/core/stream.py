@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from worker.core import render
 from worker.core.bounds import check_chunk
-from worker.core.decode import decode_choice, shown_positions, unhidden
+from worker.core.decode import FINISH_ABORT, decode_choice, flushed, shown_positions, unhidden
 from worker.core.errors import DerenderError
 from worker.core.logprobs import Position, chat_logprobs, completion_logprobs
 from worker.core.model import Model
@@ -21,10 +21,6 @@ from worker.core.tables import Tables
 from worker.core.usage import completion_tokens, request_usage, usage
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse, StreamChoice
-
-FINISH_ABORT = "abort"
-# What a decoder shows for bytes that are no complete UTF-8 character (yet).
-REPLACEMENT = "\ufffd"
 
 
 def on_chunk(
@@ -74,13 +70,7 @@ def on_end(
     for cs in state.choices:
         if cs.done:
             continue
-        flushed = detok.flush(cs)
-        if abort:
-            # The cancellation cut a character the next token would have completed:
-            # the client gets the text up to it, never a U+FFFD the model did not write
-            # (vLLM sends none of the held token, losing the text before it too).
-            flushed = flushed.rstrip(REPLACEMENT)
-        text = cs.held + flushed
+        text = cs.held + flushed(detok, cs, FINISH_ABORT if abort else None)
         cs.held = ""
         cs.done = True
         piece = Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)

@@ -1,0 +1,215 @@
+"""The official `openai` SDK as the oracle of our streams (#25).
+
+A real client reads what the worker publishes: every generated case's stream is served as
+SSE to `openai.OpenAI` through a mock HTTP transport (the SDK's own request, SSE
+decoding and chunk types run), read with `chat.completions.create(stream=True)` and
+accumulated with the SDK's `ChatCompletionStreamState` (the code behind
+`client.chat.completions.stream()`). The accumulation must not fail, and must be exactly
+the worker's whole response to the same token ids (a `response` record), also read by
+the SDK: content, reasoning (an unknown field, which the SDK keeps), tool calls (ids,
+names, arguments as JSON), finish reasons, usage, logprobs. Completions the same way,
+accumulated as a client does (the SDK has no accumulator for them).
+
+The cases (`sdk_cases.py`): every registered reasoning / tool-call format and a plain
+model, `n` = 1…3 with the choices' records interleaved at random, random chunkings,
+logprobs with top candidates, usage (final and continuous), stop strings, `length`
+finishes and aborts.
+
+Where the SDK itself is wrong, the test says which behaviour and checks our bytes
+directly instead — nothing is loosened silently:
+- `ChatCompletionStreamState` keeps `stop_reason` from a choice's first chunk only (it
+  copies `finish_reason` from later chunks, nothing else): the chunk that finishes a
+  choice must carry the whole response's `stop_reason`;
+- `abort` is outside the SDK's `finish_reason` literals: its snapshots are built without
+  validation, so the string passes; chunk validation is checked with it set aside (and
+  with a streamed completion's null `finish_reason`: the SDK types completion chunks as
+  whole `Completion`s);
+- the accumulator extends a choice's logprobs with its first chunk's entries twice when
+  that first chunk carries logprobs: our opening chunk (no logprobs) comes first for
+  every choice, which is checked, so the SDK's logprobs are compared as they are;
+- `get_final_completion()` raises `LengthFinishReasonError` when a choice finished with
+  `length`: the accumulated snapshot (`current_completion_snapshot`) is compared, and
+  the final parse is required to succeed for every other stream;
+- the opening's `content: ""` (OpenAI's own opening) makes a choice without content
+  accumulate `""` where the whole response says `null`, and an empty reasoning (the
+  older think-tag parsers' whole response says `""`, as vLLM 0.33's) cannot be told
+  apart from none in a stream: compared as equal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import openai
+from hypothesis import HealthCheck, given, settings
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types import Completion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from tests.core.sdk_cases import Case, chat_cases, completion_cases, run_case
+
+# The official SDK's finish reasons (its `Literal`s): vLLM's `abort` is none of them.
+ABORT = "abort"
+_settings = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def sse(values: list[bytes]) -> bytes:
+    """The SSE body a gateway writes from the output records: `data: <value>` each."""
+    return b"".join(b"data: " + v + b"\n\n" for v in values)
+
+
+def sdk(body: bytes, stream: bool) -> openai.OpenAI:
+    """The SDK, its HTTP answered with `body` (the SDK's request and parsing run)."""
+    media = "text/event-stream" if stream else "application/json"
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": media}, content=body)
+
+    transport = httpx2.MockTransport(answer)
+    return openai.OpenAI(
+        api_key="test",
+        base_url="http://derender.test/v1",
+        http_client=httpx2.Client(transport=transport),
+    )
+
+
+MESSAGES: Any = [{"role": "user", "content": "?"}]
+
+
+def _validate(model: Any, raw: dict[str, Any]) -> None:
+    """Every body validates against the SDK's own type (strict pydantic), but for an
+    `abort` finish, which is outside its literals (checked on our bytes instead), and a
+    streamed completion's unfinished choice: the SDK types completion chunks as whole
+    `Completion`s, whose `finish_reason` may not be null (OpenAI's streams say null)."""
+    raw = json.loads(json.dumps(raw))
+    for c in raw["choices"]:
+        if c.get("finish_reason") == ABORT or (model is Completion and not c["finish_reason"]):
+            c["finish_reason"] = "stop"  # any of its literals
+    model.model_validate(raw)
+
+
+def _none_if_empty(value: Any) -> Any:
+    return value if value else None
+
+
+def _calls(message: Any) -> list[tuple[Any, ...]]:
+    return [
+        (c.id, c.type, c.function.name, json.loads(c.function.arguments), c.function.arguments)
+        for c in message.tool_calls or []
+    ]
+
+
+def check_chat(case: Case) -> None:
+    streamed, whole = run_case(case)
+    raw = [json.loads(v) for v in streamed if v != b"[DONE]"]
+    assert streamed[-1] == b"[DONE]"
+    # The SDK reads our stream and accumulates it.
+    state = ChatCompletionStreamState()
+    with sdk(sse(streamed), stream=True).chat.completions.create(
+        model=case.model, messages=MESSAGES, stream=True
+    ) as stream:
+        for chunk in stream:
+            state.handle_chunk(chunk)
+    final = state.current_completion_snapshot
+    if all(c.finish_reason not in ("length", ABORT) for c in final.choices):
+        # SDK: the final parse raises LengthFinishReasonError for a `length` choice
+        # (and would validate `abort` against its literals); else it must succeed.
+        state.get_final_completion()
+    for r in raw:
+        _validate(ChatCompletionChunk, r)
+    want = sdk(whole, stream=False).chat.completions.create(model=case.model, messages=MESSAGES)
+    _validate(ChatCompletion, json.loads(whole))
+
+    assert (
+        [c.index for c in final.choices] == list(range(case.n)) == [c.index for c in want.choices]
+    )
+    finishing = {c["index"]: c for r in raw for c in r["choices"] if c["finish_reason"]}
+    for got, exp in zip(final.choices, want.choices, strict=True):
+        m, w = got.message, exp.message
+        assert m.role == w.role == "assistant"
+        assert _none_if_empty(m.content) == _none_if_empty(w.content)
+        field = case.reasoning_field
+        # An empty reasoning: the older think-tag parsers' whole response says "" (as
+        # vLLM 0.33's), which no stream can tell apart from none.
+        reasoning = (m.model_extra or {}).get(field), (w.model_extra or {}).get(field)
+        assert _none_if_empty(reasoning[0]) == _none_if_empty(reasoning[1])
+        assert _calls(m) == _calls(w)
+        assert got.finish_reason == exp.finish_reason
+        # SDK: `stop_reason` is kept from the choice's first chunk only; ours is on the
+        # chunk that finishes the choice.
+        assert finishing[got.index].get("stop_reason") == (exp.model_extra or {}).get("stop_reason")
+        if case.logprobs:
+            assert got.logprobs is not None and exp.logprobs is not None
+            assert [e.model_dump() for e in got.logprobs.content or []] == [
+                e.model_dump() for e in exp.logprobs.content or []
+            ]
+        else:
+            assert got.logprobs is None and exp.logprobs is None
+    # SDK: a choice's first chunk with logprobs would have them counted twice; none has.
+    first: dict[int, dict[str, Any]] = {}
+    for r in raw:
+        for c in r["choices"]:
+            first.setdefault(c["index"], c)
+    assert all(c["logprobs"] is None and c["delta"].get("role") for c in first.values())
+    if case.include_usage:
+        assert final.usage is not None and final.usage.model_dump() == want.usage.model_dump()  # type: ignore[union-attr]
+
+
+def check_completion(case: Case) -> None:
+    streamed, whole = run_case(case)
+    raw = [json.loads(v) for v in streamed if v != b"[DONE]"]
+    texts: dict[int, str] = {}
+    finish: dict[int, Any] = {}
+    stop: dict[int, Any] = {}
+    lps: dict[int, dict[str, list[Any]]] = {}
+    usage = None
+    with sdk(sse(streamed), stream=True).completions.create(
+        model=case.model, prompt="?", stream=True
+    ) as stream:
+        for chunk in stream:
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + c.text
+                if c.finish_reason is not None:
+                    finish[c.index] = c.finish_reason
+                    stop[c.index] = (c.model_extra or {}).get("stop_reason")
+                if c.logprobs is not None:
+                    acc = lps.setdefault(c.index, {})
+                    for k, v in c.logprobs.model_dump().items():
+                        acc[k] = acc.get(k, []) + (v or [])
+            if chunk.usage is not None:
+                usage = chunk.usage.model_dump()
+    for r in raw:
+        _validate(Completion, r)
+    want = sdk(whole, stream=False).completions.create(model=case.model, prompt="?")
+    _validate(Completion, json.loads(whole))
+    assert sorted(texts) == [c.index for c in want.choices] == list(range(case.n))
+    for exp in want.choices:
+        i = exp.index
+        assert texts[i] == exp.text
+        assert finish[i] == exp.finish_reason
+        assert stop[i] == (exp.model_extra or {}).get("stop_reason")
+        if case.logprobs:
+            assert exp.logprobs is not None
+            assert lps[i] == {k: v or [] for k, v in exp.logprobs.model_dump().items()}
+        else:
+            assert i not in lps and exp.logprobs is None
+    if case.include_usage:
+        assert usage == want.usage.model_dump()  # type: ignore[union-attr]
+
+
+@_settings
+@given(case=chat_cases())
+def test_the_sdk_accumulates_every_chat_stream_to_the_whole_response(case: Case) -> None:
+    check_chat(case)
+
+
+@settings(_settings, max_examples=40)
+@given(case=completion_cases())
+def test_completion_streams_read_by_the_sdk_add_up_to_the_whole_response(case: Case) -> None:
+    check_completion(case)
