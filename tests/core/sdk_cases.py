@@ -47,7 +47,9 @@ class Case:
     # Aborted: per choice, how many of its records go out before the `abort`.
     abort_after: list[int] | None = None
     reasoning_field: str = "reasoning"
+    # Set by `run_case`: the stream's ChunkRecords and the whole response's record.
     records: list[dict[str, Any]] = field(default_factory=list)
+    whole_record: dict[str, Any] = field(default_factory=dict)
 
 
 @functools.cache
@@ -172,6 +174,7 @@ def run_case(case: Case) -> tuple[list[bytes], bytes]:
         key: whole_request,
         "generate_response": {"choices": whole_choices},
     }
+    case.whole_record = whole_rec
     whole = Run(registry())
     whole.feed(whole_rec)
     errors = [o.value for o in stream.outputs + whole.outputs if o.kind == "error"]

@@ -261,6 +261,12 @@ def end(scope: Scope, call: CallList) -> None:
         _maybe_header(scope, call, shape)
         if call.index >= 0 and call.held and call.value != V_ARGS_TEXT:
             send_args(scope.out, call, call.held)
+            call.count += 1
+        if call.index >= 0 and not call.count:
+            # Cut after its name, before any arguments: none, as JSON (`_object_end`'s
+            # rule). Sent nothing, the stream's call had no arguments at all and the
+            # whole response's `""` (found by the SDK oracle: neither parses).
+            send_args(scope.out, call, "{}")
     # A closed, empty array (`[]`) is a list of no calls, not text.
     if call.fallback and not (call.phase == END and shape.shape == SHAPE_ARRAY):
         fall_back(scope, call.raw)
