@@ -25,7 +25,9 @@ Written from Kubernetes v1.36 `pkg/controller/podautoscaler` (facts in
 
 Time compression: `HpaSettings.compressed(factor)` divides every period and window
 (KEDA's polling interval and cooldown, the HPA's sync period, stabilization window and
-policy periods) by `factor`; replica counts, thresholds and tolerance stay as they are.
+policy periods) by `factor`; replica counts, thresholds and tolerance stay as they are
+(the harness divides lagThreshold and activationLagThreshold itself, before: see
+tests/autoscale/scaledobject.py).
 """
 
 from __future__ import annotations

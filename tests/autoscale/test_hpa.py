@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.autoscale.hpa import Hpa, HpaSettings, Policy, keda_active, replicas_for_metric
+from tests.autoscale.scaledobject import compress_threshold, scaled_object, trigger_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALED_OBJECT = ROOT / "deploy" / "k8s" / "keda-scaledobject.yaml"
@@ -174,3 +175,23 @@ def test_bad_settings_are_refused() -> None:
         HpaSettings(target=1, min_replicas=5, max_replicas=2)
     with pytest.raises(ValueError):
         settings().compressed(0)
+
+
+def test_lag_thresholds_are_compressed_as_time() -> None:
+    # A lag threshold is records per replica, a rate × a time: ×10 faster, ÷ 10.
+    assert compress_threshold(50000, 10) == 5000
+    assert compress_threshold(10, 10) == 1
+    assert compress_threshold(4, 10) == 1  # a positive threshold stays positive
+    assert compress_threshold(0, 10) == 0
+    so = scaled_object()
+    meta = so["spec"]["triggers"][0]["metadata"]
+    got = trigger_metadata(so, "127.0.0.1:9092", "g", "t", 10)
+    assert got["lagThreshold"] == str(compress_threshold(float(meta["lagThreshold"]), 10))
+    assert got["activationLagThreshold"] == str(
+        compress_threshold(float(meta["activationLagThreshold"]), 10)
+    )
+    assert (got["bootstrapServers"], got["consumerGroup"], got["topic"]) == (
+        "127.0.0.1:9092",
+        "g",
+        "t",
+    )

@@ -1,0 +1,33 @@
+"""Paths, constants and the four runs of `make autoscale`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALED_OBJECT = ROOT / "deploy" / "k8s" / "keda-scaledobject.yaml"
+RESULTS = ROOT / "bench" / "results"
+VENV_BIN = Path(sys.executable).parent
+DEFAULT_KEDALAG = Path.home() / ".cache" / "derender-keda" / "kedalag"
+
+PARTITIONS = 8
+COMPRESSION = 10.0
+GRACE_S = 30.0  # Kubernetes' terminationGracePeriodSeconds default
+SIGTERM_TARGET_S = 15.0
+PAUSE_P50_TARGET_S = 1.0
+PAUSE_MAX_TARGET_S = 3.0
+# A scale event's pause is looked for in this window after it (cut at the next event).
+EVENT_WINDOW_S = 20.0
+CREATED = 1_767_225_600
+TICK_S = 0.005
+# The broker's JVM: bench/worker_bench.py's (full JIT tiers, a fixed heap, serial GC).
+JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError")
+
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
+RUNS = {
+    "alo-dynamic": (AT_LEAST_ONCE, False),
+    "alo-static": (AT_LEAST_ONCE, True),
+    "eos-dynamic": (EXACTLY_ONCE, False),
+    "eos-static": (EXACTLY_ONCE, True),
+}
