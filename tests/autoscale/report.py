@@ -174,7 +174,7 @@ def render_findings(
     starts = [w.ready_at - w.started for r in results for w in r.workers if w.ready_at]
     drains = [r.drain_s for r in results if r.drain_s == r.drain_s]
     work = max((r.burst_records for r in results), default=0) / capacity
-    suggested = round(capacity * polling, -3)
+    suggested = round(capacity * polling / 2, -3)
     real = thresholds(so)["lagThreshold"]  # the ScaledObject's, uncompressed
     L.append(
         f"- **lagThreshold**: {real:.0f} records (here {settings.target:.0f}, compressed "
@@ -189,10 +189,11 @@ def render_findings(
         "2 cores; a new worker held its first partitions "
         f"{statistics.median(starts) if starts else math.nan:.1f} s (median, max "
         f"{max(starts, default=math.nan):.1f} s) after its start. With `replicas = "
-        "ceil(lag / lagThreshold)`, a threshold of capacity × pollingInterval makes the "
-        "replica count the number of workers that clear the backlog within one polling "
-        f"interval: **lagThreshold ≈ {capacity:,.0f} × {polling:g} s ≈ {suggested:,.0f}** "
-        "for this machine's worker (scale it with the capacity measured where it runs)."
+        "ceil(lag / lagThreshold)`, a threshold of capacity × half the pollingInterval "
+        "makes the replica count the number of workers that clear the backlog within half "
+        "a polling interval (README, Autoscaling on lag): **lagThreshold ≈ "
+        f"{capacity:,.0f} × {polling / 2:g} s ≈ {suggested:,.0f}** for this machine's "
+        "worker (scale it with the capacity measured where it runs)."
     )
     L.append(
         "- **maxReplicaCount = partitions is needed**: KEDA's cap compares `lag / "
