@@ -167,6 +167,27 @@ def test_abort_cuts_a_character_the_cancellation_split(reg: Registry, deepseek: 
         assert choices(run)[-1]["finish_reason"] == ("abort" if kind == "abort" else None)
 
 
+def test_a_chunk_carries_its_records_engine_metrics_in_vllm_shape(
+    reg: Registry, deepseek: Tokenizer
+) -> None:
+    """vLLM's streaming derender passes a generate chunk's `metrics` on its chunk, in
+    PerRequestMetrics' full shape (as whole responses: core/engine_metrics.py)."""
+    run = Run(reg)
+    rec = chunk("r", 0, ids_of(deepseek, "hi"), "stop")
+    rec["generate_chunk"]["metrics"] = {"time_to_first_token_ms": 7}
+    run.feed(rec)
+    opening, first = run.values("chunk")
+    assert "metrics" not in opening
+    assert first["metrics"] == {
+        "time_to_first_token_ms": 7.0,
+        "generation_time_ms": None,
+        "queue_time_ms": None,
+        "mean_itl_ms": None,
+        "tokens_per_second": None,
+        "speculative_decoding": None,
+    }
+
+
 def test_completion_api_streams_text_completion_chunks(reg: Registry, deepseek: Tokenizer) -> None:
     """12, 16, 114."""
     ids = ids_of(deepseek, "streaming completion test")

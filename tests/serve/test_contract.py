@@ -103,6 +103,12 @@ def test_metrics_passthrough_in_vllm_full_shape(client: Client) -> None:
         "tokens_per_second": None,
         "speculative_decoding": {**spec, "per_step_accepted": None, "per_step_drafted": None},
     }
+    body = chunk_body(REASONED, None)
+    body["generate_chunk"]["metrics"] = metrics
+    status, answer = client.chat(body)
+    assert status == 200, answer
+    assert answer["chunk"]["metrics"]["speculative_decoding"]["per_step_drafted"] is None
+    assert answer["chunk"]["metrics"]["queue_time_ms"] is None
     bad = {"speculative_decoding": {"num_spec_steps": 1}}
     status, answer = client.chat(
         chat_body(REASONED, generate_response=generate_response(REASONED, metrics=bad))

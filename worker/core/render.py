@@ -90,8 +90,14 @@ def header(
     )
 
 
-def chunk(state: RequestState, request_id: str, pieces: list[Piece]) -> Output:
-    """A streamed chunk of the request's API, one choice per piece."""
+def chunk(
+    state: RequestState,
+    request_id: str,
+    pieces: list[Piece],
+    metrics: dict[str, Any] | None = None,
+) -> Output:
+    """A streamed chunk of the request's API, one choice per piece (and the record's
+    engine `metrics`, when it had any)."""
     u = request_usage(state) if state.opts.continuous_usage_stats else UNSET
     choices: list[out.ChatChunkChoice] | list[out.CompletionChunkChoice]
     if state.api == "chat":
@@ -117,6 +123,8 @@ def chunk(state: RequestState, request_id: str, pieces: list[Piece]) -> Output:
             for p in pieces
         ]
     body = header(state, request_id, whole=False, choices=choices, usage=u)
+    if metrics is not None:
+        body.metrics = metrics
     return Output(CHUNK, out.encode(body))
 
 
@@ -126,9 +134,16 @@ def opening(state: RequestState, request_id: str, index: int) -> Output:
     return chunk(state, request_id, [Piece(index, role=True)])
 
 
-def usage_chunk(state: RequestState, request_id: str, usage: out.UsageInfo) -> Output:
+def usage_chunk(
+    state: RequestState,
+    request_id: str,
+    usage: out.UsageInfo,
+    metrics: dict[str, Any] | None = None,
+) -> Output:
     """The usage-only chunk: no choices."""
     body = header(state, request_id, whole=False, choices=[], usage=usage)
+    if metrics is not None:
+        body.metrics = metrics
     return Output(CHUNK, out.encode(body))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from worker.core import render
 from worker.core.bounds import check_chunk
 from worker.core.decode import FINISH_ABORT, decode_choice, flushed, shown_positions, unhidden
+from worker.core.engine_metrics import full_metrics
 from worker.core.errors import DerenderError
 from worker.core.logprobs import Position, chat_logprobs, completion_logprobs
 from worker.core.model import Model
@@ -33,6 +34,7 @@ def on_chunk(
     if chunk is None:
         raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
     check_chunk(chunk, model)
+    metrics = full_metrics(chunk.metrics, "generate_chunk.metrics")
     outputs = _opening(state, request_id)
     if chunk.choices:
         choice = chunk.choices[0]
@@ -40,7 +42,7 @@ def on_chunk(
         positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
         piece = _advance(state, choice, positions, model, tables)
         if piece is not None:
-            outputs.append(render.chunk(state, request_id, [piece]))
+            outputs.append(render.chunk(state, request_id, [piece], metrics))
     elif chunk.usage is not None and _wants_usage(state):
         # A usage-only event: the engine's final count, with the request's prompt size.
         prompt = state.prompt_tokens
@@ -49,7 +51,7 @@ def on_chunk(
         completion = chunk.usage.completion_tokens
         if completion is None:
             completion = completion_tokens(state)
-        outputs.append(render.usage_chunk(state, request_id, usage(prompt, completion)))
+        outputs.append(render.usage_chunk(state, request_id, usage(prompt, completion), metrics))
         state.usage_sent = True
     return outputs
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from worker.core.engine_metrics import full_metrics
 from worker.core.state import RequestState
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse
@@ -40,6 +41,9 @@ def empty_chunk(
             state.model,
             [out.CompletionChunkChoice(index=i, text="") for i in indexes],
         )
+    metrics = full_metrics(gen.metrics, "generate_chunk.metrics")  # checked by the core
+    if metrics is not None:
+        body.metrics = metrics
     return out.encode(body)
 
 
@@ -71,8 +75,9 @@ def merged(chunks: list[bytes]) -> bytes:
             for k in ("finish_reason", "stop_reason"):
                 if c.get(k) is not None:
                     have[k] = c[k]
-        if "usage" in later:
-            first["usage"] = later["usage"]
+        for key in ("usage", "metrics"):
+            if key in later:
+                first[key] = later[key]
     return msgspec.json.encode(first)
 
 

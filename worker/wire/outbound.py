@@ -88,6 +88,9 @@ class ChatCompletionChunk(msgspec.Struct):
     model: str
     choices: list[ChatChunkChoice]
     usage: UsageInfo | UnsetType = UNSET
+    # The generate chunk's `metrics`, as a whole response's (vLLM's derender passes them
+    # on each streamed chunk); left out when it had none.
+    metrics: dict[str, Any] | UnsetType = UNSET
 
 
 class FunctionCall(msgspec.Struct):
@@ -149,6 +152,7 @@ class CompletionChunk(msgspec.Struct):
     model: str
     choices: list[CompletionChunkChoice]
     usage: UsageInfo | UnsetType = UNSET
+    metrics: dict[str, Any] | UnsetType = UNSET  # as ChatCompletionChunk's
 
 
 class Completion(msgspec.Struct):
