@@ -231,3 +231,40 @@ def test_the_sdk_accumulates_every_chat_stream_to_the_whole_response(case: Case)
 @given(case=completion_cases())
 def test_completion_streams_read_by_the_sdk_add_up_to_the_whole_response(case: Case) -> None:
     check_completion(case)
+
+
+def test_a_call_cut_after_its_name_has_empty_json_arguments_both_ways() -> None:
+    """Found by the oracle: a JSON call list (`tool_choice: "required"`, strict tool
+    calling off) cut after a call's name, before its arguments: the stream sent the call
+    with no arguments at all (the SDK's accumulated arguments: None) and the whole
+    response `""`; neither parses. Both say `{}` now, cut by `length` or an abort."""
+    from tests.core.sdk_cases import registry
+    from tests.helpers import Run
+
+    reg = registry()
+    tok = reg.models["required"].tokenizer
+    text = '</think>[{"name": "get_weather", "parameters": '
+    ids = list(tok.encode(text, add_special_tokens=False).ids)
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    req = {"tools": [tool], "tool_choice": "required"}
+    for finish, closing in (("length", "end"), (None, "abort")):
+        stream = Run(reg)
+        head = {"model": "required", "chat_request": req}
+        choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
+        stream.feed({"request_id": "r", "seq": 0, "generate_chunk": {"choices": [choice]}, **head})
+        stream.feed({"request_id": "r", "seq": 1, "type": closing})
+        calls = [
+            tc
+            for v in stream.values("chunk")
+            for c in v["choices"]
+            for tc in c["delta"].get("tool_calls", [])
+        ]
+        assert "".join(tc["function"].get("arguments", "") for tc in calls) == "{}"
+        whole = Run(reg)
+        gen = {"choices": [{"index": 0, "token_ids": ids, "finish_reason": finish or "abort"}]}
+        whole.feed(
+            {"request_id": "w", "seq": 0, "type": "response", **head, "generate_response": gen}
+        )
+        (resp,) = whole.values("response")
+        (call,) = resp["choices"][0]["message"]["tool_calls"]
+        assert call["function"] == {"name": "get_weather", "arguments": "{}"}
