@@ -384,6 +384,7 @@ class ApacheKafka(LocalServer):
             raise ServerError("kafka is not running")
         os.kill(self._proc.pid, signal.SIGSTOP)
         self._paused = True
+        _wait_stopped(self._proc.pid)
 
     def resume(self) -> None:
         """Thaw a paused broker (SIGCONT)."""
@@ -476,3 +477,24 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+# How long pause() waits for every thread of the JVM to have stopped.
+STOPPED_TIMEOUT_S = 5.0
+
+
+def _wait_stopped(pid: int, timeout_s: float = STOPPED_TIMEOUT_S) -> None:
+    """Return once every thread of `pid` is stopped: kill() only makes the stop pending
+    (on a loaded machine a paused broker once still answered a Metadata request)."""
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stats = [(t / "stat").read_text() for t in tasks.iterdir()]
+        except OSError:
+            return
+        # The state is the field after the command name, which ends at the last ")".
+        if all(stat.rsplit(")", 1)[1].split()[0] in ("T", "t") for stat in stats):
+            return
+        time.sleep(0.005)
+    raise ServerError(f"kafka (pid {pid}) did not stop within {timeout_s:g} s of SIGSTOP")
