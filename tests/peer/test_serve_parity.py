@@ -132,7 +132,7 @@ def _openings_once(chunks: list[Any]) -> list[Any]:
             if delta.get("role") is not None:
                 seen.add(ch["index"])
             choices.append(ch)
-        if choices or not chunk.get("choices"):
+        if choices or not chunk.get("choices") or chunk.get("usage") is not None:
             out.append(dict(chunk, choices=choices))
     return out
 

@@ -35,7 +35,9 @@ def on_chunk(
         raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
     check_chunk(chunk, model)
     metrics = full_metrics(chunk.metrics, "generate_chunk.metrics")
-    outputs = _opening(state, request_id)
+    # A usage-only event opens nothing (vLLM's chat server opens at the first output;
+    # serve's clients send usage events without a choice's stream_state).
+    outputs = _opening(state, request_id) if chunk.choices else []
     if chunk.choices:
         choice = chunk.choices[0]
         ids = choice.token_ids or []
@@ -101,7 +103,8 @@ def _opening(state: RequestState, request_id: str) -> list[Output]:
     """A chat stream opens as vLLM's chat server opens it: one role chunk per choice,
     indices 0…n−1 in order, before any output; later deltas carry no role. Clients
     (the official SDKs) index choices by position: a stream whose first chunk is
-    choice 1's breaks them. Once per request, at its first `chunk`, `end` or `abort`."""
+    choice 1's breaks them. Once per request, at its first chunk with a choice, or its
+    `end` / `abort`."""
     if state.api != "chat" or state.opened or any(c.role_sent for c in state.choices):
         return []
     state.opened = True
