@@ -148,7 +148,6 @@ REASONING_FORMATS["openai_gptoss"] = ReasoningFormat(
     strip_trailing=False,
     frames=HARMONY,
 )
-REASONING_FORMATS["qwen3_xml"] = REASONING_FORMATS["qwen3"]
 REASONING_FORMATS["glm47"] = REASONING_FORMATS["glm45"]
 REASONING_FORMATS["step5"] = REASONING_FORMATS["deepseek_r1"]  # vLLM: the same class
 _QWEN3 = REASONING_FORMATS["qwen3"]
