@@ -107,6 +107,13 @@ class Assignment:
         """The new assignment is ready (producers opened, positions sought): poll again."""
         self._settled.set()
 
+    def reset(self) -> None:
+        """The clients were replaced, with every batch stopped: a new lease (anything
+        left of the old one is fenced) and nothing to wait for until the new consumer's
+        first assignment."""
+        self.lease.revoke()
+        self._settled.set()
+
 
 def partitions(batch: Batch) -> str:
     return ", ".join(sorted(map(str, batch.last))) or "none"

@@ -79,6 +79,24 @@ class OutageTooLong(Exception):
     """Redis or the broker stayed unavailable past the configured limit."""
 
 
+class ClientsStalled(Exception):
+    """The Kafka clients stopped answering: the worker replaces them (`Runner._rebuild`).
+
+    Raised by a lane after `STALLS_BEFORE_REBUILD` Kafka steps in a row waited past the
+    step timeout. Seen after a broker restart under load: aiokafka's group coordinator
+    never found its way back, every commit waited its whole timeout, and the worker sat in
+    an outage until the limit while a new consumer would have joined at once (other Kafka
+    clients have the same failure, and the same cure: librdkafka #2725, kafkajs #1152)."""
+
+
+# A batch's steps (`loop.run_batch`'s names) that wait on Kafka, not Redis.
+KAFKA_STEPS = frozenset({"produce", "commit"})
+# How many Kafka steps in a row may time out before the clients are rebuilt: one may be a
+# slow broker (a coordinator moving, a log being loaded); two in a row, a minute of
+# silence at the default step timeout, is a client that will not come back by itself.
+STALLS_BEFORE_REBUILD = 2
+
+
 class _Counter(Protocol):
     def inc(self, amount: float = 1) -> None: ...
 

@@ -93,6 +93,7 @@ class StepTimeout(TimeoutError):
 
     def __init__(self, step: str, timeout_s: float) -> None:
         super().__init__(f"{step} took longer than {timeout_s:g}s")
+        self.step = step
 
 
 async def bounded(aw: Awaitable[T], timeout_s: float | None, step: str) -> T:

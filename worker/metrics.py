@@ -161,6 +161,11 @@ class Metrics:
             registry=r,
         )
         self.rebalances = Counter("derender_rebalances", "partition revocations", registry=r)
+        self.client_rebuilds = Counter(
+            "derender_client_rebuilds",
+            "Kafka clients replaced after Kafka steps kept timing out (stalled clients)",
+            registry=r,
+        )
         self.fenced = Counter(
             "derender_batches_fenced",
             "batches dropped because their partitions were revoked while they ran (a "

@@ -16,8 +16,9 @@ trips and guarantees of the loop: lanes are what several workers would be, in on
 Failures (`failures.classify`): a transient one (Redis or the broker unreachable, or a
 step that waited past `step_timeout_s`) backs off with jitter and retries the batch from
 its first offsets; after `outage_limit_s` of failing the worker exits 1 so its supervisor
-restarts it. A configuration error (a refused credential or ACL, a missing topic) exits 2
-at once, with the reason.
+restarts it. Kafka steps that time out twice in a row mean stalled clients: every Kafka
+client is replaced in-process (`_rebuild`), the outage clock still running. A
+configuration error (a refused credential or ACL, a missing topic) exits 2 at once.
 
 Rebalances: no poll spans one, the batches in flight finish first (within half the
 session timeout), and a batch that outlives that is fenced at its next step
@@ -36,13 +37,12 @@ import contextlib
 import logging
 import signal
 import time
-from collections import Counter
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from worker.accounts import Accounts
 from worker.adapters.kafka import (
     make_consumer,
     make_producer,
@@ -55,12 +55,19 @@ from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, se
 from worker.adapters.kafka_txn import Transactions
 from worker.assignment import Assignment, partitions
 from worker.checkpoint import Checkpoint, TransactionalCheckpoint
-from worker.constants import DLQ
 from worker.core.model import Registry
-from worker.failures import HANDLED, ConfigError, Outage, OutageTooLong
-from worker.loop import BatchReport, bounded, run_batch
+from worker.failures import (
+    HANDLED,
+    KAFKA_STEPS,
+    STALLS_BEFORE_REBUILD,
+    ClientsStalled,
+    ConfigError,
+    Outage,
+    OutageTooLong,
+)
+from worker.loop import StepTimeout, bounded, run_batch
 from worker.metrics import Metrics
-from worker.ports import Batch, Fenced, Sink, StateStore, StateWrite
+from worker.ports import Batch, Fenced, Sink, StateStore
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
@@ -69,21 +76,11 @@ log = logging.getLogger("derender.worker")
 LAG_EVERY_S = 1.0
 # How often the group's committed lag is read from the brokers (KEDA polls every 30 s).
 GROUP_LAG_EVERY_S = 10.0
-# How often requests that went quiet past their TTL leave the active-requests gauge.
-ACTIVE_PRUNE_EVERY_S = 10.0
 # The longest closing each client may take at the end (after --shutdown-timeout-s): a
 # broker or Redis that does not answer must not hold the exit past the pod's grace period.
 CLOSE_TIMEOUT_S = 5.0
 # The longest one sample of this worker's own lag may take (it waits on positions).
 LAG_SAMPLE_TIMEOUT_S = 1.0
-
-
-@dataclass
-class Totals:
-    records: Counter[str] = field(default_factory=Counter)
-    outputs: int = 0
-    tokens: int = 0
-    batches: int = 0
 
 
 class Runner:
@@ -101,7 +98,8 @@ class Runner:
         self.registry = registry
         self.store = store
         self.metrics = metrics or Metrics()
-        self.totals = Totals()
+        self.accounts = Accounts(self.metrics, settings.state_ttl_s)
+        self.totals = self.accounts.totals
         self.stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
@@ -115,8 +113,9 @@ class Runner:
         self._group_lag_task: asyncio.Task[None] | None = None
         self.outage = Outage(settings.outage_limit_s, self.stopping, self.metrics.outage_seconds)
         self._last_lag = 0.0
-        self._active: dict[str, float] = {}
-        self._pruned_at = time.monotonic()
+        # Kafka steps in a row that timed out (any lane): at STALLS_BEFORE_REBUILD the
+        # clients are replaced.
+        self._stalls = 0
         # The lease on the partitions, the lanes' polls and batches in flight.
         self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
 
@@ -143,8 +142,16 @@ class Runner:
                 loop.add_signal_handler(sig, self.request_stop)
         code = 0
         try:
-            await self._start()
-            await self._loop()
+            await self._start_store()
+            fresh = True
+            while not self.stopping.is_set():
+                await self._start(fresh)
+                try:
+                    await self._loop()
+                    break
+                except ClientsStalled as exc:
+                    await self._rebuild(exc)
+                    fresh = False
         except OutageTooLong as exc:
             log.error("giving up: %s", exc)
             code = 1
@@ -153,28 +160,25 @@ class Runner:
             code = 2
         finally:
             await self._shutdown()
-        t = self.totals
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(t.records.items())) or "none"
-        log.info(
-            "stopped after %d records (%s), %d outputs, %d tokens in %.1fs",
-            sum(t.records.values()),
-            counts,
-            t.outputs,
-            t.tokens,
-            time.monotonic() - started,
-        )
+        log.info("stopped after %s in %.1fs", self.totals.summary(), time.monotonic() - started)
         return code
 
-    async def _start(self) -> None:
-        exactly_once = self.s.guarantee == EXACTLY_ONCE
-        while True:  # the state store first (a Redis Cluster's topology), then Kafka
+    async def _start_store(self) -> None:
+        """The state store first (a Redis Cluster's topology), then Kafka."""
+        while True:
             try:
                 await bounded(self.store.start(), self.s.step_timeout_s, "starting the store")
-                break
+                return
             except HANDLED as exc:
                 await self.outage.failed("starting the state store", exc)
             if self.stopping.is_set():
                 return
+
+    async def _start(self, fresh: bool) -> None:
+        """Connect the Kafka clients and subscribe. A rebuild (`fresh` False) does not
+        end the outage that caused it: only a batch done does, so clients that stall
+        again and again still meet the outage limit."""
+        exactly_once = self.s.guarantee == EXACTLY_ONCE
         while True:
             try:
                 await bounded(self._connect(exactly_once), self.s.step_timeout_s, "connecting")
@@ -184,8 +188,11 @@ class Runner:
                 await self.outage.failed("connecting to Kafka", exc)
             if self.stopping.is_set():
                 return
+        if self.stopping.is_set():
+            return
         assert self.consumer is not None
-        self.outage.recovered()
+        if fresh:
+            self.outage.recovered()
         if exactly_once:
             s = self.s
             self.transactions = Transactions(
@@ -210,7 +217,10 @@ class Runner:
             reset="latest" if self.s.reset == "latest" else "earliest",
             **security_kwargs(self.s),
         )
-        self._group_lag_task = asyncio.create_task(self._sample_group_lag())
+        # (Every partition: the group's lag, as KEDA reads it.)
+        self._group_lag_task = asyncio.create_task(
+            self.group_lag.export(GROUP_LAG_EVERY_S, self.metrics.set_group_lag, self.stopping)
+        )
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
 
     async def _connect(self, exactly_once: bool) -> None:
@@ -236,15 +246,35 @@ class Runner:
         """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the
         group (unless static membership is on), the producers abort what is open."""
         self.metrics.ready = False
+        await asyncio.gather(self._close_kafka(), _closed("the state store", self.store.close()))
+
+    async def _rebuild(self, why: ClientsStalled) -> None:
+        """Replace every Kafka client, keeping the store, the registry and the outage.
+        The lanes have stopped; what they had not committed is done again by whoever
+        gets the partitions (this worker's new consumer, most likely): the old consumer
+        leaves the group if it still can, else its session times out; under exactly-once
+        the new producers fence the old transactional ids."""
+        log.warning("Kafka clients stalled (%s): replacing them", why)
+        self.metrics.client_rebuilds.inc()
+        self.metrics.ready = False
+        await self._close_kafka()
+        self.metrics.assigned.set(0)
+        self.assignment.reset()
+        self._stalls = 0
+
+    async def _close_kafka(self) -> None:
         if self._group_lag_task is not None:
             self._group_lag_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._group_lag_task
-        closing = [self._close_clients(), _closed("the state store", self.store.close())]
-        if self.group_lag is not None:
-            closing.append(_closed("the group lag sampler", self.group_lag.close()))
-        if self.transactions is not None:
-            closing.append(_closed("the transactional producers", self.transactions.close_all()))
+        group_lag, txns = self.group_lag, self.transactions
+        self._group_lag_task = self.group_lag = self.transactions = None
+        self.sink = self.checkpoint = None
+        closing = [self._close_clients()]
+        if group_lag is not None:
+            closing.append(_closed("the group lag sampler", group_lag.close()))
+        if txns is not None:
+            closing.append(_closed("the transactional producers", txns.close_all()))
         await asyncio.gather(*closing)
 
     async def _close_clients(self) -> None:
@@ -274,21 +304,28 @@ class Runner:
             )
         else:
             self.checkpoint = Checkpoint(sources[0], self.store, self.assignment.lease)
-        lanes = [asyncio.create_task(self._lane(i, src)) for i, src in enumerate(sources)]
+        halt = asyncio.Event()  # the lanes stop polling: a stop, or the clients rebuilt
+        lanes = [asyncio.create_task(self._lane(i, src, halt)) for i, src in enumerate(sources)]
         stop = asyncio.ensure_future(self.stopping.wait())
         pending: set[asyncio.Future[Any]] = set(lanes)
+        stalled = False
         try:
-            # Until asked to stop, or a lane gives up (an outage past the limit).
+            # Until asked to stop, or a lane gives up (an outage past the limit, or
+            # clients that stalled: those are rebuilt, the worker goes on).
             while pending and not stop.done():
                 done, pending = await asyncio.wait(
                     pending | {stop}, return_when=asyncio.FIRST_COMPLETED
                 )
                 pending.discard(stop)
-                if any(t.exception() is not None for t in done if t is not stop):
+                errors = [t.exception() for t in done if t is not stop]
+                if any(e is not None for e in errors):
+                    stalled = all(isinstance(e, ClientsStalled) for e in errors if e)
                     break
         finally:
             stop.cancel()
-        self.request_stop()
+        halt.set()
+        if not stalled:
+            self.request_stop()
         if pending:  # the batches in flight finish, within the shutdown timeout
             _, late = await asyncio.wait(pending, timeout=self.s.shutdown_timeout_s)
             if late:
@@ -301,9 +338,9 @@ class Runner:
                 for t in late:
                     t.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
-        failed = [t for t in lanes if not t.cancelled() and t.exception() is not None]
-        if failed:
-            raise failed[0].exception()  # type: ignore[misc]
+        failed = [e for t in lanes if not t.cancelled() and (e := t.exception()) is not None]
+        if failed:  # (an outage past its limit before stalled clients: it ends the run)
+            raise min(failed, key=lambda e: isinstance(e, ClientsStalled))
 
     def lane_source(self, lane: int) -> KafkaSource:
         """The source of lane `lane`: its share of the assigned partitions."""
@@ -325,10 +362,10 @@ class Runner:
             max_records=self.s.max_batch,
         )
 
-    async def _lane(self, lane: int, source: KafkaSource) -> None:
+    async def _lane(self, lane: int, source: KafkaSource, halt: asyncio.Event) -> None:
         checkpoint = self.checkpoint
         assert checkpoint is not None
-        while not self.stopping.is_set():
+        while not halt.is_set() and not self.stopping.is_set():
             self.metrics.last_turn = time.monotonic()
             if not self.assignment.settled:  # a rebalance is under way: no poll until done
                 await self.assignment.wait_settled(self.s.poll_timeout_ms / 1000)
@@ -368,44 +405,15 @@ class Runner:
                 return
             # Rewind to the batch's first offsets: the next poll fetches it again.
             await checkpoint.abort(batch)
+            stalled = isinstance(exc, StepTimeout) and exc.step in KAFKA_STEPS
+            self._stalls = self._stalls + 1 if stalled else 0
             await self.outage.failed("processing a batch", exc)
+            if self._stalls >= STALLS_BEFORE_REBUILD:
+                raise ClientsStalled(f"{self._stalls} Kafka steps in a row: {exc}") from exc
             return
+        self._stalls = 0
         self.outage.recovered()
-        self._account(report)
-
-    def _account(self, report: BatchReport) -> None:
-        result, m, t = report.result, self.metrics, self.totals
-        t.batches += 1
-        t.records.update(result.results)
-        t.outputs += len(result.outputs)
-        t.tokens += result.tokens
-        m.batch_size.observe(report.records)
-        m.tokens.inc(result.tokens)
-        for k, v in result.results.items():
-            m.records.labels(k).inc(v)
-        # One increment per kind, not per output (a labelled increment costs ~1.8 µs).
-        for kind, n in Counter(o.kind for o in result.outputs).items():
-            m.outputs.labels(kind).inc(n)
-        if result.dead_letters:
-            m.outputs.labels(DLQ).inc(len(result.dead_letters))
-        self._track_active(report.writes)
-
-    def _track_active(self, writes: list[StateWrite]) -> None:
-        now = time.monotonic()
-        for w in writes:
-            if w.done:
-                self._active.pop(w.request_id, None)
-            else:
-                self._active[w.request_id] = now
-        # Prune abandoned requests past their TTL; a scan of every open request, so not
-        # on every batch (at peak that scan was 2 % of the worker's CPU).
-        if now - self._pruned_at >= ACTIVE_PRUNE_EVERY_S:
-            self._pruned_at = now
-            cutoff = now - self.s.state_ttl_s
-            self._active = {k: v for k, v in self._active.items() if v >= cutoff}
-        self.metrics.active_requests.set(len(self._active))
-
-    # -- failures -------------------------------------------------------------------
+        self.accounts.batch(report)
 
     # -- rebalances and lag ---------------------------------------------------------
 
@@ -459,15 +467,6 @@ class Runner:
                 self.s.step_timeout_s,
                 "seeking to --reset",
             )
-
-    async def _sample_group_lag(self) -> None:
-        assert self.group_lag is not None
-        while not self.stopping.is_set():
-            lags = await self.group_lag.sample()  # every partition: the group's, like KEDA
-            if lags is not None:  # (None: not known now; the last values stay)
-                self.metrics.set_group_lag(lags)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), GROUP_LAG_EVERY_S)
 
     async def _sample_lag(self) -> None:
         assert self.consumer is not None

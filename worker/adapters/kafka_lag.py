@@ -78,7 +78,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -186,6 +186,18 @@ class GroupLag:
             log.info("group lag of %s on %s available again", self.group_id, self.topic)
             self._failing = False
         return lags
+
+    async def export(
+        self, every_s: float, to: Callable[[Mapping[int, int]], None], stopping: asyncio.Event
+    ) -> None:
+        """Every `every_s` until `stopping`, pass a sample of every partition to `to` (a
+        failed sample passes nothing: the last known values stay)."""
+        while not stopping.is_set():
+            lags = await self.sample()
+            if lags is not None:
+                to(lags)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), every_s)
 
     async def close(self) -> None:
         await self._drop_clients()
