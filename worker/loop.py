@@ -152,7 +152,11 @@ async def run_batch(
     t2 = time.perf_counter()
     observer.stage("redis_load", t2 - t1)
     # 3) the core
-    result = process_batch(decoded, stored, registry, epochs, checkpoint.offsets(batch), held)
+    # (A store that waits for replicas confirms every touched state: process_batch says why.)
+    confirm = getattr(checkpoint.store, "wait_replicas", 0) > 0
+    result = process_batch(
+        decoded, stored, registry, epochs, checkpoint.offsets(batch), held, confirm
+    )
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)
     # 4) produce and await every ack

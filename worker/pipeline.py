@@ -170,6 +170,7 @@ def process_batch(
     epochs: Mapping[Partition, int] | None = None,
     offsets: tuple[Mapping[Partition, int], Mapping[Partition, int]] | None = None,
     held: Mapping[str, Tables] | None = None,
+    confirm: bool = False,
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
@@ -177,7 +178,14 @@ def process_batch(
     total); this only routes: outputs with their headers, dead letters, and one state
     write per touched request, carrying the owner epoch of its partition (`epochs`, as
     the checkpoint claimed them; 0 where none was claimed) and, under exactly-once, the
-    batch's first and last offsets in it (`offsets`: the store keeps the state before)."""
+    batch's first and last offsets in it (`offsets`: the store keeps the state before).
+
+    `confirm` (a store that waits for its replicas): a request the batch touched without
+    changing its state (every record a duplicate, or skipped) gets its loaded state
+    written back unchanged, so that the save waits for the replicas to have it too. The
+    state may be one an earlier try of this very batch saved on the master and the
+    replicas never acknowledged (the try failed at its WAIT); committing on it unconfirmed
+    lost those records when the master died before its replica had them (issue #24)."""
     result = BatchResult()
     partition_of = result.partitions
     owned = epochs or {}
@@ -260,6 +268,11 @@ def process_batch(
         if st.blob is not None:
             blobs[rid] = st.blob
     result.tokens = tokens
+    if confirm:
+        for rid, (state, _) in live.items():
+            s = stored.get(rid)
+            if rid not in blobs and s is not None and isinstance(state, RequestState):
+                blobs[rid] = s.blob
     # One write per request, however many of its records the batch held: its last state.
     for rid, blob in blobs.items():
         state, loaded = live[rid]

@@ -336,11 +336,9 @@ def test_a_failover_to_a_lagging_replica(
             seen = len(tail.snapshot())
             # A frozen replica still receives what fits in its socket buffer, and applies
             # it when thawed: a filler first, so that the saves wait in the master's
-            # output buffer and die with it. (Not with WAIT: there the saves are never
-            # acknowledged anyway; with the filler the WAIT variant once saw a record
-            # redone with other bytes, left open for the next session.)
-            if not wait:
-                victim.call("SET", _key_on(cluster, victim, "filler"), b"x" * FILLER_BYTES)
+            # output buffer and die with it. With WAIT too: that is what once showed a
+            # retry committing on states its replica never had (test_replicated_saves).
+            victim.call("SET", _key_on(cluster, victim, "filler"), b"x" * FILLER_BYTES)
             source.send(parts[1])  # saves go on to the master, not to its replica
             tail.wait(lambda o: len(o) > seen + 200, 60, "outputs while the replica is frozen")
             time.sleep(0.5)  # (a batch saves after its outputs are acknowledged)
