@@ -267,6 +267,19 @@ def gen_pythonic(tok: Tokenizer) -> str:
     return "[f(n=1, s=" + repr(_arg(tok)) + ")]"
 
 
+def gen_inkling_reasoning(tok: Tokenizer) -> str:
+    return (
+        "<|content_thinking|>"
+        + _prose(tok)
+        + "<|end_message|><|message_model|><|content_text|>Sun.<|end_message|>"
+    )
+
+
+def gen_inkling_call(tok: Tokenizer) -> str:
+    body = '{"name": "f", "args": ' + _json_arg(tok) + "}"
+    return "<|content_invoke_tool_json|>" + body + "<|end_message|>"
+
+
 # -- tokenizers: the ones the tests use for each family ----------------------------------------
 
 
@@ -289,6 +302,12 @@ def _gemma4() -> Tokenizer:
     from tests.synthetic_tokenizers import gemma4_tokenizer
 
     return gemma4_tokenizer()
+
+
+def _inkling() -> Tokenizer:
+    from tests.synthetic_inkling import inkling_tokenizer
+
+    return inkling_tokenizer()
 
 
 def _llama32() -> Tokenizer:
@@ -319,6 +338,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Llama 3.2": _llama32,
     "marker (Kimi K2)": _marker("kimi"),
     "marker (Mistral)": _marker("mistral"),
+    "Inkling (synthetic)": _inkling,
 }
 
 
@@ -390,6 +410,10 @@ FORMATS: list[Format] = [
            "llama3_json string argument", gen_llama3_json, ARGS),
     Format("Llama 3", None, "pythonic", "Llama 3.2", _LLAMA,
            "pythonic string argument", gen_pythonic, ARGS),
+    Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
+           "thinking block", gen_inkling_reasoning, REASONING),
+    Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
+           "`args` JSON string argument", gen_inkling_call, ARGS),
 ]  # fmt: skip
 
 

@@ -327,6 +327,10 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__.rsplit("usage:", 1)[1].strip(), file=sys.stderr)
         return 2
+    # Inkling, K2 Horizon and Muse (recorded_blocks.py, which imports this one too).
+    from tests.peer.recorded_blocks import FOLDERS as BLOCKS
+
+    FOLDERS.update(BLOCKS)
     models, names = Path(argv[0]), argv[1:] or list(FOLDERS)
     unknown = [n for n in names if n not in FOLDERS]
     if unknown:

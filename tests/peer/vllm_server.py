@@ -51,6 +51,7 @@ RECORDED_FOLDERS = (
     "functiongemma",
     "kimi_k3",
     "llama4",
+    "inkling",
 )
 RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
 MODEL_DIRS = (
@@ -187,6 +188,7 @@ RECORDED_SPECS = {
         _recorded("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3"),
         _recorded("llama4_pythonic", "llama4", None, "llama4_pythonic"),
         _recorded("llama4_json", "llama4", None, "llama4_json"),
+        _recorded("inkling", "inkling", "inkling", "inkling"),
     )
 }
 # Every server by name.

@@ -26,6 +26,7 @@ from tests.core.parsers.harness import (
     QWEN_SPECIAL,
     marker_tokenizer,
 )
+from tests.core.parsers.samples_blocks import block_setups
 
 Args = dict[str, Any]
 
@@ -361,6 +362,9 @@ SETUPS: dict[str, Setup] = {
               markers=(*_THINK_MARKERS, "｜DSML｜")),
     ]
 }  # fmt: skip
+
+# Inkling (samples_blocks.py).
+SETUPS.update(block_setups(Setup))
 
 
 def chat_request(setup: Setup, conv: Conversation) -> dict[str, Any]:

@@ -69,6 +69,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests import synthetic_tokenizers as synth
+from tests.core.parsers.block_deviations import BLOCK_DEVIATIONS, BLOCK_FAMILIES
 from tests.core.parsers.harness import Result, merge, parser, request
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
@@ -394,6 +395,9 @@ DEVIATIONS["llama4_json"] = {
     ),
     "other special tokens": ({"content": "ABC"}, SKIPPED_SPECIALS),
 }
+# Inkling (block_deviations.py).
+FAMILIES.update({name: Family(*fam) for name, fam in BLOCK_FAMILIES.items()})
+DEVIATIONS.update(BLOCK_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 

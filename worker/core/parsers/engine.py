@@ -50,8 +50,10 @@ from worker.core.parsers.grammar import (
     FRAME,
     GAP,
     HEAD_DONE,
+    HEAD_FLUSH,
     HEAD_OPEN,
     HEAD_TEXT,
+    HEADER,
     NAME,
     NAME_END,
     PARAM_END,
@@ -324,6 +326,10 @@ class _Run(Scope):
         if prev == REASONING and tr.to != REASONING and st.head and not self.spec.frames:
             prose.prefix_done(self)
         st.state = tr.to
+        if prev == HEADER and st.head and self._keeps_header():
+            head, st.head = st.head, ""
+            if act & HEAD_FLUSH:
+                self.text(head)
         if act & HEAD_DONE:
             prose.body(self)
         elif tr.to == GAP:
@@ -364,6 +370,14 @@ class _Run(Scope):
             return len(text)
         call = st.call
         if call is None:
+            if state == HEADER and self._keeps_header():
+                st.head += text
+                if len(st.head) > prose.FRAME_MAX:
+                    # No function name is this long: the header is content after all
+                    # (held no longer, so the state stays bounded).
+                    head, st.head = st.head, ""
+                    st.state = CONTENT
+                    prose.content(self, head)
             return len(text)
         if state == ARGS:
             # The call's own scanner (scanners.py lists them), chosen by the call's kind:
@@ -401,6 +415,12 @@ class _Run(Scope):
             scanners.flag_text(call, text)
         return len(text)
 
+    def _keeps_header(self) -> bool:
+        """Formats whose output starts in a message header (Inkling) keep its text: it
+        is content if no block kind follows it."""
+        rf = self.spec.reasoning
+        return rf is not None and rf.initial == HEADER
+
     # -- 5) the end --------------------------------------------------------------------
 
     def finish(self) -> None:
@@ -416,6 +436,10 @@ class _Run(Scope):
             prose.unframe(self)
         if st.state == REASONING and st.head and not self.spec.frames:
             prose.prefix_done(self)
+        if st.state == HEADER and st.head and self._keeps_header():
+            head, st.head = st.head, ""
+            st.state = CONTENT
+            self.text(head)  # a header no block kind followed is content (Inkling)
         if st.call is not None:
             if st.state == PVALUE:
                 scanners.cut_value(self, st.call)

@@ -11,6 +11,7 @@ Formats follow reference/vllm-parsers.md §2 (the section is named at each confi
 
 from __future__ import annotations
 
+from worker.core.parsers.block_formats import BLOCK_REASONING_FORMATS, BLOCK_TOOL_FORMATS
 from worker.core.parsers.frames import HARMONY
 from worker.core.parsers.grammar import FORCED_JSON, FORCED_NATIVE, ToolFormat
 from worker.core.parsers.json_formats import (
@@ -81,6 +82,10 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
         "openai", HARMONY.table(), CallVerbatim, forced=FORCED_NATIVE, frames=HARMONY
     ),
 }
+
+# vllm-parsers-0.33.md rows 21-22: typed blocks (block_formats.py).
+TOOL_FORMATS.update(BLOCK_TOOL_FORMATS)
+REASONING_FORMATS.update(BLOCK_REASONING_FORMATS)
 
 
 def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:

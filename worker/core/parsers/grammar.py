@@ -41,6 +41,8 @@ NAME_END = 32  # the call's name is complete even though the call ends too (GLM 
 HEAD_OPEN = 64  # a message header starts: what was read before it is forgotten
 HEAD_TEXT = 128  # the marker is header text (Harmony's <|channel|>, <|constrain|>)
 HEAD_DONE = 256  # the header is complete: it picks the body's state (prose.body)
+# The message header read so far is content (Inkling: a header that no block kind follows).
+HEAD_FLUSH = 512
 
 # -- JSON call lists (CallList) ----------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -157,6 +159,10 @@ class ReasoningFormat:
     append: bool = False
     # Messages with headers instead of think markers (Harmony): `start`/`end` unused.
     frames: Frames | None = None
+    # The start state when neither the prompt nor kwargs decide, where it is neither
+    # reasoning nor content (-1: `thinking_default` says which); Inkling starts in a
+    # message header.
+    initial: int = -1
     # The older think-tag classes end reasoning once: everything after the end marker,
     # markers included, is content (vLLM's DeepSeek R1 parser streams it so).
     once: bool = False

@@ -169,6 +169,8 @@ def start_state(
         thinking = request_thinking(request, fmt)
         if thinking is not None:
             return REASONING if thinking else CONTENT
+    if fmt.initial >= 0:
+        return fmt.initial
     return REASONING if fmt.thinking_default else CONTENT
 
 

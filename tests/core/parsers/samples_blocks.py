@@ -1,0 +1,67 @@
+"""The typed-block formats (Inkling, vllm-parsers-0.33.md row 21) in the random
+conversations of test_properties.py and test_mutations.py. samples.py joins
+`block_setups(Setup)` to its SETUPS (the class is passed in: this module does not import
+samples.py, which imports it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from tokenizers import Tokenizer
+
+from tests.synthetic_inkling import inkling_tokenizer
+
+_M, _E = "<|message_model|>", "<|end_message|>"
+INKLING_MARKERS = (
+    "<|message_model|>",
+    "<|content_thinking|>",
+    "<|content_text|>",
+    "<|content_invoke_tool_json|>",
+    "<|end_message|>",
+)
+
+
+class _Call(Protocol):
+    name: str
+    args: dict[str, Any]
+
+
+class _Conversation(Protocol):
+    reasoning: str
+    content: str
+    calls: tuple[_Call, ...]
+
+
+def render_inkling(conv: _Conversation) -> str:
+    """One block per part, the first after the prompt's `<|message_model|>`."""
+    blocks = []
+    if conv.reasoning:
+        blocks.append(f"<|content_thinking|>{conv.reasoning}{_E}")
+    if conv.content:
+        blocks.append(f"<|content_text|>{conv.content}{_E}")
+    for c in conv.calls:
+        body = json.dumps({"name": c.name, "args": c.args}, ensure_ascii=False)
+        blocks.append(f"<|content_invoke_tool_json|>{body}{_E}")
+    return _M.join(blocks)
+
+
+# Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
+BLOCK_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {"inkling": inkling_tokenizer}
+
+
+def block_setups(setup: Callable[..., Any]) -> dict[str, Any]:
+    """The setups, made with samples.Setup (passed as `setup`)."""
+    made = [
+        setup(
+            "inkling",
+            "inkling",
+            "inkling",
+            "inkling",
+            render_inkling,
+            _M,
+            markers=INKLING_MARKERS,
+        ),
+    ]
+    return {s.name: s for s in made}
