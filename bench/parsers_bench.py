@@ -280,6 +280,18 @@ def gen_inkling_call(tok: Tokenizer) -> str:
     return "<|content_invoke_tool_json|>" + body + "<|end_message|>"
 
 
+def gen_granite_reasoning(tok: Tokenizer) -> str:
+    return "Here is my thought process:" + _prose(tok)
+
+
+def gen_granite_call(tok: Tokenizer) -> str:
+    return '<|tool_call|>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]"
+
+
+def gen_granite_20b_fc(tok: Tokenizer) -> str:
+    return '<function_call> {"name": "f", "arguments": ' + _json_arg(tok) + "}"
+
+
 # -- tokenizers: the ones the tests use for each family ----------------------------------------
 
 
@@ -310,6 +322,15 @@ def _inkling() -> Tokenizer:
     return inkling_tokenizer()
 
 
+def _family(name: str) -> Callable[[], Tokenizer]:
+    def load() -> Tokenizer:
+        import tests.synthetic_families as fam
+
+        return getattr(fam, f"{name}_tokenizer")()  # type: ignore[no-any-return]
+
+    return load
+
+
 def _llama32() -> Tokenizer:
     from worker.adapters.tokenizers import load_tokenizer
 
@@ -338,6 +359,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Llama 3.2": _llama32,
     "marker (Kimi K2)": _marker("kimi"),
     "marker (Mistral)": _marker("mistral"),
+    "Granite 3 (synthetic)": _family("granite"),
     "Inkling (synthetic)": _inkling,
 }
 
@@ -366,6 +388,7 @@ class Format:
 
 _DS, _QWEN = "<｜Assistant｜><think>", "<|im_start|>assistant\n<think>\n"
 _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+_GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
 
 FORMATS: list[Format] = [
     Format("DeepSeek V4", "deepseek_v4", None, "DeepSeek V4", _DS,
@@ -414,6 +437,12 @@ FORMATS: list[Format] = [
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "`args` JSON string argument", gen_inkling_call, ARGS),
+    Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,
+           "thought-process phrase", gen_granite_reasoning, REASONING),
+    Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,
+           "`<|tool_call|>` JSON string argument", gen_granite_call, ARGS),
+    Format("Granite 20B FC", None, "granite-20b-fc", "Granite 3 (synthetic)", _GRANITE,
+           "`<function_call>` JSON string argument", gen_granite_20b_fc, ARGS),
 ]  # fmt: skip
 
 

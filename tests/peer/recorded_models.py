@@ -41,6 +41,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from tests import synthetic_families as synth_families
 from tests import synthetic_tokenizers as synth
 from tests.offline_tokenizers import offline_file, offline_tokenizer_json
 
@@ -276,6 +277,27 @@ def llama4() -> Files:
     return _files(tok.to_str(), tok_config, "llama4.jinja", config)
 
 
+def granite() -> Files:
+    """Granite 3.x (the `granite` parsers and `granite-20b-fc`, one folder): the Qwen3
+    vocabulary with Granite's role tokens and `<|tool_call|>`; EOS `<|end_of_text|>`."""
+    tok = synth_families.granite_tokenizer()
+    [eos] = _ids(tok, "<|end_of_text|>")
+    config = {
+        "architectures": ["GraniteForCausalLM"],
+        "model_type": "granite",
+        "vocab_size": 151936,
+        "bos_token_id": eos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+        "max_position_embeddings": 131072,
+        **BF16,
+    }
+    tok_config = _marker_config(
+        synth_families.GRANITE_MARKERS, eos_token="<|end_of_text|>", bos_token="<|end_of_text|>"
+    )
+    return _files(tok.to_str(), tok_config, "granite.jinja", config)
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -286,6 +308,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "functiongemma": functiongemma,
     "kimi_k3": kimi_k3,
     "llama4": llama4,
+    "granite": granite,
 }
 
 

@@ -51,6 +51,7 @@ RECORDED_FOLDERS = (
     "functiongemma",
     "kimi_k3",
     "llama4",
+    "granite",
     "inkling",
 )
 RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
@@ -188,6 +189,9 @@ RECORDED_SPECS = {
         _recorded("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3"),
         _recorded("llama4_pythonic", "llama4", None, "llama4_pythonic"),
         _recorded("llama4_json", "llama4", None, "llama4_json"),
+        # Granite 3.x: one folder, the granite parsers and granite-20b-functioncalling's.
+        _recorded("granite", "granite", "granite", "granite"),
+        _recorded("granite_20b_fc", "granite", None, "granite-20b-fc"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
     )
 }

