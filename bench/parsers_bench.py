@@ -292,6 +292,14 @@ def gen_granite_20b_fc(tok: Tokenizer) -> str:
     return '<function_call> {"name": "f", "arguments": ' + _json_arg(tok) + "}"
 
 
+def gen_olmo3_reasoning(tok: Tokenizer) -> str:
+    return _prose(tok)
+
+
+def gen_olmo3_call(tok: Tokenizer) -> str:
+    return "Hm.</think><function_calls>f(n=1, s=" + repr(_arg(tok)) + ")</function_calls>"
+
+
 # -- tokenizers: the ones the tests use for each family ----------------------------------------
 
 
@@ -360,6 +368,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "marker (Kimi K2)": _marker("kimi"),
     "marker (Mistral)": _marker("mistral"),
     "Granite 3 (synthetic)": _family("granite"),
+    "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Inkling (synthetic)": _inkling,
 }
 
@@ -389,6 +398,7 @@ class Format:
 _DS, _QWEN = "<｜Assistant｜><think>", "<|im_start|>assistant\n<think>\n"
 _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
 _GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
+_OLMO3 = "<|im_start|>assistant\n"
 
 FORMATS: list[Format] = [
     Format("DeepSeek V4", "deepseek_v4", None, "DeepSeek V4", _DS,
@@ -443,6 +453,10 @@ FORMATS: list[Format] = [
            "`<|tool_call|>` JSON string argument", gen_granite_call, ARGS),
     Format("Granite 20B FC", None, "granite-20b-fc", "Granite 3 (synthetic)", _GRANITE,
            "`<function_call>` JSON string argument", gen_granite_20b_fc, ARGS),
+    Format("OLMo 3", "olmo3", "olmo3", "Qwen 2.5 (OLMo 3)", _OLMO3,
+           "reasoning (text think tags)", gen_olmo3_reasoning, REASONING),
+    Format("OLMo 3", "olmo3", "olmo3", "Qwen 2.5 (OLMo 3)", _OLMO3,
+           "`<function_calls>` pythonic string argument", gen_olmo3_call, ARGS),
 ]  # fmt: skip
 
 

@@ -7,6 +7,7 @@ base's; ordinary text encodes as the base model does).
 | builder | base | markers (in id order) | special |
 |---|---|---|---|
 | `granite_tokenizer` | `qwen-3` | Granite 3.x role tokens and `<\\|tool_call\\|>` | all |
+| `olmo3_tokenizer` | `qwen-2.5` | none: OLMo 3's markers are text | – |
 """
 
 from __future__ import annotations
@@ -41,3 +42,11 @@ def granite_tokenizer() -> Tokenizer:
     """Qwen3 vocabulary + `GRANITE_MARKERS` as special tokens, ids 151669-151672
     (`<|end_of_text|>` 151671, `<|tool_call|>` 151672)."""
     return _copy(_granite())
+
+
+def olmo3_tokenizer() -> Tokenizer:
+    """OLMo 3 writes `<think>`, `</think>` and `<function_calls>` with ordinary tokens and
+    has ChatML's `<|im_start|>` / `<|im_end|>` / `<|endoftext|>`: the real Qwen 2.5
+    vocabulary as shipped (it has those three and no think or call tokens), EOS
+    `<|im_end|>` 151645."""
+    return _copy(offline_tokenizer("qwen-2.5"))

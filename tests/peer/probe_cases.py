@@ -173,3 +173,70 @@ PROBES: dict[str, Probe] = {
     "granite": Probe(fam.granite_tokenizer, 151671, GRANITE),
     "granite_20b_fc": Probe(fam.granite_tokenizer, 151671, GRANITE_20B_FC),
 }
+
+# -- OLMo 3 -----------------------------------------------------------------------------
+
+OW = "get_weather(city='Paris')"
+OLMO3 = [
+    P("think + answer", "<think>I think.</think>Hello."),
+    P("no start tag", "I think.</think>Hello."),
+    P("no tags", "Hello there."),
+    P("reasoning without end", "<think>still thinking"),
+    P("truncated in reasoning", "<think>still thin", finish="length"),
+    P("text before think", "A<think>R</think>C"),
+    P("two ends", "<think>R</think>C</think>D"),
+    P("second think block", "<think>R</think>C<think>S</think>D"),
+    P("whitespace", "<think>\nR\n</think>\n\nC\n"),
+    P("empty think", "<think></think>C"),
+    P("cut in end tag", "<think>R</thi", finish="length"),
+    P("include_reasoning false", "<think>R</think>C", HIDE),
+    P("call", f"<think>R</think><function_calls>{OW}</function_calls>", T),
+    P(
+        "two calls",
+        '<think>R</think><function_calls>get_weather(city="Paris", days=3)\n'
+        "get_current_date()</function_calls>",
+        T,
+    ),
+    P(
+        "json literals",
+        "<think>R</think><function_calls>get_weather(city='Paris', include_hourly=true, "
+        "days=null)</function_calls>",
+        T,
+    ),
+    P(
+        "python literals",
+        "R</think><function_calls>get_weather(city='P', include_hourly=True, days=None)"
+        "</function_calls>",
+        T,
+    ),
+    P("text before block", f"R</think>Checking.\n<function_calls>{OW}</function_calls>", T),
+    P("text after block", f"R</think><function_calls>{OW}</function_calls> Done.", T),
+    P("bare call line", f"R</think>{OW}", T),
+    P("call without think", f"<function_calls>{OW}</function_calls>", T),
+    P("tool_choice none", f"R</think>Sure. <function_calls>{OW}</function_calls>", NONE),
+    P("no tools + call", f"R</think><function_calls>{OW}</function_calls>"),
+    P(
+        "tool_choice required",
+        'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", 'R</think>{"city": "Paris"}', NAMED),
+    P("truncated mid-value", "R</think><function_calls>get_weather(city='Par", T, finish="length"),
+    P("block without closer", f"R</think><function_calls>{OW}", T),
+    P("not a call", "R</think><function_calls>not a call</function_calls>", T),
+    P(
+        "nested values",
+        "R</think><function_calls>get_weather(city='Paris', opts={'a': [1, 2], 'b': None})"
+        "</function_calls>",
+        T,
+    ),
+    P("unknown tool", "R</think><function_calls>img_gen(p=1)</function_calls>", T),
+    P("call inside reasoning", f"<think>R<function_calls>{OW}</function_calls></think>C", T),
+    P("whitespace before block", f"R</think>\n\n<function_calls>{OW}</function_calls>", T),
+    P(
+        "comma separated",
+        "R</think><function_calls>get_weather(city='A'), get_weather(city='B')</function_calls>",
+        T,
+    ),
+]
+PROBES["olmo3"] = Probe(fam.olmo3_tokenizer, 151645, OLMO3)

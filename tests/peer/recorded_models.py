@@ -298,6 +298,24 @@ def granite() -> Files:
     return _files(tok.to_str(), tok_config, "granite.jinja", config)
 
 
+def olmo3() -> Files:
+    """OLMo 3 (olmo3 / olmo3): the real Qwen 2.5 vocabulary (OLMo 3's markers are text),
+    EOS `<|im_end|>`."""
+    config = {
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "vocab_size": 151936,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+        "max_position_embeddings": 65536,
+        **BF16,
+    }
+    return _files(
+        offline_tokenizer_json("qwen-2.5"), _offline_config("qwen-2.5"), "olmo3.jinja", config
+    )
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -309,6 +327,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "kimi_k3": kimi_k3,
     "llama4": llama4,
     "granite": granite,
+    "olmo3": olmo3,
 }
 
 

@@ -52,6 +52,7 @@ RECORDED_FOLDERS = (
     "kimi_k3",
     "llama4",
     "granite",
+    "olmo3",
     "inkling",
 )
 RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
@@ -192,6 +193,7 @@ RECORDED_SPECS = {
         # Granite 3.x: one folder, the granite parsers and granite-20b-functioncalling's.
         _recorded("granite", "granite", "granite", "granite"),
         _recorded("granite_20b_fc", "granite", None, "granite-20b-fc"),
+        _recorded("olmo3", "olmo3", "olmo3", "olmo3"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
     )
 }

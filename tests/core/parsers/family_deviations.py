@@ -36,6 +36,21 @@ NO_LIST = (
     "the raw text with `<|tool_call|>`; ours is the same text without it"
 )
 
+UNCLOSED_THINK = (
+    "README olmo3-unclosed-think: an output with no `</think>`: vLLM's whole response gives "
+    "it verbatim as content, its stream as reasoning (the template may have opened "
+    "`<think>`); we stream it as reasoning too (the whole answer would need all of it held "
+    "until the output ends)"
+)
+AROUND_BLOCK = (
+    "README text-after-call: vLLM's whole response drops the text around a "
+    "`<function_calls>` block; we keep it as content"
+)
+CUT_BLOCK = (
+    "README unclosed-value: a call block cut short (no `</function_calls>`): vLLM returns "
+    "the raw markup as content; we make the calls as far as written, arguments closed"
+)
+
 FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "granite": {
         "reasoning only": (STREAM, UNANSWERED),
@@ -55,6 +70,55 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "object not list": (
             {"content": '{"name": "get_weather", "arguments": {"city": "Paris"}}'},
             NO_LIST,
+        ),
+    },
+    "olmo3": {
+        "no tags": (STREAM, UNCLOSED_THINK),
+        "reasoning without end": (STREAM, UNCLOSED_THINK),
+        "truncated in reasoning": (STREAM, UNCLOSED_THINK),
+        "cut in end tag": (
+            {"reasoning": "R</thi", "content": None},
+            UNCLOSED_THINK + " (the cut tag is reasoning text: the output ended before it "
+            "became a marker)",
+        ),
+        "text before think": (
+            {"reasoning": "AR"},
+            "a `<think>` inside the reasoning is dropped (the output started in it): vLLM's "
+            "whole response keeps it in the reasoning text",
+        ),
+        "text before block": ({"content": "Checking.\n"}, AROUND_BLOCK),
+        "text after block": ({"content": " Done."}, AROUND_BLOCK),
+        "bare call line": (
+            {"content": "get_weather(city='Paris')", "tool_calls": []},
+            "README olmo3-bare-call: vLLM's whole response runs an output with no "
+            "`<function_calls>` block as call lines when it parses as such; we need the block "
+            "(vLLM's stream does too): prose that looks like a call is not run",
+        ),
+        "tool_choice none": ({"content": "Sure. "}, MARKUP),
+        "no tools + call": ({"content": None}, MARKUP),
+        "truncated mid-value": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Par"})]},
+            CUT_BLOCK,
+        ),
+        "block without closer": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Paris"})]},
+            CUT_BLOCK,
+        ),
+        "not a call": (
+            {"content": None},
+            "a `<function_calls>` block that holds no call: vLLM returns the output as "
+            "content; we drop the block (its text is call markup, as for a call dropped)",
+        ),
+        "call inside reasoning": (
+            {
+                "reasoning": "R",
+                "content": "</think>C",
+                "tool_calls": [("get_weather", {"city": "Paris"})],
+            },
+            "README olmo3-block-in-reasoning: a `<function_calls>` block before any "
+            "`</think>` ends the reasoning and is a call (an OLMo 3 call without thinking; "
+            "vLLM's whole response makes it one only when no `</think>` follows, which a "
+            "stream cannot know); vLLM keeps this one in the reasoning",
         ),
     },
     "granite_20b_fc": {

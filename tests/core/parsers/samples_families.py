@@ -45,9 +45,26 @@ def render_granite_20b_fc(conv: _Conversation) -> str:
     return conv.content + "".join(f"<function_call> {o}\n" for o in _objects(conv))
 
 
+def render_olmo3(conv: _Conversation) -> str:
+    """OLMo 3: the template opened `<think>`; calls one per line in `<function_calls>`,
+    values as JSON (OLMo 3 writes `true` / `null` too)."""
+    text = conv.reasoning + "</think>" + conv.content
+    if conv.calls:
+        lines = [
+            c.name
+            + "("
+            + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c.args.items())
+            + ")"
+            for c in conv.calls
+        ]
+        text += "<function_calls>" + "\n".join(lines) + "</function_calls>"
+    return text
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite": fam.granite_tokenizer,
+    "olmo3": fam.olmo3_tokenizer,
 }
 
 
@@ -70,6 +87,14 @@ def family_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             render_granite_20b_fc,
             reasoning=False,
             markers=("<function_call>",),
+        ),
+        setup(
+            "olmo3",
+            "olmo3",
+            "olmo3",
+            "olmo3",
+            render_olmo3,
+            markers=("<think>", "</think>", "<function_calls>", "</function_calls>"),
         ),
     ]
     return {s.name: s for s in made}

@@ -112,6 +112,9 @@ FAMILIES: dict[str, Family] = {
     # GraniteForCausalLM; EOS `<|end_of_text|>`.
     "granite": Family("granite", "granite", synth_families.granite_tokenizer, 151671),
     "granite_20b_fc": Family(None, "granite-20b-fc", synth_families.granite_tokenizer, 151671),
+    # OLMo 3 (olmo3 / olmo3): `olmo3_tokenizer()` (the real Qwen 2.5 vocabulary: OLMo 3's
+    # markers are text); ChatML turns; Olmo3ForCausalLM; EOS `<|im_end|>`.
+    "olmo3": Family("olmo3", "olmo3", synth_families.olmo3_tokenizer, 151645),
 }
 
 # We give vLLM's streamed answer (its whole one differs).

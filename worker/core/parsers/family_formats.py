@@ -19,7 +19,7 @@ from worker.core.parsers.grammar import (
     ToolFormat,
     Transition,
 )
-from worker.core.parsers.state import CallList
+from worker.core.parsers.state import CallList, CallPythonic
 
 # -- IBM Granite 3.x (row 12) --------------------------------------------------------------
 
@@ -76,10 +76,45 @@ GRANITE_20B_FC = ToolFormat(
     forced=FORCED_JSON,
 )
 
+# -- OLMo 3 (row 13) -----------------------------------------------------------------------
+
+# `<think>` and `</think>` are ordinary text for OLMo 3 (matched on text). The template may
+# write the first `<think>` itself, so the output starts in reasoning (vLLM's streaming
+# parser does too); the first `</think>` ends it for good: later tags are the answer's
+# text, as vLLM's regex reads them. A call block inside reasoning ends it.
+_FN_CALLS, _FN_CALLS_END = "<function_calls>", "</function_calls>"
+OLMO3_REASONING = ReasoningFormat(
+    "olmo3",
+    "<think>",
+    "</think>",
+    thinking_default=True,
+    from_kwargs=False,
+    strip_trailing=False,
+    once=True,
+    text_match=True,
+    implicit_end=(_FN_CALLS,),
+)
+
+# Pythonic calls, one per line (or comma-separated), inside `<function_calls>`; JSON's
+# `true` / `false` / `null` are values too (convert.python_literal). No structural tag in
+# vLLM: "required" / named output is bare JSON.
+OLMO3_TOOLS = ToolFormat(
+    "olmo3",
+    {
+        (CONTENT, _FN_CALLS): Transition(ARGS, CALL_START),
+        (ARGS, _FN_CALLS_END): Transition(CONTENT, CALL_END),
+    },
+    CallPythonic,
+    forced=FORCED_JSON,
+    bare_list=True,
+)
+
 FAMILY_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "granite": GRANITE_REASONING,
+    "olmo3": OLMO3_REASONING,
 }
 FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "granite": GRANITE_TOOLS,
     "granite-20b-fc": GRANITE_20B_FC,
+    "olmo3": OLMO3_TOOLS,
 }

@@ -245,6 +245,9 @@ class ToolFormat:
     # Special tokens that are text wherever no transition takes them (Gemma 4's `<|"|>`
     # string delimiter, which vLLM keeps in content).
     text_markers: tuple[str, ...] = ()
+    # A pythonic block's marker opens the list itself: calls follow one per line, with no
+    # `[` (OLMo 3's `<function_calls>f(a=1)\ng()</function_calls>`).
+    bare_list: bool = False
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""

@@ -46,6 +46,8 @@ def open_call(scope: Scope, kind: type[Call], fallback: bool = False) -> Call:
     call = kind()
     if fallback and isinstance(call, CallList | CallPythonic):
         call.fallback = True
+    if isinstance(call, CallPythonic) and scope.fmt is not None and scope.fmt.bare_list:
+        call.phase = pythonic.LIST  # the marker was the list's opening
     elif isinstance(call, CallElements):
         call.hold = True  # converted whole at its end while it is short (elements.py)
     scope.st.call = call
