@@ -280,6 +280,19 @@ def gen_inkling_call(tok: Tokenizer) -> str:
     return "<|content_invoke_tool_json|>" + body + "<|end_message|>"
 
 
+def gen_k2_horizon_reasoning(tok: Tokenizer) -> str:
+    return _prose(tok) + "</ifm|think>The forecast says sun."
+
+
+def gen_k2_horizon_call(tok: Tokenizer) -> str:
+    return (
+        "Short plan.</ifm|think><ifm|tool_calls><ifm|tool_call>save<ifm|arg_key>text"
+        "</ifm|arg_key><ifm|arg_value>"
+        + _arg(tok)
+        + "</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"
+    )
+
+
 def gen_granite_reasoning(tok: Tokenizer) -> str:
     return "Here is my thought process:" + _prose(tok)
 
@@ -330,6 +343,12 @@ def _inkling() -> Tokenizer:
     return inkling_tokenizer()
 
 
+def _k2_horizon() -> Tokenizer:
+    from tests.synthetic_k2_horizon import k2_horizon_tokenizer
+
+    return k2_horizon_tokenizer()
+
+
 def _family(name: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
         import tests.synthetic_families as fam
@@ -370,6 +389,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Inkling (synthetic)": _inkling,
+    "K2 Horizon (synthetic)": _k2_horizon,
 }
 
 
@@ -397,6 +417,7 @@ class Format:
 
 _DS, _QWEN = "<｜Assistant｜><think>", "<|im_start|>assistant\n<think>\n"
 _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+_K2H = "<|im_start|>assistant\n<ifm|think>"
 _GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
 _OLMO3 = "<|im_start|>assistant\n"
 
@@ -447,6 +468,10 @@ FORMATS: list[Format] = [
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "`args` JSON string argument", gen_inkling_call, ARGS),
+    Format("K2 Horizon", "k2_horizon", "k2_horizon", "K2 Horizon (synthetic)", _K2H,
+           "reasoning (`<ifm|think>`)", gen_k2_horizon_reasoning, REASONING),
+    Format("K2 Horizon", "k2_horizon", "k2_horizon", "K2 Horizon (synthetic)", _K2H,
+           "`<ifm|arg_value>` string", gen_k2_horizon_call, ARGS),
     Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,
            "thought-process phrase", gen_granite_reasoning, REASONING),
     Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,

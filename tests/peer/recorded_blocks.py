@@ -7,14 +7,25 @@ configs with their vision and audio parts). Family (reasoning / tools):
 
 - inkling (inkling / inkling): `inkling_tokenizer()`; Inkling blocks, the prompt ending
   `<|message_model|>` (or with a thinking / text block opened); EOS `<|endoftext|>`.
+- k2_horizon (k2_horizon / k2_horizon): `k2_horizon_tokenizer()`; ChatML turns, the prompt
+  ending with the think opener `reasoning_effort` picks (`<ifm|think>` by default); EOS
+  `<|im_end|>`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests import synthetic_inkling
-from tests.peer.recorded_models import BF16, QWEN_IDS, Files, _files, _ids, _marker_config
+from tests import synthetic_inkling, synthetic_k2_horizon
+from tests.peer.recorded_models import (
+    BF16,
+    MARKER_CONFIG,
+    QWEN_IDS,
+    Files,
+    _files,
+    _ids,
+    _marker_config,
+)
 
 
 def inkling() -> Files:
@@ -33,4 +44,22 @@ def inkling() -> Files:
     return _files(tok.to_str(), tok_config, "inkling.jinja", config)
 
 
-FOLDERS: dict[str, Callable[[], Files]] = {"inkling": inkling}
+def k2_horizon() -> Files:
+    tok = synthetic_k2_horizon.k2_horizon_tokenizer()
+    [eos] = _ids(tok, synthetic_k2_horizon.K2_HORIZON_EOS)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        **QWEN_IDS,
+        "eos_token_id": eos,
+        **BF16,
+    }
+    # The markers are added tokens, not special ones: none is listed as special here.
+    tok_config = {**MARKER_CONFIG, "eos_token": synthetic_k2_horizon.K2_HORIZON_EOS}
+    return _files(tok.to_str(), tok_config, "k2_horizon.jinja", config)
+
+
+FOLDERS: dict[str, Callable[[], Files]] = {
+    "inkling": inkling,
+    "k2_horizon": k2_horizon,
+}

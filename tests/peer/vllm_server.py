@@ -54,6 +54,7 @@ RECORDED_FOLDERS = (
     "granite",
     "olmo3",
     "inkling",
+    "k2_horizon",
 )
 RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
 MODEL_DIRS = (
@@ -195,6 +196,7 @@ RECORDED_SPECS = {
         _recorded("granite_20b_fc", "granite", None, "granite-20b-fc"),
         _recorded("olmo3", "olmo3", "olmo3", "olmo3"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
+        _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
     )
 }
 # Every server by name.

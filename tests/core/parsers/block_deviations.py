@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.synthetic_inkling import inkling_tokenizer
+from tests.synthetic_k2_horizon import k2_horizon_tokenizer
 
 # family → (reasoning parser, tool parser, tokenizer, EOS id), as test_vllm_answers.Family.
 BLOCK_FAMILIES: dict[str, tuple[Any, ...]] = {
     "inkling": ("inkling", "inkling", inkling_tokenizer, 151643),
+    "k2_horizon": ("k2_horizon", "k2_horizon", k2_horizon_tokenizer, 151645),
 }
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
@@ -26,6 +28,33 @@ PREFILL = (
 OPEN_THINKING = (
     "README inkling-open-thinking: vLLM shows the markers after an unclosed thinking block "
     "as reasoning text; we read them as the header / block they open"
+)
+WEATHER = ("get_weather", {"city": "Tokyo", "days": 3})
+K2H_OPEN = (
+    "README k2h-unterminated-reasoning: an output without the think end marker (or a tool "
+    'group): vLLM\'s whole response gives it all as content (reasoning ""), its stream as '
+    "reasoning; we follow the stream (the whole answer's way would hold the whole reasoning)"
+)
+K2H_STRICT = (
+    "README k2h-strict-group: vLLM reads a tool group only when all of it is well-formed "
+    "(closed, every name a request tool without spaces, no duplicate keys, type tags as "
+    "`tool_call_format` says, no text between calls), else gives the group's markup as "
+    "content; we read the calls as they stream: each one written makes a call (an unknown "
+    "name none), markup never becomes content"
+)
+K2H_JSON = (
+    "README k2h-json-format: `tool_call_format: json` is not read yet: a JSON call body is "
+    "no call (its name is not a tool's); `xml` and `xml_typed` are read whatever the "
+    "request says"
+)
+MARKUP = (
+    "README tool-markup-in-content: with tools off vLLM keeps the call group as content; we "
+    "drop it, as vLLM's engine parsers do"
+)
+CUT = (
+    "a call cut short: vLLM gives the group's markup as content; we send the call as far as "
+    "it was written, its arguments closed, and none for a cut name (README unclosed-value, "
+    "cut-name)"
 )
 BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "inkling": {
@@ -38,5 +67,64 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "model marker inside thinking": ({"reasoning": "r", "content": "a"}, OPEN_THINKING),
         "text marker inside thinking": ({"reasoning": "r", "content": "a"}, OPEN_THINKING),
+    },
+    "k2_horizon": {
+        "no end: unterminated reasoning": (STREAM, K2H_OPEN),
+        "truncated reasoning": (STREAM, K2H_OPEN),
+        "effort medium, high end token": (
+            {"reasoning": "r", "content": "a"},
+            "README k2h-effort-markers: every effort's think markers are read, whatever "
+            "`reasoning_effort` the request names (vLLM reads that effort's only)",
+        ),
+        "start token later": (
+            {"reasoning": "rx"},
+            "README k2h-repeated-opener: a think opener inside the reasoning is dropped; "
+            "vLLM drops only one at the very start and shows a later one as text",
+        ),
+        "unknown tool": ({"content": None}, K2H_STRICT),
+        "no tools, unknown name": ({"content": None}, MARKUP),
+        "duplicate argument": (
+            {"content": None, "tool_calls": [("get_weather", '{"city": "A", "city": "B"}')]},
+            K2H_STRICT,
+        ),
+        "name with space": ({"content": None}, K2H_STRICT),
+        "text inside group": ({"content": None, "tool_calls": [WEATHER]}, K2H_STRICT),
+        "missing group end": ({"content": "Hi ", "tool_calls": [WEATHER]}, K2H_STRICT),
+        "missing call end": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "A"})]},
+            K2H_STRICT,
+        ),
+        "type tag in xml": ({"content": None, "tool_calls": [WEATHER]}, K2H_STRICT),
+        "xml_typed missing type": ({"content": None, "tool_calls": [WEATHER]}, K2H_STRICT),
+        "xml output under json format": ({"content": None, "tool_calls": [WEATHER]}, K2H_JSON),
+        "tool_choice named, other call": (
+            {"content": "", "tool_calls": [("get_current_date", {})]},
+            K2H_STRICT,
+        ),
+        "truncated mid-value": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Tok"})]},
+            CUT,
+        ),
+        "truncated mid-name": ({"content": None}, CUT),
+        "xml_typed unknown param typed": (
+            {"tool_calls": [("get_weather", {"city": "A", "extra": "[1]"})]},
+            "README k2h-typed-unknown: a parameter the schema does not name is a string; "
+            "vLLM types it by its `<ifm|arg_type>`",
+        ),
+        "json format": ({"tool_calls": []}, K2H_JSON),
+        "json format two calls": ({"tool_calls": []}, K2H_JSON),
+        "json format no arguments": ({"tool_calls": []}, K2H_JSON),
+        "json format string coerced": ({"tool_calls": []}, K2H_JSON),
+        "json format bad json": ({"content": None}, K2H_JSON),
+        "tool_choice none": ({"content": "Sure."}, MARKUP),
+        "no tools + call": ({"content": "Sure."}, MARKUP),
+        "two groups": (
+            {
+                "content": "mid",
+                "tool_calls": [WEATHER, ("get_current_date", {})],
+            },
+            "README k2h-second-group: vLLM reads the first group and shows a later one as "
+            "text; we make its calls too",
+        ),
     },
 }

@@ -1,4 +1,4 @@
-"""The typed-block formats (Inkling, vllm-parsers-0.33.md row 21) in the random
+"""The typed-block formats (Inkling, K2 Horizon: vllm-parsers-0.33.md rows 21-22) in the random
 conversations of test_properties.py and test_mutations.py. samples.py joins
 `block_setups(Setup)` to its SETUPS (the class is passed in: this module does not import
 samples.py, which imports it)."""
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from tokenizers import Tokenizer
 
 from tests.synthetic_inkling import inkling_tokenizer
+from tests.synthetic_k2_horizon import k2_horizon_tokenizer
 
 _M, _E = "<|message_model|>", "<|end_message|>"
 INKLING_MARKERS = (
@@ -47,8 +48,26 @@ def render_inkling(conv: _Conversation) -> str:
     return _M.join(blocks)
 
 
+def render_k2_horizon(conv: _Conversation) -> str:
+    """The prompt opened `<ifm|think>`; calls as `xml` elements, non-strings as JSON."""
+    text = f"{conv.reasoning}</ifm|think>{conv.content}"
+    if conv.calls:
+        text += "<ifm|tool_calls>"
+        for c in conv.calls:
+            text += f"<ifm|tool_call>{c.name}"
+            for k, v in c.args.items():
+                value = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                text += f"<ifm|arg_key>{k}</ifm|arg_key><ifm|arg_value>{value}</ifm|arg_value>"
+            text += "</ifm|tool_call>"
+        text += "</ifm|tool_calls>"
+    return text
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
-BLOCK_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {"inkling": inkling_tokenizer}
+BLOCK_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
+    "inkling": inkling_tokenizer,
+    "k2_horizon": k2_horizon_tokenizer,
+}
 
 
 def block_setups(setup: Callable[..., Any]) -> dict[str, Any]:
@@ -62,6 +81,15 @@ def block_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             render_inkling,
             _M,
             markers=INKLING_MARKERS,
+        ),
+        setup(
+            "k2_horizon",
+            "k2_horizon",
+            "k2_horizon",
+            "k2_horizon",
+            render_k2_horizon,
+            "<|im_start|>assistant\n<ifm|think>",
+            markers=("<ifm|",),
         ),
     ]
     return {s.name: s for s in made}

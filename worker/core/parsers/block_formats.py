@@ -1,4 +1,5 @@
-"""Typed-block formats (vllm-parsers-0.33.md row 21): Thinking Machines Inkling.
+"""Typed-block formats (vllm-parsers-0.33.md rows 21-22): Thinking Machines Inkling and
+MBZUAI K2 Horizon's `<ifm|…>` markup.
 
 Inkling's output is a sequence of blocks, every marker a special token:
 `<|message_model|>` opens a message header, a block kind ends it — `<|content_thinking|>`
@@ -27,15 +28,23 @@ from worker.core.parsers.grammar import (
     FORCED_NATIVE,
     HEAD_FLUSH,
     HEADER,
+    NAME,
+    NAME_END,
+    PARAM_END,
+    PARAM_START,
+    PKEY,
+    PREAMBLE,
+    PVALUE,
     REASONING,
     SHAPE_SINGLE,
+    VALUE_START,
     CallShape,
     ReasoningFormat,
     Table,
     ToolFormat,
     Transition,
 )
-from worker.core.parsers.state import CallList
+from worker.core.parsers.state import CallList, CallParams
 
 MESSAGE_MODEL = "<|message_model|>"
 CONTENT_TEXT = "<|content_text|>"
@@ -110,5 +119,82 @@ def _inkling_tools() -> ToolFormat:
     )
 
 
-BLOCK_REASONING_FORMATS: dict[str, ReasoningFormat] = {"inkling": INKLING_REASONING}
-BLOCK_TOOL_FORMATS: dict[str, ToolFormat] = {"inkling": _inkling_tools()}
+# -- K2 Horizon (vllm-parsers-0.33.md row 22) ---------------------------------------------
+# vLLM's K2 Horizon parsers: DeepSeek R1's reasoning (the output starts inside it; after
+# its end everything is content, markers included) whose end marker is the pair that
+# `chat_template_kwargs.reasoning_effort` picks — all three pairs are read here — and
+# which a tool-call group also ends; calls are GLM-like elements in that group:
+# `<ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key>[<ifm|arg_type>T
+# </ifm|arg_type>]<ifm|arg_value>V</ifm|arg_value>…</ifm|tool_call>…</ifm|tool_calls>`.
+IFM_GROUP, IFM_GROUP_END = "<ifm|tool_calls>", "</ifm|tool_calls>"
+_IFM_THINK = (
+    ("<ifm|think>", "</ifm|think>"),
+    ("<ifm|think_fast>", "</ifm|think_fast>"),
+    ("<ifm|think_faster>", "</ifm|think_faster>"),
+)
+
+
+def _k2_horizon_reasoning() -> BlockFormat:
+    t: Table = {}
+    for start, end in _IFM_THINK:
+        t[(REASONING, start)] = Transition(REASONING)  # a generated opener is no text
+        t[(REASONING, end)] = Transition(CONTENT)
+    # The group ends reasoning and opens (its markup, with no tool parser, is content).
+    t[(REASONING, IFM_GROUP)] = Transition(CONTENT, keep=True)
+    return BlockFormat(
+        "k2_horizon",
+        _IFM_THINK[0][0],
+        _IFM_THINK[0][1],
+        thinking_default=True,
+        from_kwargs=False,
+        strip_trailing=False,
+        empty_as_text=True,
+        once=True,
+        implicit_end=(IFM_GROUP,),
+        blocks=tuple(t.items()),
+    )
+
+
+def _k2_horizon_tools() -> ToolFormat:
+    call, call_end = "<ifm|tool_call>", "</ifm|tool_call>"
+    key, key_end = "<ifm|arg_key>", "</ifm|arg_key>"
+    typ, typ_end = "<ifm|arg_type>", "</ifm|arg_type>"
+    value, value_end = "<ifm|arg_value>", "</ifm|arg_value>"
+    t: Table = {
+        (CONTENT, IFM_GROUP): Transition(PREAMBLE),
+        (PREAMBLE, call): Transition(NAME, CALL_START),
+        (PREAMBLE, IFM_GROUP_END): Transition(CONTENT),  # text after the group is content
+        (NAME, key): Transition(PKEY, PARAM_START),
+        (NAME, call_end): Transition(PREAMBLE, NAME_END | CALL_END),  # no arguments
+        (PKEY, key_end): Transition(ARGS),  # the key waits for its value
+        # `xml_typed`'s type tag: the schema types the value (HEADER text is dropped).
+        (ARGS, typ): Transition(HEADER),
+        (HEADER, typ_end): Transition(ARGS),
+        (ARGS, value): Transition(PVALUE, VALUE_START),
+        (PVALUE, value_end): Transition(ARGS, PARAM_END),
+        (ARGS, key): Transition(PKEY, PARAM_START),
+        (ARGS, call_end): Transition(PREAMBLE, CALL_END),
+        # A group or call left open: its end closes what is open.
+        (ARGS, IFM_GROUP_END): Transition(CONTENT, CALL_END),
+        (PVALUE, call_end): Transition(PREAMBLE, PARAM_END | CALL_END),
+        (PVALUE, IFM_GROUP_END): Transition(CONTENT, PARAM_END | CALL_END),
+    }
+    return ToolFormat(
+        "k2_horizon",
+        t,
+        CallParams,
+        schema=True,
+        known_names=True,  # vLLM refuses a call to a tool the request does not offer
+        # No structural tag: required / named choices are read as the model writes them.
+        forced=FORCED_NATIVE,
+    )
+
+
+BLOCK_REASONING_FORMATS: dict[str, ReasoningFormat] = {
+    "inkling": INKLING_REASONING,
+    "k2_horizon": _k2_horizon_reasoning(),
+}
+BLOCK_TOOL_FORMATS: dict[str, ToolFormat] = {
+    "inkling": _inkling_tools(),
+    "k2_horizon": _k2_horizon_tools(),
+}
