@@ -232,6 +232,17 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         help="SSE input: JSON object merged into each request's first record "
         "(model, api, chat_request, prompt_token_ids, …)",
     )
+    p.add_argument(
+        "--traceparent",
+        help="W3C traceparent header on every record (the worker's outputs continue its trace)",
+    )
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a record header on every record (tracestate, baggage, a tenant id); repeatable",
+    )
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -252,7 +263,10 @@ def _publish(args: argparse.Namespace) -> int:
         records = [json.loads(line) for line in lines]
 
     async def main() -> int:
-        async with Publisher(args.bootstrap_servers, args.topic) as pub:
+        headers = dict(h.split("=", 1) for h in args.header)
+        if args.traceparent:
+            headers["traceparent"] = args.traceparent
+        async with Publisher(args.bootstrap_servers, args.topic, headers) as pub:
             for rec in records:
                 await pub.record(rec)
         return pub.sent

@@ -149,8 +149,15 @@ _KINDS: dict[str, bytes] = {}
 
 
 def _emit(
-    result: BatchResult, request_id: str, seq: str, outputs: list[Output], source: Partition
+    result: BatchResult,
+    request_id: str,
+    seq: str,
+    outputs: list[Output],
+    source: Partition,
+    carry: tuple[tuple[str, bytes], ...] | None = None,
 ) -> None:
+    """`carry`: the input record's trace and --pass-headers headers (`worker.propagation`),
+    onto every output it produced."""
     rid, seq_b = request_id.encode(), seq.encode()
     for part, o in enumerate(outputs):
         kind = _KINDS.get(o.kind) or _KINDS.setdefault(o.kind, o.kind.encode())
@@ -160,6 +167,8 @@ def _emit(
             (H_PART, _PARTS[part] if part < len(_PARTS) else str(part).encode()),
             (H_KIND, kind),
         ]
+        if carry:
+            headers += carry
         result.outputs.append(OutRecord(request_id, o.value, headers, o.kind, source))
 
 
@@ -221,7 +230,11 @@ def process_batch(
                     OutRecord(
                         d.record.key or "",
                         d.record.value,
-                        [(H_ERROR, bad.reason.encode()), (H_SOURCE, d.record.source.encode())],
+                        [
+                            (H_ERROR, bad.reason.encode()),
+                            (H_SOURCE, d.record.source.encode()),
+                            *(d.record.headers or ()),
+                        ],
                         DLQ,
                         d.record.partition,
                     )
@@ -262,7 +275,7 @@ def process_batch(
             results[st.result] += 1
             seq = str(rec.seq)
         if st.outputs:
-            _emit(result, rid, seq, st.outputs, partition_of[rid])
+            _emit(result, rid, seq, st.outputs, partition_of[rid], d.record.headers)
         if st.result != DUPLICATE:
             live[rid] = (st.state, loaded)
         if st.blob is not None:

@@ -35,6 +35,9 @@ class InRecord(msgspec.Struct, gc=False):
     # The partition it was read from: the unit whose offsets are committed and whose
     # owner epoch fences the states its requests write.
     partition: Partition = None
+    # The input headers its outputs carry (W3C trace context, baggage, --pass-headers:
+    # `worker.propagation`), kept by the source; None, at no cost, when there are none.
+    headers: tuple[tuple[str, bytes], ...] | None = None
 
     @property
     def source(self) -> str:

@@ -9,13 +9,18 @@ raw vLLM `/inference/v1/generate` SSE lines (`data: {GenerateStreamResponse}` â€
         await pub.chunk("chatcmpl-1", {"choices": [{"index": 0, "token_ids": [9707]}]},
                         context={"model": "deepseek-v4", "chat_request": {...}})
         await pub.end("chatcmpl-1")
+
+A request's trace context goes along as the W3C record headers the worker copies onto
+its outputs: `pub.trace(request_id, traceparent)` before its first record (or
+`Publisher(..., headers={"traceparent": ...})` for every record, as `publish
+--traceparent` does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -28,8 +33,17 @@ SSE_DONE = "[DONE]"
 
 
 class Publisher:
-    def __init__(self, bootstrap_servers: str, topic: str = INPUT_TOPIC, **producer: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str = INPUT_TOPIC,
+        headers: Mapping[str, str] | None = None,
+        **producer: Any,
+    ) -> None:
         self.topic = topic
+        # Record headers: on every record, and per request (`trace`).
+        self._headers = [(k, v.encode()) for k, v in (headers or {}).items()]
+        self._request_headers: dict[str, list[tuple[str, bytes]]] = {}
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap_servers, acks="all", linger_ms=5, **producer
         )
@@ -52,6 +66,20 @@ class Publisher:
         finally:
             await self._producer.stop()
 
+    def trace(
+        self,
+        request_id: str,
+        traceparent: str,
+        tracestate: str | None = None,
+        baggage: str | None = None,
+    ) -> None:
+        """The request's records carry this W3C trace context (its creation context: the
+        engine's span of the request), and the worker's outputs continue its trace."""
+        given = (("traceparent", traceparent), ("tracestate", tracestate), ("baggage", baggage))
+        trace = [(k, v.encode()) for k, v in given if v]
+        names = {k for k, _ in trace}
+        self._request_headers[request_id] = [h for h in self._headers if h[0] not in names] + trace
+
     def next_seq(self, request_id: str) -> int:
         return self._next_seq.get(request_id, 0)
 
@@ -62,7 +90,12 @@ class Publisher:
             record = {**record, "seq": self.next_seq(rid)}
         self._next_seq[rid] = max(self.next_seq(rid), int(record["seq"]) + 1)
         value = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-        self._pending.append(await self._producer.send(self.topic, value, key=rid.encode()))
+        headers = self._request_headers.get(rid, self._headers)
+        if record.get("type") in ("end", "abort"):  # (the request's last record)
+            self._request_headers.pop(rid, None)
+        self._pending.append(
+            await self._producer.send(self.topic, value, key=rid.encode(), headers=headers)
+        )
         self.sent += 1
         if len(self._pending) >= 1000:
             await self.flush()

@@ -68,7 +68,9 @@ from worker.failures import (
 from worker.loop import StepTimeout, bounded, run_batch
 from worker.metrics import Metrics
 from worker.ports import Batch, Fenced, Sink, StateStore
+from worker.propagation import carried_names
 from worker.settings import EXACTLY_ONCE, Settings
+from worker.tracing import traced_run_batch
 
 log = logging.getLogger("derender.worker")
 
@@ -118,6 +120,7 @@ class Runner:
         self._stalls = 0
         # The lease on the partitions, the lanes' polls and batches in flight.
         self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
+        self.run_batch = run_batch  # (in spans, when OTEL_* asks: `run` sets it)
 
     def __repr__(self) -> str:
         t = self.totals
@@ -142,6 +145,7 @@ class Runner:
                 loop.add_signal_handler(sig, self.request_stop)
         code = 0
         try:
+            self.run_batch = traced_run_batch(self.s, run_batch)
             await self._start_store()
             fresh = True
             while not self.stopping.is_set():
@@ -360,6 +364,7 @@ class Runner:
             share,
             timeout_ms=self.s.poll_timeout_ms,
             max_records=self.s.max_batch,
+            carry=carried_names(self.s.pass_headers),
         )
 
     async def _lane(self, lane: int, source: KafkaSource, halt: asyncio.Event) -> None:
@@ -380,7 +385,7 @@ class Runner:
     async def _handle(self, batch: Batch, checkpoint: Checkpoint) -> None:
         assert self.sink is not None
         try:
-            report = await run_batch(
+            report = await self.run_batch(
                 batch,
                 registry=self.registry,
                 sink=self.sink,

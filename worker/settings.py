@@ -14,6 +14,7 @@ from typing import Any
 
 from worker import constants
 from worker.cpus import usable_cpus
+from worker.propagation import pass_header_names
 from worker.urls import redact_url
 
 ENV_PREFIX = constants.ENV_PREFIX
@@ -204,6 +205,13 @@ FLAGS: list[Flag] = [
     ),
     Flag("log-format", "text", "text or json"),
     Flag("log-level", "INFO", "DEBUG, INFO, WARNING or ERROR"),
+    Flag(
+        "pass-headers",
+        None,
+        "input header names, comma-separated, copied onto every record an input record "
+        "produces (a tenant id a deployment routes by), as traceparent, tracestate and "
+        "baggage always are",
+    ),
 ]
 
 
@@ -253,6 +261,7 @@ class Settings:
     event_loop: str
     log_format: str
     log_level: str
+    pass_headers: str | None
 
     def redacted(self) -> dict[str, Any]:
         """The settings as they may be logged: secrets masked."""
@@ -338,5 +347,9 @@ def validate(s: Settings) -> None:
         raise SettingsError("--processes must be at least 1 (or auto)")
     if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
         raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
+    try:
+        pass_header_names(s.pass_headers)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     if len({s.input_topic, s.output_topic, s.dlq_topic}) != 3:
         raise SettingsError("--input-topic, --output-topic and --dlq-topic must differ")

@@ -1,7 +1,9 @@
 """JSONL files for `replay`: a `Source` of input lines, a `Sink` of output lines.
 
-Input line: a ChunkRecord, or a Kafka-shaped envelope `{"key", "value", "timestamp"}`
-(value: the record object, or its JSON text as a string). Output line:
+Input line: a ChunkRecord, or a Kafka-shaped envelope `{"key", "value", "timestamp",
+"headers"}` (value: the record object, or its JSON text as a string; headers, optional:
+`{str: str}` as in output lines, of which the trace headers are carried onto the outputs,
+as `run` carries a Kafka record's). Output line:
 `{"key": str, "headers": {str: str}, "value": <JSON, or the string "[DONE]">}`; the
 value bytes are exactly what `run` publishes. Records that would go to the dead-letter
 topic become lines with `derender-kind: dlq` and the verbatim input as a string.
@@ -17,6 +19,7 @@ import msgspec
 
 from worker.constants import DLQ, DONE_KIND, H_KIND
 from worker.ports import Batch, InRecord, OutRecord, Partition
+from worker.propagation import TRACE_HEADERS, carried
 
 
 class ReplayLine(msgspec.Struct):
@@ -30,6 +33,7 @@ class _Envelope(msgspec.Struct):
     key: str | None = None
     timestamp: int | None = None
     request_id: Any = None
+    headers: dict[str, str] | None = None
 
 
 _line_encoder = msgspec.json.Encoder()
@@ -37,7 +41,9 @@ _envelope_decoder = msgspec.json.Decoder(_Envelope)
 _value_encoder = msgspec.json.Encoder()
 
 
-def read_records(stream: IO[bytes], name: str) -> Iterator[InRecord]:
+def read_records(
+    stream: IO[bytes], name: str, carry: frozenset[str] = TRACE_HEADERS
+) -> Iterator[InRecord]:
     for lineno, raw in enumerate(stream, start=1):
         line = raw.strip()
         if not line:
@@ -51,8 +57,16 @@ def read_records(stream: IO[bytes], name: str) -> Iterator[InRecord]:
         if env.request_id is None and env.value is not None:
             value = env.value
             blob = value.encode() if isinstance(value, str) else _value_encoder.encode(value)
+            headers = None
+            if env.headers:
+                headers = carried(((k, v.encode()) for k, v in env.headers.items()), carry)
             yield InRecord(
-                blob, key=env.key, timestamp_ms=env.timestamp, origin=source, partition=name
+                blob,
+                key=env.key,
+                timestamp_ms=env.timestamp,
+                origin=source,
+                partition=name,
+                headers=headers,
             )
         else:
             yield InRecord(line, origin=source, partition=name)
@@ -76,10 +90,16 @@ class FileSource:
     """`Source` over a JSONL stream, `batch_size` records a poll: one partition (the
     file's name), whose offsets are the records' positions in it."""
 
-    def __init__(self, stream: IO[bytes], name: str, batch_size: int) -> None:
+    def __init__(
+        self,
+        stream: IO[bytes],
+        name: str,
+        batch_size: int,
+        carry: frozenset[str] = TRACE_HEADERS,
+    ) -> None:
         self.name = name
         self.batch_size = batch_size
-        self._records = read_records(stream, name)
+        self._records = read_records(stream, name, carry)
         self._offset = 0
         self._again: list[InRecord] = []  # a rewound batch, delivered before the rest
         self.committed: int | None = None  # the next offset to read, once committed

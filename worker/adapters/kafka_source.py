@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from worker.ports import Batch, InRecord, Partition
+from worker.propagation import TRACE_HEADERS, carried
 
 log = logging.getLogger("derender.worker")
 
@@ -32,8 +33,11 @@ class KafkaSource:
         *,
         timeout_ms: int,
         max_records: int,
+        carry: frozenset[str] = TRACE_HEADERS,
     ) -> None:
         self.consumer = consumer
+        # The input headers the outputs carry (`worker.propagation`).
+        self.carry = carry
         self.group_id = group_id
         self.share = share
         self.timeout_ms = timeout_ms
@@ -52,6 +56,7 @@ class KafkaSource:
         records: list[InRecord] = []
         first: dict[Partition, int] = {}
         last: dict[Partition, int] = {}
+        carry = self.carry
         for tp, msgs in fetched.items():
             first[tp] = msgs[0].offset
             last[tp] = msgs[-1].offset
@@ -64,6 +69,7 @@ class KafkaSource:
                         m.timestamp,
                         (tp.topic, tp.partition, m.offset),
                         tp,
+                        carried(m.headers, carry) if m.headers else None,
                     )
                 )
         return Batch(records, first, last)

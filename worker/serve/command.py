@@ -120,6 +120,15 @@ def run(args: argparse.Namespace) -> int:
         state_secret=s.state_key,
         max_body_bytes=s.max_body_bytes,
     )
+    from worker.tracing import TracingUnavailable, setup
+
+    try:
+        tracing = setup()  # a SERVER span per request when OTEL_* asks (worker/tracing.py)
+    except TracingUnavailable as exc:
+        log.error("cannot serve: %s", exc)
+        return 2
+    if tracing is not None:
+        app = tracing.server_spans(app)
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -1,0 +1,117 @@
+"""One trace from `publish --traceparent` through a real worker to a `tail` reader (#27).
+
+Real broker, real redis-server, `derender-worker publish` and `run` as processes, the
+worker exporting with the real OTLP/HTTP exporter (configured only by OTEL_* variables)
+to a receiver that decodes its protobuf bodies (tests/otlp_receiver.py), and
+`worker.tail.tail` reading the output topic as a gateway would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from tests.integration.harness import ROOT, WorkerProcess, interleave, make_generations
+from tests.otlp_receiver import Span, otel_env, otlp_receiver
+from worker.tail import tail
+
+pytestmark = pytest.mark.integration
+
+TRACE_ID, PARENT_ID = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+
+
+def test_a_trace_runs_from_publish_through_the_worker_to_tail(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    gens = make_generations(deepseek, 6, seed=27)
+    records = interleave(gens, seed=28)
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with otlp_receiver() as receiver:
+        worker = worker_factory(
+            "--pass-headers", "x-tenant", env=otel_env(receiver, "derender-e2e")
+        )
+        # The engine's end: its span of the request is the records' creation context.
+        subprocess.run(
+            [
+                sys.executable, "-m", "worker", "publish", str(path),
+                "--bootstrap-servers", kafka_bootstrap,
+                "--topic", topics["input"],
+                "--traceparent", TRACEPARENT,
+                "--header", "tracestate=engine=1",
+                "--header", "baggage=tenant.tier=gold",
+                "--header", "x-tenant=acme",
+                "--header", "x-private=not-for-gateways",
+            ],
+            cwd=ROOT,
+            check=True,
+            timeout=60,
+        )  # fmt: skip
+        # The gateway's end.
+        out = io.StringIO()
+        done = asyncio.run(
+            asyncio.wait_for(
+                tail(kafka_bootstrap, topics["output"], out, raw=True, max_requests=len(gens)),
+                120,
+            )
+        )
+        assert done == len(gens)
+        assert worker.stop() == 0, worker.log_tail()  # (its last spans are flushed at exit)
+
+        def complete(spans: list[Span]) -> bool:
+            counted = sum(
+                s.attributes.get("messaging.batch.message_count", 0)
+                for s in spans
+                if s.kind == "CONSUMER"
+            )
+            return counted >= len(records)
+
+        spans = receiver.wait_for(complete)
+
+    processes = [s for s in spans if s.kind == "CONSUMER"]
+    sends = {s.span_id: s for s in spans if s.kind == "PRODUCER"}
+    for p in processes:
+        assert p.name == f"process {topics['input']}"
+        assert p.service == "derender-e2e"
+        assert p.parent_span_id == ""
+        assert [(lk.trace_id, lk.span_id) for lk in p.links] == [(TRACE_ID, PARENT_ID)]
+        (link,) = p.links
+        assert link.attributes["messaging.kafka.offset"] >= 0
+        assert int(link.attributes["messaging.destination.partition.id"]) in range(4)
+        assert p.attributes["messaging.system"] == "kafka"
+        assert p.attributes["messaging.destination.name"] == topics["input"]
+        assert p.attributes["messaging.consumer.group.name"] == worker.group_id
+        assert p.attributes["messaging.batch.message_count"] >= 1
+        assert "error.type" not in p.attributes
+    for s in sends.values():
+        assert s.name == f"send {topics['output']}"
+        # The engine's trace goes on through the worker: the send spans are its children.
+        assert (s.trace_id, s.parent_span_id) == (TRACE_ID, PARENT_ID)
+        assert s.attributes["messaging.destination.name"] == topics["output"]
+        (link,) = s.links
+        assert link.span_id in {p.span_id for p in processes}
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(lines) >= len(records)  # (every input record gives at least one output)
+    for line in lines:
+        headers = line["headers"]
+        _, trace_id, span_id, _ = headers["traceparent"].split("-")
+        # Each output names the send span that produced it: the gateway continues from it.
+        assert trace_id == TRACE_ID and span_id in sends, headers
+        assert headers["tracestate"] == "engine=1"
+        assert headers["baggage"] == "tenant.tier=gold"
+        assert headers["x-tenant"] == "acme"  # --pass-headers
+        assert "x-private" not in headers
