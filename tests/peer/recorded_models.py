@@ -41,6 +41,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from tests import synthetic_cohere
 from tests import synthetic_families as synth_families
 from tests import synthetic_tokenizers as synth
 from tests.offline_tokenizers import offline_file, offline_tokenizer_json
@@ -316,6 +317,30 @@ def olmo3() -> Files:
     )
 
 
+def cohere() -> Files:
+    """Cohere Command A (cohere_command3 and cohere_command4 are served from it): EOS
+    `<|END_OF_TURN_TOKEN|>`, as Command A's generation config says."""
+    tok = synthetic_cohere.cohere_tokenizer()
+    tok_config = _marker_config(
+        synthetic_cohere.COHERE_MARKERS,
+        bos_token="<BOS_TOKEN>",
+        eos_token="<|END_OF_TURN_TOKEN|>",
+        pad_token="<PAD>",
+    )
+    [bos, pad, eos] = _ids(tok, "<BOS_TOKEN>", "<PAD>", "<|END_OF_TURN_TOKEN|>")
+    config = {
+        "architectures": ["Cohere2ForCausalLM"],
+        "model_type": "cohere2",
+        "vocab_size": 151936,
+        "bos_token_id": bos,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "max_position_embeddings": 131072,
+        **BF16,
+    }
+    return _files(tok.to_str(), tok_config, "cohere.jinja", config)
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -328,6 +353,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "llama4": llama4,
     "granite": granite,
     "olmo3": olmo3,
+    "cohere": cohere,
 }
 
 

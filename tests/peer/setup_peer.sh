@@ -103,6 +103,15 @@ else
   fi
   say "vllm $have installed"
 fi
+# vLLM's Cohere Command A parsers (cohere_command3 / cohere_command4) import cohere_melody,
+# which vLLM's requirements do not list.
+MELODY=cohere-melody==0.15.3
+if "$VENV/bin/python" -c 'import cohere_melody' 2>/dev/null; then
+  say "venv $VENV already has cohere-melody"
+else
+  say "installing $MELODY (vLLM's Cohere parsers)"
+  "$VENV/bin/pip" install -q "$MELODY"
+fi
 
 # 2. The model folder: DeepSeek V4's tokenizer files and a config.json naming the
 #    architecture (vLLM then picks tokenizer_mode deepseek_v4). No weights.

@@ -191,6 +191,10 @@ RECORDED_SPECS = {
         _recorded("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3"),
         _recorded("llama4_pythonic", "llama4", None, "llama4_pythonic"),
         _recorded("llama4_json", "llama4", None, "llama4_json"),
+        # Cohere Command A: one folder, the cmd3 and the cmd4 parsers (vLLM runs both
+        # through the cohere_melody library, which the peer venv needs).
+        _recorded("cohere_command3", "cohere", "cohere_command3", "cohere_command3"),
+        _recorded("cohere_command4", "cohere", "cohere_command4", "cohere_command4"),
         # Granite 3.x: one folder, the granite parsers and granite-20b-functioncalling's.
         _recorded("granite", "granite", "granite", "granite"),
         _recorded("granite_20b_fc", "granite", None, "granite-20b-fc"),

@@ -27,6 +27,7 @@ from tests.core.parsers.harness import (
     marker_tokenizer,
 )
 from tests.core.parsers.samples_blocks import block_setups
+from tests.core.parsers.samples_cohere import cohere_setups
 from tests.core.parsers.samples_families import family_setups
 
 Args = dict[str, Any]
@@ -366,6 +367,8 @@ SETUPS: dict[str, Setup] = {
 
 # Inkling (samples_blocks.py).
 SETUPS.update(block_setups(Setup))
+# Cohere Command A (samples_cohere.py).
+SETUPS.update(cohere_setups(Setup))
 # Granite 3.x, OLMo 3, Step-3, Hunyuan, ERNIE 4.5 (samples_families.py).
 SETUPS.update(family_setups(Setup))
 

@@ -40,6 +40,7 @@ from tests.core.parsers.samples import (
     render_deepseek_v32,
 )
 from tests.core.parsers.samples_blocks import BLOCK_TOKENIZERS
+from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, compile_parser
@@ -154,6 +155,8 @@ def truth(setup: Setup, conv: Conversation) -> Result:
     reasoning = (
         conv.reasoning.rstrip() if fmt is not None and fmt.strip_trailing else conv.reasoning
     )
+    if fmt is not None and fmt.trim_segments:  # melody's trimming (Cohere)
+        reasoning, content = cohere_truth(setup.name, conv)
     return Result(reasoning or None, content or None, calls)  # type: ignore[arg-type]
 
 
@@ -171,6 +174,8 @@ def _tokenizer(key: str) -> Tokenizer:
         return synthetic_tokenizers.kimi_k3_tokenizer()  # a real vocabulary + K3's markers
     if key in BLOCK_TOKENIZERS:
         return BLOCK_TOKENIZERS[key]()  # a real vocabulary + the family's markers
+    if key in COHERE_TOKENIZERS:
+        return COHERE_TOKENIZERS[key]()  # a real vocabulary + Command A's markers
     if key in FAMILY_TOKENIZERS:
         return FAMILY_TOKENIZERS[key]()  # a real vocabulary + the family's markers
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()

@@ -30,8 +30,6 @@ ACCEPTED = {"reasoning": set(REASONING_FORMATS), "tool": set(TOOL_FORMATS)}
 # each family's change removes its own lines.
 NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "beam"),
-    ("reasoning", "cohere_command3"),
-    ("reasoning", "cohere_command4"),
     ("reasoning", "ernie45"),
     ("reasoning", "hf"),
     ("reasoning", "hunyuan_a13b"),
@@ -45,8 +43,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "step3"),
     ("tool", "apertus"),
     ("tool", "beam"),
-    ("tool", "cohere_command3"),
-    ("tool", "cohere_command4"),
     ("tool", "dots"),
     ("tool", "ernie45"),
     ("tool", "gigachat3"),

@@ -71,6 +71,7 @@ from tokenizers import Tokenizer
 from tests import synthetic_families as synth_families
 from tests import synthetic_tokenizers as synth
 from tests.core.parsers.block_deviations import BLOCK_DEVIATIONS, BLOCK_FAMILIES
+from tests.core.parsers.cohere_deviations import COHERE_DEVIATIONS, COHERE_FAMILIES
 from tests.core.parsers.family_deviations import FAMILY_DEVIATIONS
 from tests.core.parsers.harness import Result, merge, parser, request
 from tests.offline_tokenizers import offline_tokenizer
@@ -410,6 +411,9 @@ FAMILIES.update({name: Family(*fam) for name, fam in BLOCK_FAMILIES.items()})
 DEVIATIONS.update(BLOCK_DEVIATIONS)
 # Granite 3.x, OLMo 3, Step-3, Hunyuan, ERNIE 4.5 (family_deviations.py).
 DEVIATIONS.update(FAMILY_DEVIATIONS)
+# Cohere Command A (cohere_deviations.py).
+FAMILIES.update({name: Family(*fam) for name, fam in COHERE_FAMILIES.items()})
+DEVIATIONS.update(COHERE_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 

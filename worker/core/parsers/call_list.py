@@ -158,7 +158,7 @@ def _maybe_header(scope: Scope, call: CallList, shape: CallShape) -> None:
 
 def _value_start(scope: Scope, call: CallList, c: str, shape: CallShape) -> None:
     key = _key(call)
-    if key == "name" and not call.name and c == '"':
+    if key == shape.name_key and not call.name and c == '"':
         call.value, call.head = V_NAME, ""
     elif key in shape.arg_keys and not call.args_seen:
         call.args_seen = True

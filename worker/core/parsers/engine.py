@@ -54,6 +54,7 @@ from worker.core.parsers.grammar import (
     HEAD_OPEN,
     HEAD_TEXT,
     HEADER,
+    HELD_WS,
     NAME,
     NAME_END,
     PARAM_END,
@@ -62,6 +63,8 @@ from worker.core.parsers.grammar import (
     PTYPE,
     PVALUE,
     REASONING,
+    SEGMENT,
+    TRIM_LEFT,
     VALUE_START,
     Transition,
 )
@@ -71,6 +74,7 @@ from worker.core.parsers.spec import ParserSpec
 from worker.core.parsers.state import (
     APPEND_THINK,
     HIDE_REASONING,
+    LEFT_TRIM,
     MSG_COUNTS,
     MSG_JOIN,
     MSG_NAMED,
@@ -317,6 +321,14 @@ class _Run(Scope):
             name_done(self, call)
         if act & CALL_END:
             scanners.close_call(self)
+        if act & SEGMENT:
+            st.rws = ""  # melody drops a segment's trailing whitespace (Cohere)
+        elif act & HELD_WS:
+            st.flags &= ~LEFT_TRIM  # (markup is text to melody's trims: the left one ends)
+            if st.rws:
+                prose.held_ws(self, prev)
+        if act & TRIM_LEFT:
+            st.flags |= LEFT_TRIM
         if act & CALL_START:
             # (Only tool tables start calls, so the format is there.)
             fmt = self.fmt
@@ -345,7 +357,9 @@ class _Run(Scope):
                 st.msg &= ~MSG_NAMED  # a new block: its first line may be its name
         elif prev == REASONING:
             st.started = False  # the answer starts now: sniff and whitespace rules apply
-            st.rws = ""
+            rf = self.spec.reasoning
+            if rf is None or not rf.trim_segments:  # (those drop it at SEGMENT markers)
+                st.rws = ""
         if tr.keep:
             again = self.machine.transitions.get((st.state, literal))
             if again is not None and not again.keep:
@@ -366,9 +380,9 @@ class _Run(Scope):
             return prose.content(self, text)
         if state == REASONING:
             rf = self.spec.reasoning
-            if (rf is not None and rf.prefix and not st.msg & MSG_NAMED) or (
-                self.spec.strip_reasoning and (st.rws or text[-1:].isspace())
-            ):
+            if (
+                rf is not None and ((rf.prefix and not st.msg & MSG_NAMED) or rf.trim_segments)
+            ) or (self.spec.strip_reasoning and (st.rws or text[-1:].isspace())):
                 prose.reasoning(self, text)  # a channel name to drop, or whitespace to hold
             elif not st.flags & HIDE_REASONING:
                 self.out.append(Reasoning(text))  # the common case, kept inline

@@ -12,6 +12,10 @@ Formats follow reference/vllm-parsers.md §2 (the section is named at each confi
 from __future__ import annotations
 
 from worker.core.parsers.block_formats import BLOCK_REASONING_FORMATS, BLOCK_TOOL_FORMATS
+from worker.core.parsers.cohere_formats import (
+    REASONING_FORMATS as COHERE_REASONING_FORMATS,
+)
+from worker.core.parsers.cohere_formats import TOOL_FORMATS as COHERE_TOOL_FORMATS
 from worker.core.parsers.family_formats import FAMILY_REASONING_FORMATS, FAMILY_TOOL_FORMATS
 from worker.core.parsers.frames import HARMONY
 from worker.core.parsers.grammar import FORCED_JSON, FORCED_NATIVE, ToolFormat
@@ -91,6 +95,10 @@ REASONING_FORMATS.update(BLOCK_REASONING_FORMATS)
 # ERNIE 4.5 (family_formats.py).
 TOOL_FORMATS.update(FAMILY_TOOL_FORMATS)
 REASONING_FORMATS.update(FAMILY_REASONING_FORMATS)
+
+# vllm-parsers-0.33.md row 19: Cohere Command A (cohere_formats.py).
+TOOL_FORMATS.update(COHERE_TOOL_FORMATS)
+REASONING_FORMATS.update(COHERE_REASONING_FORMATS)
 
 
 def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:

@@ -43,6 +43,14 @@ HEAD_TEXT = 128  # the marker is header text (Harmony's <|channel|>, <|constrain
 HEAD_DONE = 256  # the header is complete: it picks the body's state (prose.body)
 # The message header read so far is content (Inkling: a header that no block kind follows).
 HEAD_FLUSH = 512
+# melody's trimming (ReasoningFormat.trim_segments, Cohere): the marker ends a text
+# segment, whose held trailing whitespace is dropped; TRIM_LEFT: the text after it starts
+# at its first non-whitespace (up to the first text sent, content or reasoning).
+SEGMENT = 1024
+TRIM_LEFT = 2048
+# The whitespace held before the marker is text after all, and a left trim ends: the
+# marker is markup inside a segment (melody trims the raw text, citation markup included).
+HELD_WS = 4096
 
 # -- JSON call lists (CallList) ----------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -82,6 +90,8 @@ class CallShape:
 
     shape: int
     arg_keys: tuple[str, ...] = ("arguments",)
+    # The key of the call's name (Cohere's `tool_name`).
+    name_key: str = "name"
     # The header waits for the arguments key (llama3: `{"name": "x"}` alone is no call).
     need_args_key: bool = False
 
@@ -181,6 +191,13 @@ class ReasoningFormat:
     # 3.2's phrases are no tokens and may follow other text); after the block ended the
     # markers are text (engine.transition).
     opens_once: bool = False
+    # More transitions (markers that switch between text modes from every state, as
+    # Cohere's melody filter's special tokens do), applied last.
+    more: tuple[tuple[tuple[int, str], Transition], ...] = ()
+    # melody's trimming (Cohere): every text segment, content or reasoning, loses its
+    # trailing whitespace (held in `rws` until text follows; a SEGMENT marker or the end
+    # drops it) and, after a TRIM_LEFT marker, its leading whitespace.
+    trim_segments: bool = False
 
     def table(self) -> Table:
         if self.frames is not None:
@@ -192,12 +209,13 @@ class ReasoningFormat:
             if self.opens_once:
                 t[(CONTENT, start)] = Transition(REASONING)
         if self.once:
-            return t
+            return {**t, **dict(self.more)}
         t[(CONTENT, self.end)] = Transition(CONTENT)  # stray end: absorbed
         if self.reenter:
             t[(CONTENT, self.start)] = Transition(REASONING)
         for marker in self.implicit_end:
             t[(REASONING, marker)] = Transition(CONTENT, keep=True)
+        t.update(self.more)
         return t
 
 

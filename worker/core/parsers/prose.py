@@ -20,6 +20,7 @@ from worker.core.parsers.grammar import ARGS, CONTENT, DROP, FRAME, GAP, REASONI
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import (
     HIDE_REASONING,
+    LEFT_TRIM,
     MSG_BEGUN,
     MSG_CONTENT,
     MSG_COUNTS,
@@ -53,6 +54,11 @@ def reasoning(scope: Scope, text: str) -> None:
     """Text in the REASONING state (outside message frames)."""
     st = scope.st
     rf = scope.spec.reasoning
+    if rf is not None and rf.trim_segments:
+        text = trimmed(scope, text)
+        if text and not st.flags & HIDE_REASONING:
+            scope.out.append(Reasoning(text))
+        return
     if rf is not None and rf.prefix and not st.msg & MSG_NAMED:
         text = _prefix(scope, text, rf.prefix)
         if not text:
@@ -110,6 +116,37 @@ def _strip_trailing(scope: Scope, text: str) -> None:
     st.rws = text[len(body) :]
 
 
+def trimmed(scope: Scope, text: str) -> str:
+    """melody's trimming (ReasoningFormat.trim_segments, Cohere): what of `text` goes
+    out now. Trailing whitespace waits in `rws` (more text sends it, a SEGMENT marker or
+    the end drops it, as melody trims each segment's end); after a TRIM_LEFT marker,
+    leading whitespace is dropped until some text goes out."""
+    st = scope.st
+    buf = st.rws + text if st.rws else text
+    st.rws = ""
+    if st.flags & LEFT_TRIM:
+        buf = buf.lstrip()
+        if not buf:
+            return ""
+        st.flags &= ~LEFT_TRIM
+    body = buf.rstrip()
+    if len(buf) - len(body) > WS_HOLD_MAX:  # bounded: a long run goes out as it is
+        return buf
+    st.rws = buf[len(body) :]
+    return body
+
+
+def held_ws(scope: Scope, state: int) -> None:
+    """The trailing whitespace held in `rws` is text of `state` after all (markup
+    follows it: HELD_WS)."""
+    st = scope.st
+    ws, st.rws = st.rws, ""
+    if state == CONTENT:
+        _answer(scope, ws)
+    elif state == REASONING and not st.flags & HIDE_REASONING:
+        scope.out.append(Reasoning(ws))
+
+
 # -- content ------------------------------------------------------------------------------
 
 
@@ -118,6 +155,11 @@ def content(scope: Scope, text: str) -> int:
     list opened inside it: the rest is the list's)."""
     st = scope.st
     rf = scope.spec.reasoning
+    if rf is not None and rf.trim_segments:
+        body = trimmed(scope, text)
+        if body:
+            _answer(scope, body)  # (no sniffing format trims: all of it is used)
+        return len(text)
     if rf is not None and rf.lstrip_newlines and not st.msg & MSG_BEGUN:
         body = text.lstrip("\n")
         if len(body) < len(text):

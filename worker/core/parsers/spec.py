@@ -91,7 +91,7 @@ def compile_parser(
     # matched on text even then (vLLM finds Gemma's `<|"|>` in the text).
     shown = set(tools.text_markers) if tools is not None else set()
     if reasoning is not None and reasoning.text_match:
-        shown |= {reasoning.start, reasoning.end}
+        shown |= {reasoning.start, reasoning.end, *(m for (_, m), _ in reasoning.more)}
     token_markers = {m for m in markers if m in added and m not in shown}
     marker_text = {added[m][0]: m for m in token_markers}
     special_markers = frozenset(m for m in token_markers if added[m][1])

@@ -59,6 +59,9 @@ APPEND_THINK = 64
 # The request asks for content even when the answer wrote only reasoning
 # (ReasoningFormat.swap: `force_nonempty_content: true` or `enable_thinking: false`).
 FORCE_CONTENT = 128
+# A TRIM_LEFT marker was read (Cohere's `<|START_THINKING|>`): leading whitespace is
+# dropped until some text, content or reasoning, is sent (melody's left trim).
+LEFT_TRIM = 256
 
 
 # ParserState.msg (message frames)
