@@ -278,3 +278,20 @@ def test_serve_makes_a_server_span_parented_from_the_requests_traceparent() -> N
     unknown = by_name["POST"]  # (an unknown path names no route)
     assert unknown.attributes["http.response.status_code"] == 404
     assert "error.type" not in unknown.attributes  # (a 4xx is the client's, not ours)
+
+
+def test_a_failure_of_the_tracing_itself_never_fails_the_batch(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker import tracing
+
+    def broken(self: Any, traceparent: bytes, tracestate: bytes | None) -> Any:
+        raise RuntimeError("a bug in the tracing")
+
+    monkeypatch.setattr(tracing.WorkerTracing, "creation", broken)  # (the seam)
+    sink = ListSink()
+    report = _run(_batch([(chunk("a", 0, [19923]), [("traceparent", TP_A)])]), sink)
+    assert report.result.results["ok"] == 1
+    assert sink.outputs
+    for rec in sink.outputs:  # the input's context goes on unchanged, as with tracing off
+        assert ("traceparent", TP_A) in rec.headers

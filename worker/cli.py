@@ -241,8 +241,16 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         action="append",
         default=[],
         metavar="NAME=VALUE",
+        type=_header,
         help="a record header on every record (tracestate, baggage, a tenant id); repeatable",
     )
+
+
+def _header(raw: str) -> tuple[str, str]:
+    name, sep, value = raw.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {raw!r}")
+    return name, value
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -263,7 +271,7 @@ def _publish(args: argparse.Namespace) -> int:
         records = [json.loads(line) for line in lines]
 
     async def main() -> int:
-        headers = dict(h.split("=", 1) for h in args.header)
+        headers = dict(args.header)
         if args.traceparent:
             headers["traceparent"] = args.traceparent
         async with Publisher(args.bootstrap_servers, args.topic, headers) as pub:

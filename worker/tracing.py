@@ -25,6 +25,7 @@ process, and the worker must not change what a host application set globally.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import chain
@@ -40,6 +41,8 @@ if TYPE_CHECKING:  # (the extra may be missing: imported only when tracing is on
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from worker.settings import Settings
+
+log = logging.getLogger("derender.tracing")
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -213,9 +216,17 @@ class WorkerTracing:
         return found
 
     async def process(self, batch: Batch, work: Awaitable[T]) -> T:
-        """`work` (the batch's run) inside its `process <topic>` span."""
-        from opentelemetry import context
-        from opentelemetry.trace import Link, SpanKind, StatusCode
+        """`work` (the batch's run) inside its `process <topic>` span. A failure of the
+        tracing itself never fails the batch: it runs without the span (logged once)."""
+        try:
+            span = self._process_span(batch)
+        except Exception as exc:
+            _untraced(exc)
+            return await work
+        return await self._inside(span, work)
+
+    def _process_span(self, batch: Batch) -> Span:
+        from opentelemetry.trace import Link, SpanKind
 
         t = self.t
         links: dict[bytes, Link] = {}
@@ -246,12 +257,18 @@ class WorkerTracing:
             partition = getattr(tp0, "partition", None)
             if partition is not None:
                 attributes[PARTITION] = str(partition)
-        span = t.tracer.start_span(
+        return t.tracer.start_span(
             f"process {self.input_topic}",
             kind=SpanKind.CONSUMER,
             links=list(links.values()),
             attributes=attributes,
         )
+
+    async def _inside(self, span: Span, work: Awaitable[T]) -> T:
+        from opentelemetry import context
+        from opentelemetry.trace import StatusCode
+
+        t = self.t
         token = context.attach(t.trace.set_span_in_context(span))
         try:
             return await work
@@ -268,6 +285,17 @@ class WorkerTracing:
 
 
 _UNSEEN = object()
+_warned: list[bool] = []
+
+
+def _untraced(exc: Exception) -> None:
+    """Tracing failed (a bug, or the SDK): the worker goes on without it. Logged once a
+    process, so a persistent failure cannot flood the log."""
+    if not _warned:
+        _warned.append(True)
+        log.warning("tracing failed, going on without it: %s: %s", type(exc).__name__, exc)
+
+
 # Parsed creation contexts kept (a few hundred bytes each): about the requests in flight.
 CONTEXT_CACHE_MAX = 65_536
 
@@ -293,7 +321,30 @@ class TracingSink:
         return getattr(self.inner, name)
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
-        from opentelemetry.trace import Link, SpanKind, StatusCode
+        from opentelemetry.trace import StatusCode
+
+        spans: list[Span] = []
+        try:
+            self._send_spans(outputs, dead_letters, spans)
+        except Exception as exc:  # (the tracing's own failure: the records go as they are)
+            _untraced(exc)
+        try:
+            await self.inner.send(outputs, dead_letters)
+        except BaseException as exc:
+            for span in spans:
+                span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
+                span.set_status(StatusCode.ERROR, str(exc))
+            raise
+        finally:
+            for span in spans:
+                span.end()
+
+    def _send_spans(
+        self, outputs: list[OutRecord], dead_letters: list[OutRecord], spans: list[Span]
+    ) -> None:
+        """A send span per destination and creation context; its context into the
+        records' headers. Started spans are appended to `spans` (ended by `send`)."""
+        from opentelemetry.trace import Link, SpanKind
 
         w = self.tracing
         t = w.t
@@ -308,7 +359,6 @@ class TracingSink:
             if group is None:
                 group = groups[(w.topic_of(rec), tp, ts)] = []
             group.append(rec)
-        spans: list[Span] = []
         for (topic, tp, ts), records in groups.items():
             creation = w.creation(tp, ts) if tp is not None else None
             attributes: dict[str, Any] = {
@@ -336,16 +386,6 @@ class TracingSink:
                 rec.headers[:] = [
                     h for h in rec.headers if h[0] != TRACEPARENT and h[0] != TRACESTATE
                 ] + injected
-        try:
-            await self.inner.send(outputs, dead_letters)
-        except BaseException as exc:
-            for span in spans:
-                span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
-                span.set_status(StatusCode.ERROR, str(exc))
-            raise
-        finally:
-            for span in spans:
-                span.end()
 
 
 class ServerSpans:

@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 from tests.integration.harness import ROOT, WorkerProcess, interleave, make_generations
 from tests.otlp_receiver import Span, otel_env, otlp_receiver
+from tests.server_fixtures import TANSU, kafka_plan
 from worker.tail import tail
 
 pytestmark = pytest.mark.integration
@@ -29,21 +30,26 @@ TRACE_ID, PARENT_ID = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 
 
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_a_trace_runs_from_publish_through_the_worker_to_tail(
+    guarantee: str,
     deepseek: Tokenizer,
     kafka_bootstrap: str,
     topics: dict[str, str],
     worker_factory: Callable[..., WorkerProcess],
     tmp_path: Path,
 ) -> None:
+    if guarantee == "exactly-once" and kafka_plan().kind == TANSU:
+        pytest.skip("tansu has no transactions")
     gens = make_generations(deepseek, 6, seed=27)
     records = interleave(gens, seed=28)
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     with otlp_receiver() as receiver:
         worker = worker_factory(
-            "--pass-headers", "x-tenant", env=otel_env(receiver, "derender-e2e")
-        )
+            "--pass-headers", "x-tenant", "--guarantee", guarantee,
+            env=otel_env(receiver, "derender-e2e"),
+        )  # fmt: skip
         # The engine's end: its span of the request is the records' creation context.
         subprocess.run(
             [
@@ -64,7 +70,14 @@ def test_a_trace_runs_from_publish_through_the_worker_to_tail(
         out = io.StringIO()
         done = asyncio.run(
             asyncio.wait_for(
-                tail(kafka_bootstrap, topics["output"], out, raw=True, max_requests=len(gens)),
+                tail(
+                    kafka_bootstrap,
+                    topics["output"],
+                    out,
+                    raw=True,
+                    max_requests=len(gens),
+                    isolation_level="read_committed",
+                ),
                 120,
             )
         )
