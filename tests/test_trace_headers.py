@@ -215,3 +215,31 @@ def test_pass_headers_flag_and_variable() -> None:
     assert _settings([], {"DERENDER_PASS_HEADERS": "x-a,x-b"}).pass_headers == "x-a,x-b"
     with pytest.raises(SettingsError, match="derender-seq"):
         _settings(["--pass-headers", "x-a,derender-seq"], {})
+
+
+def test_the_publisher_puts_each_requests_trace_context_on_its_records() -> None:
+    from worker.publisher import Publisher
+
+    sent: list[tuple[str, list[tuple[str, bytes]]]] = []
+
+    class Producer:  # (the seam: aiokafka's producer)
+        async def send(self, topic: str, value: bytes, key: bytes, headers: Any) -> Any:
+            sent.append((key.decode(), list(headers)))
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+    async def main() -> None:
+        pub = Publisher("unused:9092", headers={"x-tenant": "acme", "tracestate": "old=1"})
+        await pub._producer.stop()  # (the real one, never started: closed, not leaked)
+        pub._producer = Producer()  # type: ignore[assignment]
+        pub.trace("a", TRACEPARENT.decode(), tracestate="engine=1")
+        await pub.chunk("a", {"choices": [{"index": 0, "token_ids": [1]}]})
+        await pub.chunk("b", {"choices": [{"index": 0, "token_ids": [1]}]})
+        await pub.end("a")
+        await pub.chunk("a", {"choices": [{"index": 0, "token_ids": [1]}]})  # (after its end)
+
+    asyncio.run(main())
+    traced = [("x-tenant", b"acme"), ("traceparent", TRACEPARENT), ("tracestate", b"engine=1")]
+    plain = [("x-tenant", b"acme"), ("tracestate", b"old=1")]
+    assert sent == [("a", traced), ("b", plain), ("a", traced), ("a", plain)]

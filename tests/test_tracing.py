@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import inspect
 import json
 import os
 import subprocess
@@ -295,3 +296,47 @@ def test_a_failure_of_the_tracing_itself_never_fails_the_batch(
     assert sink.outputs
     for rec in sink.outputs:  # the input's context goes on unchanged, as with tracing off
         assert ("traceparent", TP_A) in rec.headers
+
+
+@pytest.mark.skipif(
+    "control" not in inspect.signature(run_batch).parameters,
+    reason="the control topic (#27's first part) is not in yet",
+)
+def test_control_records_get_send_spans_of_the_control_topic(receiver: Receiver) -> None:
+    parser = argparse.ArgumentParser()
+    add_flags(parser, environ={})
+    settings = from_args(parser.parse_args([*TOPICS, "--control-topic", "ctl-t"]))
+    traced = traced_run_batch(settings, run_batch)
+    source, sink = ListSource(), ListSink()
+    stop = {"chat_request": {"stop": ["\n"], "stream": True}, "prompt_token_ids": [0]}
+    batch = _batch([(chunk("s", 0, [19923, 201, 2058], **stop), [("traceparent", TP_A)])])
+    asyncio.run(
+        traced(
+            batch,
+            registry=REGISTRY,
+            sink=sink,
+            checkpoint=Checkpoint(source, MemoryStore()),
+            max_record_bytes=1 << 20,
+            control=True,
+        )
+    )
+    (control,) = [o for o in sink.outputs if o.kind == "control"]
+    spans = receiver.wait_for(_complete(2))
+    (send,) = [s for s in spans if s.name == "send ctl-t"]
+    assert (send.trace_id, send.parent_span_id) == (TRACE_A, SPAN_A)
+    assert _traceparent(control) == (send.trace_id, send.span_id)
+
+
+@pytest.mark.parametrize("command", [["run", "--bootstrap-servers", "127.0.0.1:1"], ["serve"]])
+def test_tracing_asked_for_but_impossible_stops_at_start_with_exit_2(command: list[str]) -> None:
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "zipkin", "DERENDER_METRICS_PORT": "0"}
+    env.update(DERENDER_PORT="0", DERENDER_HOST="127.0.0.1")
+    done = subprocess.run(
+        [sys.executable, "-m", "worker", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "OTEL_TRACES_EXPORTER='zipkin'" in done.stderr

@@ -50,7 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SERVICE_NAME = "derender-worker"
 # The control topic's output kind (issue #27's --control-topic): its records go there.
 CONTROL_KIND = "control"
-# What a send span names as its destination when none is configured for a kind.
+# `messaging.system` for Kafka and every Kafka-protocol broker.
 KAFKA = "kafka"
 # Flushing the spans at exit may wait on the collector at most this long (the exporter's
 # own timeout is 10 s: too long inside a pod's grace period).
@@ -133,11 +133,12 @@ class Tracing:
                 "OTEL_* asks for traces but OpenTelemetry is not installed "
                 "(pip install 'derender-worker[otel]')"
             ) from None
-        # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by Resource.create.
-        name = environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME
-        self.provider = TracerProvider(
-            resource=Resource.create({"service.name": name}), shutdown_on_exit=False
-        )
+        # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by Resource.create; our
+        # name only where neither gave one (the SDK's default is "unknown_service").
+        resource = Resource.create()
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+        self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         self.provider.add_span_processor(BatchSpanProcessor(_exporter(environ)))
         # The spans still queued are exported at exit (bounded): every command that
         # traces ends through here, however it ends.
