@@ -313,6 +313,17 @@ def gen_olmo3_call(tok: Tokenizer) -> str:
     return "Hm.</think><function_calls>f(n=1, s=" + repr(_arg(tok)) + ")</function_calls>"
 
 
+def gen_ernie45_call(tok: Tokenizer) -> str:
+    return 'Hm.</think><tool_call>{"name": "f", "arguments": ' + _json_arg(tok) + "}"
+
+
+def gen_step3_call(tok: Tokenizer) -> str:
+    return (
+        "Hm.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>"
+        '<steptml:invoke name="f"><steptml:parameter name="s">' + _arg(tok)
+    )
+
+
 # -- tokenizers: the ones the tests use for each family ----------------------------------------
 
 
@@ -388,6 +399,8 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "marker (Mistral)": _marker("mistral"),
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
+    "Step-3 (synthetic)": _family("step3"),
+    "ERNIE 4.5 (synthetic)": _family("ernie45"),
     "Inkling (synthetic)": _inkling,
     "K2 Horizon (synthetic)": _k2_horizon,
 }
@@ -420,6 +433,8 @@ _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
 _K2H = "<|im_start|>assistant\n<ifm|think>"
 _GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
 _OLMO3 = "<|im_start|>assistant\n"
+_STEP3 = "<|BOT|>assistant\n<think>\n"
+_ERNIE45 = "Assistant: <think>\n"
 
 FORMATS: list[Format] = [
     Format("DeepSeek V4", "deepseek_v4", None, "DeepSeek V4", _DS,
@@ -482,6 +497,14 @@ FORMATS: list[Format] = [
            "reasoning (text think tags)", gen_olmo3_reasoning, REASONING),
     Format("OLMo 3", "olmo3", "olmo3", "Qwen 2.5 (OLMo 3)", _OLMO3,
            "`<function_calls>` pythonic string argument", gen_olmo3_call, ARGS),
+    Format("Step-3", "step3", "step3", "Step-3 (synthetic)", _STEP3,
+           "reasoning (up to </think>)", gen_olmo3_reasoning, REASONING),
+    Format("Step-3", "step3", "step3", "Step-3 (synthetic)", _STEP3,
+           "`<steptml:parameter>` string", gen_step3_call, ARGS),
+    Format("ERNIE 4.5", "ernie45", "ernie45", "ERNIE 4.5 (synthetic)", _ERNIE45,
+           "reasoning (up to </think>)", gen_olmo3_reasoning, REASONING),
+    Format("ERNIE 4.5", "ernie45", "ernie45", "ERNIE 4.5 (synthetic)", _ERNIE45,
+           "`<tool_call>` JSON string argument", gen_ernie45_call, ARGS),
 ]  # fmt: skip
 
 

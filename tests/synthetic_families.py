@@ -8,6 +8,8 @@ base's; ordinary text encodes as the base model does).
 |---|---|---|---|
 | `granite_tokenizer` | `qwen-3` | Granite 3.x role tokens and `<\\|tool_call\\|>` | all |
 | `olmo3_tokenizer` | `qwen-2.5` | none: OLMo 3's markers are text | – |
+| `step3_tokenizer` | `qwen-3` | Step-3's turn and tool-call tokens | all |
+| `ernie45_tokenizer` | `qwen-3` | ERNIE 4.5's sentence tokens; `<response>`, `</response>` | sentence tokens |
 """
 
 from __future__ import annotations
@@ -50,3 +52,49 @@ def olmo3_tokenizer() -> Tokenizer:
     vocabulary as shipped (it has those three and no think or call tokens), EOS
     `<|im_end|>` 151645."""
     return _copy(offline_tokenizer("qwen-2.5"))
+
+
+# StepFun Step-3 (vLLM's `step3` parsers): turns `<|BOT|>ROLE\n…<|EOT|>`; the tool-call
+# block's five full-width markers are special tokens (vLLM turns `skip_special_tokens`
+# off for them); `</think>` must be one token (vLLM's parser looks its id up): the Qwen3
+# base has it (151668, added, not special). `<steptml:…>` tags are text.
+STEP3_MARKERS: tuple[str, ...] = (
+    "<|BOT|>",
+    "<|EOT|>",
+    "<｜tool_calls_begin｜>",
+    "<｜tool_calls_end｜>",
+    "<｜tool_call_begin｜>",
+    "<｜tool_call_end｜>",
+    "<｜tool_sep｜>",
+)
+
+
+@functools.cache
+def _step3() -> Tokenizer:
+    return _extend(offline_tokenizer("qwen-3"), STEP3_MARKERS)
+
+
+def step3_tokenizer() -> Tokenizer:
+    """Qwen3 vocabulary + `STEP3_MARKERS` as special tokens, ids 151669-151675 (`<|EOT|>`
+    151670)."""
+    return _copy(_step3())
+
+
+# Baidu ERNIE 4.5 (vLLM's `ernie45` parsers): `<|begin_of_sentence|>` opens a
+# conversation and `<|end_of_sentence|>` ends a turn (special); the answer may be wrapped in `<response>`
+# … `</response>`, tokens vLLM looks up by id (added, not special, as the Qwen3 base's
+# `<think>` / `</think>` / `<tool_call>` / `</tool_call>` it reuses).
+ERNIE45_SPECIAL: tuple[str, ...] = ("<|begin_of_sentence|>", "<|end_of_sentence|>")
+ERNIE45_ADDED: tuple[str, ...] = ("<response>", "</response>")
+
+
+@functools.cache
+def _ernie45() -> Tokenizer:
+    base = _extend(offline_tokenizer("qwen-3"), ERNIE45_SPECIAL)
+    return _extend(base, ERNIE45_ADDED, special=False)
+
+
+def ernie45_tokenizer() -> Tokenizer:
+    """Qwen3 vocabulary + `ERNIE45_SPECIAL` (special, `<|end_of_sentence|>` 151670) and
+    `ERNIE45_ADDED` (`<response>` 151671, `</response>` 151672)."""
+    return _copy(_ernie45())

@@ -240,3 +240,148 @@ OLMO3 = [
     ),
 ]
 PROBES["olmo3"] = Probe(fam.olmo3_tokenizer, 151645, OLMO3)
+
+# -- StepFun Step-3 ---------------------------------------------------------------------
+
+S_CALLS, S_CALLS_END = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+S_CALL, S_CALL_END, S_SEP = "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"
+
+
+def _s_call(name: str, params: str, kind: str = "function") -> str:
+    return (
+        f'{S_CALL}{kind}{S_SEP}<steptml:invoke name="{name}">{params}</steptml:invoke>{S_CALL_END}'
+    )
+
+
+def _s_param(key: str, value: str) -> str:
+    return f'<steptml:parameter name="{key}">{value}</steptml:parameter>'
+
+
+S_PARIS = _s_call("get_weather", _s_param("city", "Paris"))
+S_BLOCK = S_CALLS + S_PARIS + S_CALLS_END
+STEP3 = [
+    P("reasoning + answer", "I think.</think>Hello."),
+    P("with start tag", "<think>I think.</think>Hello."),
+    P("no end", "still thinking"),
+    P("truncated in reasoning", "still thin", finish="length"),
+    P("empty reasoning", "</think>Hello."),
+    P("empty answer", "I think.</think>"),
+    P("two ends", "R</think>C</think>D"),
+    P("whitespace", "\nR\n</think>\n\nC\n"),
+    P("include_reasoning false", "R</think>C", HIDE),
+    P("call", "R</think>" + S_BLOCK, T),
+    P(
+        "typed params",
+        "R</think>"
+        + S_CALLS
+        + _s_call(
+            "get_weather",
+            _s_param("city", " Paris ")
+            + _s_param("days", "3")
+            + _s_param("include_hourly", "true"),
+        )
+        + S_CALLS_END,
+        T,
+    ),
+    P(
+        "two calls",
+        "R</think>" + S_CALLS + S_PARIS + _s_call("get_current_date", "") + S_CALLS_END,
+        T,
+    ),
+    P("text before block", "R</think>Checking. " + S_BLOCK, T),
+    P("text after block", "R</think>" + S_BLOCK + " Done.", T),
+    P("whitespace before block", "R</think>\n\n" + S_BLOCK, T),
+    P("block without end", "R</think>" + S_CALLS + S_PARIS, T),
+    P(
+        "cut in value",
+        "R</think>"
+        + S_CALLS
+        + S_CALL
+        + "function"
+        + S_SEP
+        + '<steptml:invoke name="get_weather"><steptml:parameter name="city">Par',
+        T,
+        finish="length",
+    ),
+    P(
+        "not a function",
+        "R</think>" + S_CALLS + _s_call("get_weather", _s_param("city", "P"), "code") + S_CALLS_END,
+        T,
+    ),
+    P("tool_choice none", "R</think>Sure. " + S_BLOCK, NONE),
+    P("no tools + call", "R</think>" + S_BLOCK),
+    P(
+        "tool_choice required",
+        'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", 'R</think>{"city": "Paris"}', NAMED),
+    P(
+        "unknown tool",
+        "R</think>" + S_CALLS + _s_call("img_gen", _s_param("p", "1")) + S_CALLS_END,
+        T,
+    ),
+    P(
+        "bad integer",
+        "R</think>"
+        + S_CALLS
+        + _s_call("get_weather", _s_param("city", "P") + _s_param("days", "three"))
+        + S_CALLS_END,
+        T,
+    ),
+    P("call in reasoning", "R" + S_BLOCK + "</think>C", T),
+    P(
+        "multiline value",
+        "R</think>"
+        + S_CALLS
+        + _s_call("get_weather", _s_param("city", "\nNew\nYork\n"))
+        + S_CALLS_END,
+        T,
+    ),
+]
+PROBES["step3"] = Probe(fam.step3_tokenizer, 151670, STEP3)
+
+# -- Baidu ERNIE 4.5 --------------------------------------------------------------------
+
+E_CALL = "<tool_call>\n" + WEATHER + "\n</tool_call>\n"
+ERNIE45 = [
+    P("reasoning + answer", "abc\n</think>\n\ndef"),
+    P("response wrapper", "abc\n</think>\n\n<response>\ndef\n</response>\n"),
+    P("with start tag", "<think>abc\n</think>\ndef"),
+    P("no end", "still thinking"),
+    P("truncated in reasoning", "still thin", finish="length"),
+    P("empty answer", "abc</think>"),
+    P("response without end", "abc</think>\n<response>\ndef"),
+    P("two ends", "R</think>C</think>D"),
+    P("text around response", "R</think>A<response>B</response>C"),
+    P("include_reasoning false", "R\n</think>\n\n<response>\nC\n</response>\n", HIDE),
+    P("call", "R\n</think>\n\n\n" + E_CALL, T),
+    P("two calls", "R</think>" + E_CALL + "<tool_call>\n" + DATE + "\n</tool_call>\n", T),
+    P("text before call", "R</think>Checking.\n\n" + E_CALL, T),
+    P("text after call", "R</think>" + E_CALL + "Done.", T),
+    P("call in response", "R</think>\n<response>\n" + E_CALL + "</response>\n", T),
+    P("invalid json", "R</think><tool_call>{invalid}</tool_call>", T),
+    P("no arguments", 'R</think><tool_call>{"name": "get_current_date"}</tool_call>', T),
+    P("call without end", "R</think><tool_call>\n" + WEATHER, T),
+    P(
+        "cut in value",
+        'R</think><tool_call>{"name": "get_weather", "arguments": {"city": "Pa',
+        T,
+        finish="length",
+    ),
+    P("tool_choice none", "R</think>Sure. " + E_CALL, NONE),
+    P("no tools + call", "R</think>" + E_CALL),
+    P(
+        "tool_choice required",
+        'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", 'R</think>{"city": "Paris"}', NAMED),
+    P("call in reasoning", "R" + E_CALL + "</think>C", T),
+    P(
+        "unknown tool",
+        'R</think><tool_call>{"name": "img_gen", "arguments": {"p": 1}}</tool_call>',
+        T,
+    ),
+]
+PROBES["ernie45"] = Probe(fam.ernie45_tokenizer, 151670, ERNIE45)

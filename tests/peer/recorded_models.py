@@ -341,6 +341,48 @@ def cohere() -> Files:
     return _files(tok.to_str(), tok_config, "cohere.jinja", config)
 
 
+def step3() -> Files:
+    """Step-3 (step3 / step3): the Qwen3 vocabulary with Step-3's turn and tool-call
+    tokens; EOS `<|EOT|>`."""
+    tok = synth_families.step3_tokenizer()
+    [bot, eos] = _ids(tok, "<|BOT|>", "<|EOT|>")
+    config = {
+        "architectures": ["Step3TextForCausalLM"],
+        "model_type": "step3_text",
+        "vocab_size": 151936,
+        "bos_token_id": bot,
+        "eos_token_id": eos,
+        "max_position_embeddings": 65536,
+        **BF16,
+    }
+    tok_config = _marker_config(
+        synth_families.STEP3_MARKERS, eos_token="<|EOT|>", bos_token="<|BOT|>"
+    )
+    return _files(tok.to_str(), tok_config, "step3.jinja", config)
+
+
+def ernie45() -> Files:
+    """ERNIE 4.5 (ernie45 / ernie45): the Qwen3 vocabulary with ERNIE's sentence tokens and
+    `<response>` / `</response>`; EOS `<|end_of_sentence|>`."""
+    tok = synth_families.ernie45_tokenizer()
+    [bos, eos] = _ids(tok, "<|begin_of_sentence|>", "<|end_of_sentence|>")
+    config = {
+        "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "model_type": "ernie4_5_moe",
+        "vocab_size": 151936,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "max_position_embeddings": 131072,
+        **BF16,
+    }
+    tok_config = _marker_config(
+        synth_families.ERNIE45_SPECIAL,
+        eos_token="<|end_of_sentence|>",
+        bos_token="<|begin_of_sentence|>",
+    )
+    return _files(tok.to_str(), tok_config, "ernie45.jinja", config)
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -353,6 +395,8 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "llama4": llama4,
     "granite": granite,
     "olmo3": olmo3,
+    "step3": step3,
+    "ernie45": ernie45,
     "cohere": cohere,
 }
 

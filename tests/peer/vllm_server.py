@@ -53,6 +53,8 @@ RECORDED_FOLDERS = (
     "llama4",
     "granite",
     "olmo3",
+    "step3",
+    "ernie45",
     "inkling",
     "k2_horizon",
 )
@@ -199,6 +201,8 @@ RECORDED_SPECS = {
         _recorded("granite", "granite", "granite", "granite"),
         _recorded("granite_20b_fc", "granite", None, "granite-20b-fc"),
         _recorded("olmo3", "olmo3", "olmo3", "olmo3"),
+        _recorded("step3", "step3", "step3", "step3"),
+        _recorded("ernie45", "ernie45", "ernie45", "ernie45"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
         _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
     )

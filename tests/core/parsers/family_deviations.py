@@ -51,6 +51,12 @@ CUT_BLOCK = (
     "the raw markup as content; we make the calls as far as written, arguments closed"
 )
 
+STEP3_CUT = (
+    "README unclosed-value: a call block with no `<｜tool_calls_end｜>` (cut, or ended "
+    "without it): vLLM returns the raw markup as content; we make the calls as far as "
+    "written, values closed"
+)
+
 FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "granite": {
         "reasoning only": (STREAM, UNANSWERED),
@@ -120,6 +126,66 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             "vLLM's whole response makes it one only when no `</think>` follows, which a "
             "stream cannot know); vLLM keeps this one in the reasoning",
         ),
+    },
+    "step3": {
+        "text before block": ({"content": "Checking. "}, STRIP),
+        "text after block": ({"content": " Done."}, STRIP),
+        "block without end": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Paris"})]},
+            STEP3_CUT,
+        ),
+        "cut in value": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Par"})]},
+            STEP3_CUT,
+        ),
+        "not a function": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "P"})]},
+            "README step3-call-type: a call whose type (before `<｜tool_sep｜>`) is not "
+            "`function`: vLLM returns the whole output as content; we make the call (Step-3 "
+            "has no other type a client could run)",
+        ),
+        "tool_choice none": ({"content": "Sure. "}, MARKUP),
+        "no tools + call": ({"content": None}, MARKUP),
+        "call in reasoning": (
+            {
+                "reasoning": 'Rfunction<steptml:invoke name="get_weather"><steptml:parameter '
+                'name="city">Paris</steptml:parameter></steptml:invoke>'
+            },
+            "README special-skip-set: vLLM keeps the block's special tokens in the reasoning "
+            "text; we drop special tokens",
+        ),
+    },
+    "ernie45": {
+        "response without end": (
+            {"content": "\ndef"},
+            "README ernie-response-wrapper: a `<response>` with no `</response>` after it: "
+            "vLLM keeps the tag as text; we drop it, as every `<response>` (the stream "
+            "cannot wait for the end to decide)",
+        ),
+        "text around response": (
+            {"content": "AB"},
+            "README ernie-response-wrapper: text before `<response>`: vLLM's whole response "
+            "keeps only what the wrapper holds; we keep that text too (and drop what follows "
+            "`</response>`, as vLLM)",
+        ),
+        "text before call": ({"content": "Checking.\n\n"}, STRIP),
+        "invalid json": (
+            {"content": None},
+            "a `<tool_call>` that holds no call object: vLLM returns the whole output as "
+            "content; we drop the block (its text is call markup)",
+        ),
+        "call without end": (
+            {"tool_calls": [("get_weather", {"city": "Paris"})]},
+            "README unclosed-value: a call with no `</tool_call>` (cut, or ended without it): "
+            "vLLM makes no call and drops the text; we make the call as far as written",
+        ),
+        "cut in value": (
+            {"tool_calls": [("get_weather", {"city": "Pa"})]},
+            "README unclosed-value: vLLM makes no call and drops the text; we make the call, "
+            "its arguments closed where the output stopped",
+        ),
+        "tool_choice none": ({"content": "Sure. "}, MARKUP),
+        "no tools + call": ({"content": None}, MARKUP),
     },
     "granite_20b_fc": {
         "invalid json": (

@@ -287,6 +287,7 @@ class Setup:
     markers: tuple[str, ...] = field(default=())  # texts that must never leak
     strict: bool = True  # the model's strict_tool_calling
     kwargs: dict[str, Any] | None = None  # chat_template_kwargs
+    strip_values: bool = False  # the format strips string values (Step-3)
 
 
 MARKER_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {

@@ -61,10 +61,41 @@ def render_olmo3(conv: _Conversation) -> str:
     return text
 
 
+def render_step3(conv: _Conversation) -> str:
+    """Step-3: reasoning up to `</think>`; values as text (JSON for non-strings)."""
+    text = conv.reasoning + "</think>" + conv.content
+    if conv.calls:
+        text += "<｜tool_calls_begin｜>"
+        for c in conv.calls:
+            params = "".join(
+                f'<steptml:parameter name="{k}">'
+                f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+                "</steptml:parameter>"
+                for k, v in c.args.items()
+            )
+            text += (
+                f'<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="{c.name}">'
+                f"{params}</steptml:invoke><｜tool_call_end｜>"
+            )
+        text += "<｜tool_calls_end｜>"
+    return text
+
+
+def render_ernie45(conv: _Conversation) -> str:
+    """ERNIE 4.5: reasoning up to `</think>`, the answer in `<response>` when there are no
+    calls, calls as hermes objects."""
+    if not conv.calls:
+        return conv.reasoning + "</think>\n\n<response>" + conv.content + "</response>\n"
+    calls = "".join(f"<tool_call>\n{o}\n</tool_call>\n" for o in _objects(conv))
+    return conv.reasoning + "</think>" + conv.content + calls
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite": fam.granite_tokenizer,
     "olmo3": fam.olmo3_tokenizer,
+    "step3": fam.step3_tokenizer,
+    "ernie45": fam.ernie45_tokenizer,
 }
 
 
@@ -95,6 +126,23 @@ def family_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             "olmo3",
             render_olmo3,
             markers=("<think>", "</think>", "<function_calls>", "</function_calls>"),
+        ),
+        setup(
+            "step3",
+            "step3",
+            "step3",
+            "step3",
+            render_step3,
+            markers=("</think>", "<｜tool_calls_begin｜>", "<steptml:"),
+            strip_values=True,
+        ),
+        setup(
+            "ernie45",
+            "ernie45",
+            "ernie45",
+            "ernie45",
+            render_ernie45,
+            markers=("</think>", "<response>", "</response>", "<tool_call>"),
         ),
     ]
     return {s.name: s for s in made}

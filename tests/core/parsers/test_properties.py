@@ -147,6 +147,9 @@ def truth(setup: Setup, conv: Conversation) -> Result:
     if dsml and conv.calls and (conv.content.strip() or setup.tool_choice == "none"):
         content = conv.content + "\n\n"  # the renderer's separator before the block
     calls = [(c.name, c.args) for c in conv.calls]
+    if setup.strip_values:
+        calls = [(n, {k: v.strip() if isinstance(v, str) else v for k, v in a.items()})
+                 for n, a in calls]  # fmt: skip
     if setup.tool_choice == "none":
         calls = []  # the block is parsed, and its calls dropped
     elif conv.calls and not conv.content.strip():

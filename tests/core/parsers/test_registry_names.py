@@ -30,7 +30,6 @@ ACCEPTED = {"reasoning": set(REASONING_FORMATS), "tool": set(TOOL_FORMATS)}
 # each family's change removes its own lines.
 NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "beam"),
-    ("reasoning", "ernie45"),
     ("reasoning", "hf"),
     ("reasoning", "hunyuan_a13b"),
     ("reasoning", "hy_v3"),
@@ -40,11 +39,9 @@ NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "muse_glimmer"),
     ("reasoning", "musespark1x"),
     ("reasoning", "plamo3"),
-    ("reasoning", "step3"),
     ("tool", "apertus"),
     ("tool", "beam"),
     ("tool", "dots"),
-    ("tool", "ernie45"),
     ("tool", "gigachat3"),
     ("tool", "hf"),
     ("tool", "hunyuan_a13b"),
@@ -59,7 +56,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("tool", "musespark1x"),
     ("tool", "phi4_mini_json"),
     ("tool", "plamo3"),
-    ("tool", "step3"),
     ("tool", "xlam"),
 }
 

@@ -116,6 +116,12 @@ FAMILIES: dict[str, Family] = {
     # OLMo 3 (olmo3 / olmo3): `olmo3_tokenizer()` (the real Qwen 2.5 vocabulary: OLMo 3's
     # markers are text); ChatML turns; Olmo3ForCausalLM; EOS `<|im_end|>`.
     "olmo3": Family("olmo3", "olmo3", synth_families.olmo3_tokenizer, 151645),
+    # Step-3 (step3 / step3): `step3_tokenizer()`; `<|BOT|>` turns, the prompt ending
+    # `<think>\n`; Step3TextForCausalLM; EOS `<|EOT|>`.
+    "step3": Family("step3", "step3", synth_families.step3_tokenizer, 151670),
+    # ERNIE 4.5 (ernie45 / ernie45): `ernie45_tokenizer()`; "User: … Assistant: " turns,
+    # the prompt ending `<think>\n`; Ernie4_5_MoeForCausalLM; EOS `<|end_of_sentence|>`.
+    "ernie45": Family("ernie45", "ernie45", synth_families.ernie45_tokenizer, 151670),
 }
 
 # We give vLLM's streamed answer (its whole one differs).

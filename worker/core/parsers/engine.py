@@ -47,6 +47,7 @@ from worker.core.parsers.grammar import (
     CALL_START,
     CONTENT,
     DROP,
+    DROP_WS,
     FRAME,
     GAP,
     HEAD_DONE,
@@ -329,6 +330,8 @@ class _Run(Scope):
                 prose.held_ws(self, prev)
         if act & TRIM_LEFT:
             st.flags |= LEFT_TRIM
+        if act & DROP_WS:
+            st.ws = ""  # the held whitespace-only content before a wrapper is not content
         if act & CALL_START:
             # (Only tool tables start calls, so the format is there.)
             fmt = self.fmt

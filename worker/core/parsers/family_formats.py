@@ -8,18 +8,29 @@ from __future__ import annotations
 
 from worker.core.parsers.grammar import (
     ARGS,
+    BETWEEN,
     CALL_END,
     CALL_START,
     CONTENT,
+    DROP,
+    DROP_WS,
     FORCED_JSON,
+    HEADER,
+    NAME,
+    PARAM_END,
+    PARAM_START,
+    PKEY,
+    PREAMBLE,
+    PVALUE,
     SHAPE_ARRAY,
     SHAPE_SINGLE,
+    VALUE_START,
     CallShape,
     ReasoningFormat,
     ToolFormat,
     Transition,
 )
-from worker.core.parsers.state import CallList, CallPythonic
+from worker.core.parsers.state import CallList, CallParams, CallPythonic
 
 # -- IBM Granite 3.x (row 12) --------------------------------------------------------------
 
@@ -109,12 +120,101 @@ OLMO3_TOOLS = ToolFormat(
     bare_list=True,
 )
 
+# -- StepFun Step-3 (row 15) ---------------------------------------------------------------
+
+# Step-3 writes only `</think>`: everything before the first one is reasoning, as written
+# (a `<think>` the model writes stays in it), everything after it content. No switch.
+STEP3_REASONING = ReasoningFormat(
+    "step3",
+    "</think>",  # (no start marker: the table's start entry is the end's, overwritten)
+    "</think>",
+    thinking_default=True,
+    from_prompt=False,
+    from_kwargs=False,
+    strip_trailing=False,
+    empty_as_text=True,
+    once=True,
+)
+
+# `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke
+# name="f"><steptml:parameter name="k">v</steptml:parameter></steptml:invoke>
+# <｜tool_call_end｜><｜tool_calls_end｜>`; the call type before the separator is dropped,
+# values are stripped and typed by the schema; text after the block is content.
+_S_CALLS, _S_CALLS_END = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+_S_CALL, _S_CALL_END, _S_SEP = "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"
+_S_INVOKE, _S_INVOKE_END = '<steptml:invoke name="', "</steptml:invoke>"
+_S_PARAM, _S_PARAM_END = '<steptml:parameter name="', "</steptml:parameter>"
+STEP3_TOOLS = ToolFormat(
+    "step3",
+    {
+        (CONTENT, _S_CALLS): Transition(PREAMBLE),
+        (PREAMBLE, _S_CALL): Transition(HEADER, CALL_START),
+        (HEADER, _S_SEP): Transition(HEADER),
+        (HEADER, _S_INVOKE): Transition(NAME),
+        (NAME, '">'): Transition(ARGS),
+        (ARGS, _S_PARAM): Transition(PKEY, PARAM_START),
+        (PKEY, '">'): Transition(PVALUE, VALUE_START),
+        (PVALUE, _S_PARAM_END): Transition(ARGS, PARAM_END),
+        (ARGS, _S_INVOKE_END): Transition(ARGS),
+        (ARGS, _S_CALL_END): Transition(PREAMBLE, CALL_END),
+        (PVALUE, _S_CALL_END): Transition(PREAMBLE, PARAM_END | CALL_END),
+        (NAME, _S_CALL_END): Transition(PREAMBLE, CALL_END),
+        (HEADER, _S_CALL_END): Transition(PREAMBLE, CALL_END),
+        (PREAMBLE, _S_CALLS_END): Transition(CONTENT),
+        (ARGS, _S_CALLS_END): Transition(CONTENT, CALL_END),
+        (PVALUE, _S_CALLS_END): Transition(CONTENT, PARAM_END | CALL_END),
+    },
+    CallParams,
+    schema=True,
+    strip_values=True,
+    forced=FORCED_JSON,
+)
+
+# -- Baidu ERNIE 4.5 (row 18) --------------------------------------------------------------
+
+# Reasoning until the first `</think>` (a `<think>` the model writes is dropped), as
+# vLLM's think-tag base class. No switch.
+ERNIE45_REASONING = ReasoningFormat(
+    "ernie45",
+    "<think>",
+    "</think>",
+    thinking_default=True,
+    from_prompt=False,
+    from_kwargs=False,
+    strip_trailing=False,
+    empty_as_text=True,
+    once=True,
+)
+
+# `<tool_call>{"name", "arguments"}</tool_call>` (hermes); text after the calls is not
+# content. The answer may be wrapped in `<response>` … `</response>`: vLLM's content is
+# then what the wrapper holds, so the newlines held before `<response>` are dropped with
+# it and what follows `</response>` is not content.
+_E_CALL, _E_CALL_END = "<tool_call>", "</tool_call>"
+ERNIE45_TOOLS = ToolFormat(
+    "ernie45",
+    {
+        (CONTENT, _E_CALL): Transition(ARGS, CALL_START),
+        (ARGS, _E_CALL_END): Transition(BETWEEN, CALL_END),
+        (BETWEEN, _E_CALL): Transition(ARGS, CALL_START),
+        (CONTENT, "<response>"): Transition(CONTENT, DROP_WS),
+        (CONTENT, "</response>"): Transition(DROP),
+    },
+    CallList,
+    calls=CallShape(SHAPE_SINGLE),
+    forced=FORCED_JSON,
+)
+
 FAMILY_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "granite": GRANITE_REASONING,
     "olmo3": OLMO3_REASONING,
+    "step3": STEP3_REASONING,
+    "ernie45": ERNIE45_REASONING,
 }
 FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "granite": GRANITE_TOOLS,
     "granite-20b-fc": GRANITE_20B_FC,
     "olmo3": OLMO3_TOOLS,
+    "step3": STEP3_TOOLS,
+    "ernie45": ERNIE45_TOOLS,
 }

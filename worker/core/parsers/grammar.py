@@ -51,6 +51,9 @@ TRIM_LEFT = 2048
 # The whitespace held before the marker is text after all, and a left trim ends: the
 # marker is markup inside a segment (melody trims the raw text, citation markup included).
 HELD_WS = 4096
+# The whitespace-only content held before the marker is dropped (ERNIE 4.5: the
+# `<response>` wrapper's content is what it holds, not the newlines before it).
+DROP_WS = 8192
 
 # -- JSON call lists (CallList) ----------------------------------------------------------
 SHAPE_SINGLE = 0  # one object (hermes: one per <tool_call>)
@@ -266,6 +269,9 @@ class ToolFormat:
     # A pythonic block's marker opens the list itself: calls follow one per line, with no
     # `[` (OLMo 3's `<function_calls>f(a=1)\ng()</function_calls>`).
     bare_list: bool = False
+    # Parameter values lose their surrounding whitespace (vLLM's Step-3 parser strips
+    # every value; params.py).
+    strip_values: bool = False
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""

@@ -30,6 +30,9 @@ NONE = 0  # no value open
 STREAM = 1  # as a JSON string, piece by piece
 BUFFER = 2  # converted whole when the parameter closes
 
+# A stripped value's trailing whitespace waits for more text up to this many characters.
+STRIP_HOLD_MAX = 256
+
 
 def param_start(call: CallParams) -> None:
     """A parameter's key begins."""
@@ -54,7 +57,7 @@ def value_start(scope: Scope, call: CallParams) -> None:
         # DSML: only `string="true"` is raw text; a missing flag means JSON (vLLM).
         string = string and call.flag.strip() == "true"
     call.held = ""
-    call.lead = fmt is not None and fmt.value_newlines
+    call.lead = fmt is not None and (fmt.value_newlines or fmt.strip_values)
     if string:
         call.value = STREAM
         send_args(scope.out, call, ("{" if not call.count else ", ") + dumps(key) + ': "')
@@ -70,13 +73,16 @@ def value(scope: Scope, call: CallParams, text: str) -> None:
         return
     if call.value != STREAM:
         return
+    fmt = scope.fmt
+    if fmt is not None and fmt.strip_values:
+        _stripped(scope, call, text)
+        return
     if call.lead:
         if not text:
             return
         call.lead = False
         if text[0] == "\n":
             text = text[1:]
-    fmt = scope.fmt
     if fmt is not None and fmt.value_newlines:
         # One trailing newline is formatting: hold a final "\n" until more follows.
         text, call.held = call.held + text, ""
@@ -86,6 +92,24 @@ def value(scope: Scope, call: CallParams, text: str) -> None:
         send_args(scope.out, call, escape(text))
 
 
+def _stripped(scope: Scope, call: CallParams, text: str) -> None:
+    """A string value without its surrounding whitespace (Step-3: vLLM strips every
+    value): leading whitespace is dropped, trailing whitespace held until more text
+    follows (past STRIP_HOLD_MAX it is sent: the state stays bounded)."""
+    if call.lead:
+        text = text.lstrip()
+        if not text:
+            return
+        call.lead = False
+    text, call.held = call.held + text, ""
+    body = text.rstrip()
+    call.held = text[len(body) :]
+    if len(call.held) > STRIP_HOLD_MAX:
+        body, call.held = text, ""
+    if body:
+        send_args(scope.out, call, escape(body))
+
+
 def param_end(scope: Scope, call: CallParams) -> None:
     """The parameter closed: a streamed string is closed, a held value converted."""
     fmt = scope.fmt
@@ -93,6 +117,8 @@ def param_end(scope: Scope, call: CallParams) -> None:
         send_args(scope.out, call, '"')
     elif call.value == BUFFER:
         raw = call.held
+        if fmt is not None and fmt.strip_values:
+            raw = raw.strip()
         if fmt is not None and fmt.value_newlines:
             raw = raw[1:] if raw.startswith("\n") else raw
             raw = raw[:-1] if raw.endswith("\n") else raw
