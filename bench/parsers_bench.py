@@ -280,6 +280,19 @@ def gen_inkling_call(tok: Tokenizer) -> str:
     return "<|content_invoke_tool_json|>" + body + "<|end_message|>"
 
 
+def gen_muse_reasoning(tok: Tokenizer) -> str:
+    return " to=self<|message|>" + _prose(tok) + "<|eom|><|start|>assistant to=user<|message|>Sun."
+
+
+def gen_muse_call(tok: Tokenizer) -> str:
+    return (
+        ' to=save<|message|><atem:function_calls><atem:invoke name="save">'
+        '<atem:parameter name="text">'
+        + _arg(tok)
+        + "</atem:parameter></atem:invoke></atem:function_calls><|eom|>"
+    )
+
+
 def gen_k2_horizon_reasoning(tok: Tokenizer) -> str:
     return _prose(tok) + "</ifm|think>The forecast says sun."
 
@@ -354,6 +367,12 @@ def _inkling() -> Tokenizer:
     return inkling_tokenizer()
 
 
+def _muse() -> Tokenizer:
+    from tests.synthetic_muse import muse_tokenizer
+
+    return muse_tokenizer()
+
+
 def _k2_horizon() -> Tokenizer:
     from tests.synthetic_k2_horizon import k2_horizon_tokenizer
 
@@ -403,6 +422,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "ERNIE 4.5 (synthetic)": _family("ernie45"),
     "Inkling (synthetic)": _inkling,
     "K2 Horizon (synthetic)": _k2_horizon,
+    "Muse (synthetic)": _muse,
 }
 
 
@@ -487,6 +507,10 @@ FORMATS: list[Format] = [
            "reasoning (`<ifm|think>`)", gen_k2_horizon_reasoning, REASONING),
     Format("K2 Horizon", "k2_horizon", "k2_horizon", "K2 Horizon (synthetic)", _K2H,
            "`<ifm|arg_value>` string", gen_k2_horizon_call, ARGS),
+    Format("Muse", "muse", "muse", "Muse (synthetic)", "<|start|>assistant",
+           "`to=self` message", gen_muse_reasoning, REASONING),
+    Format("Muse", "muse", "muse", "Muse (synthetic)", "<|start|>assistant",
+           "`<atem:parameter>` string", gen_muse_call, ARGS),
     Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,
            "thought-process phrase", gen_granite_reasoning, REASONING),
     Format("Granite 3.x", "granite", "granite", "Granite 3 (synthetic)", _GRANITE,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests import synthetic_inkling, synthetic_k2_horizon
+from tests import synthetic_inkling, synthetic_k2_horizon, synthetic_muse
 from tests.peer.recorded_models import (
     BF16,
     MARKER_CONFIG,
@@ -59,7 +59,22 @@ def k2_horizon() -> Files:
     return _files(tok.to_str(), tok_config, "k2_horizon.jinja", config)
 
 
+def muse() -> Files:
+    tok = synthetic_muse.muse_tokenizer()
+    [eos] = _ids(tok, synthetic_muse.MUSE_EOS)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        **QWEN_IDS,
+        "eos_token_id": eos,
+        **BF16,
+    }
+    tok_config = _marker_config(synthetic_muse.MUSE_MARKERS, eos_token=synthetic_muse.MUSE_EOS)
+    return _files(tok.to_str(), tok_config, "muse.jinja", config)
+
+
 FOLDERS: dict[str, Callable[[], Files]] = {
     "inkling": inkling,
     "k2_horizon": k2_horizon,
+    "muse": muse,
 }

@@ -57,6 +57,7 @@ RECORDED_FOLDERS = (
     "ernie45",
     "inkling",
     "k2_horizon",
+    "muse",
 )
 RECORDED_DIRS = tuple(PEER_HOME / "models" / name for name in RECORDED_FOLDERS)
 MODEL_DIRS = (
@@ -205,6 +206,9 @@ RECORDED_SPECS = {
         _recorded("ernie45", "ernie45", "ernie45", "ernie45"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
         _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
+        # Muse: one folder, Spark's parsers and Glimmer's (musespark1x is muse's class).
+        _recorded("muse", "muse", "muse", "muse"),
+        _recorded("muse_glimmer", "muse", "muse_glimmer", "muse_glimmer"),
     )
 }
 # Every server by name.

@@ -13,11 +13,14 @@ from typing import Any
 
 from tests.synthetic_inkling import inkling_tokenizer
 from tests.synthetic_k2_horizon import k2_horizon_tokenizer
+from tests.synthetic_muse import muse_tokenizer
 
 # family → (reasoning parser, tool parser, tokenizer, EOS id), as test_vllm_answers.Family.
 BLOCK_FAMILIES: dict[str, tuple[Any, ...]] = {
     "inkling": ("inkling", "inkling", inkling_tokenizer, 151643),
     "k2_horizon": ("k2_horizon", "k2_horizon", k2_horizon_tokenizer, 151645),
+    "muse": ("muse", "muse", muse_tokenizer, 151672),
+    "muse_glimmer": ("muse_glimmer", "muse_glimmer", muse_tokenizer, 151672),
 }
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
@@ -55,6 +58,33 @@ CUT = (
     "a call cut short: vLLM gives the group's markup as content; we send the call as far as "
     "it was written, its arguments closed, and none for a cut name (README unclosed-value, "
     "cut-name)"
+)
+ECHO_TEXT = (
+    'Example: <atem:function_calls><atem:invoke name="get_weather"><atem:parameter name="city">'
+    'Tokyo</atem:parameter><atem:parameter name="days">3</atem:parameter></atem:invoke>'
+    "</atem:function_calls>"
+)
+ECHOED = (
+    "README muse-echoed-invoke: ATEM markup quoted in an answer (`to=user`) is text: vLLM's "
+    "whole response runs it as a call as well, its stream does not"
+)
+MUSE_CUT_CALL: dict[str, Any] = {
+    "content": None,
+    "tool_calls": [("get_weather", {"city": "Tok"})],
+}
+CUT_MUSE = (
+    "a call cut short: vLLM's whole response gives the tool message's raw text as content, "
+    "its stream nothing; we send the call as far as it was written, its arguments closed "
+    "(README unclosed-value)"
+)
+MUSE_UNCLOSED_ANSWER: dict[str, Any] = {
+    "reasoning": "thinking to=get_weather" + ECHO_TEXT.removeprefix("Example: "),
+    "tool_calls": [],
+}
+MUSE_UNCLOSED = (
+    "README muse-unclosed-body: a body never ended (no `<|eom|>`) before a header without "
+    "`<|start|>` (`thinking to=get_weather<|message|>…`): vLLM reads the header out of the "
+    "body's text; we keep reading the body (its text was sent before `<|message|>` came)"
 )
 BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "inkling": {
@@ -126,5 +156,37 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             "README k2h-second-group: vLLM reads the first group and shows a later one as "
             "text; we make its calls too",
         ),
+    },
+    "muse": {
+        "truncated in call": (MUSE_CUT_CALL, CUT_MUSE),
+        "invoke echoed in answer": (STREAM, ECHOED),
+        "unclosed reasoning then call": (MUSE_UNCLOSED_ANSWER, MUSE_UNCLOSED),
+        "no tools, call": ({"content": "a"}, MARKUP),
+        "tool_choice none": ({"content": "a"}, MARKUP),
+    },
+    "muse_glimmer": {
+        "two answer blocks": (
+            {"content": "ab"},
+            "README muse-glimmer-first-answer: vLLM's Glimmer keeps the first `to=user` "
+            "message only; we keep every one, as Spark does",
+        ),
+        "truncated in call": (MUSE_CUT_CALL, CUT_MUSE),
+        "invoke echoed in answer": (
+            {"content": ECHO_TEXT},
+            ECHOED + " (Glimmer's whole response also keeps the framing around it)",
+        ),
+        "string param keeps json-looking text": (
+            {"tool_calls": [("get_weather", {"city": "123", "days": 3})]},
+            "README muse-glimmer-strings: a parameter the schema types `string` is text; "
+            "vLLM's Glimmer decodes `123` to a number",
+        ),
+        "unclosed reasoning then call": (MUSE_UNCLOSED_ANSWER, MUSE_UNCLOSED),
+        "missing eom before next start": (
+            {"reasoning": "r"},
+            "README muse-glimmer-start-in-body: vLLM's Glimmer keeps the next message's "
+            "`<|start|>assistant ` in the reasoning; a body ends where a message starts",
+        ),
+        "no tools, call": ({"content": "a"}, MARKUP),
+        "tool_choice none": ({"content": "a"}, MARKUP),
     },
 }

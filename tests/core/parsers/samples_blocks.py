@@ -1,4 +1,5 @@
-"""The typed-block formats (Inkling, K2 Horizon: vllm-parsers-0.33.md rows 21-22) in the random
+"""The typed-block and message formats (Inkling, K2 Horizon, Muse: vllm-parsers-0.33.md rows
+21, 22, 11) in the random
 conversations of test_properties.py and test_mutations.py. samples.py joins
 `block_setups(Setup)` to its SETUPS (the class is passed in: this module does not import
 samples.py, which imports it)."""
@@ -13,6 +14,7 @@ from tokenizers import Tokenizer
 
 from tests.synthetic_inkling import inkling_tokenizer
 from tests.synthetic_k2_horizon import k2_horizon_tokenizer
+from tests.synthetic_muse import muse_tokenizer
 
 _M, _E = "<|message_model|>", "<|end_message|>"
 INKLING_MARKERS = (
@@ -63,10 +65,31 @@ def render_k2_horizon(conv: _Conversation) -> str:
     return text
 
 
+def render_muse(conv: _Conversation) -> str:
+    """One message per part (the prompt ended `<|start|>assistant`): reasoning to `self`,
+    each call to its tool as ATEM, the answer to `user`."""
+    messages = []
+    if conv.reasoning:
+        messages.append(f" to=self<|message|>{conv.reasoning}<|eom|>")
+    for c in conv.calls:
+        params = "".join(
+            f'<atem:parameter name="{k}">'
+            + (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+            + "</atem:parameter>"
+            for k, v in c.args.items()
+        )
+        body = f'<atem:function_calls><atem:invoke name="{c.name}">{params}</atem:invoke>'
+        messages.append(f" to={c.name}<|message|>{body}</atem:function_calls><|eom|>")
+    if conv.content:
+        messages.append(f" to=user<|message|>{conv.content}<|eot|>")
+    return "<|start|>assistant".join(messages)
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 BLOCK_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "inkling": inkling_tokenizer,
     "k2_horizon": k2_horizon_tokenizer,
+    "muse": muse_tokenizer,
 }
 
 
@@ -90,6 +113,15 @@ def block_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             render_k2_horizon,
             "<|im_start|>assistant\n<ifm|think>",
             markers=("<ifm|",),
+        ),
+        setup(
+            "muse",
+            "muse",
+            "muse",
+            "muse",
+            render_muse,
+            "<|start|>assistant",
+            markers=("<|message|>", "<|eom|>", "<|eot|>", "<atem:"),
         ),
     ]
     return {s.name: s for s in made}

@@ -412,7 +412,7 @@ DEVIATIONS["llama4_json"] = {
     ),
     "other special tokens": ({"content": "ABC"}, SKIPPED_SPECIALS),
 }
-# Inkling, K2 Horizon (block_deviations.py).
+# Inkling, K2 Horizon, Muse (block_deviations.py).
 FAMILIES.update({name: Family(*fam) for name, fam in BLOCK_FAMILIES.items()})
 DEVIATIONS.update(BLOCK_DEVIATIONS)
 # Granite 3.x, OLMo 3, Step-3, Hunyuan, ERNIE 4.5 (family_deviations.py).

@@ -44,6 +44,7 @@ from worker.core.parsers.grammar import (
     ToolFormat,
     Transition,
 )
+from worker.core.parsers.muse import MUSE_REASONING_FORMATS, MUSE_TOOL_FORMATS
 from worker.core.parsers.state import CallList, CallParams
 
 MESSAGE_MODEL = "<|message_model|>"
@@ -193,8 +194,10 @@ def _k2_horizon_tools() -> ToolFormat:
 BLOCK_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "inkling": INKLING_REASONING,
     "k2_horizon": _k2_horizon_reasoning(),
+    **MUSE_REASONING_FORMATS,  # row 11, Muse's messages (muse.py)
 }
 BLOCK_TOOL_FORMATS: dict[str, ToolFormat] = {
     "inkling": _inkling_tools(),
     "k2_horizon": _k2_horizon_tools(),
+    **MUSE_TOOL_FORMATS,
 }

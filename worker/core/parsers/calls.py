@@ -16,6 +16,7 @@ from worker.core.parsers.events import Content, ToolCallStart
 from worker.core.parsers.grammar import (
     CONTENT,
     HEAD_ATTRS,
+    HEAD_DOUBLED,
     HEAD_GEMMA,
     HEAD_KIMI,
     HEAD_MISTRAL,
@@ -115,6 +116,11 @@ def name_done(scope: Scope, call: CallBase) -> None:
         head = head.partition(":")[2].strip() if ":" in head else head
     elif style == HEAD_ATTRS:
         head = attributes(head).get("tool", "")
+    elif style == HEAD_DOUBLED:
+        # A bare tool name `x` is offered to Muse as `x.*`, and it writes `x.x`.
+        first, dot, rest = head.partition(".")
+        if dot and first == rest and scope.tools.known(first):
+            head = first
     if style != HEAD_KIMI:
         header(scope, call, head)
         return

@@ -452,9 +452,9 @@ class _Run(Scope):
         if st.held:  # (not reached: a final feed lexes with boundary=True)
             held, st.held = st.held, ""
             self.lex(held, 0, len(held), boundary=True)
-        if st.state == FRAME and st.head:
+        if st.state == FRAME and st.head and not prose.between_messages(self):
             # The output ended inside a header: vLLM gives that message's raw text as
-            # content (openai-harmony cannot end there).
+            # content (openai-harmony cannot end there; Muse output without messages).
             prose.unframe(self)
         if st.state == REASONING and st.head and not self.spec.frames:
             prose.prefix_done(self)

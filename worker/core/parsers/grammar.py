@@ -66,6 +66,7 @@ HEAD_KIMI = 1  # `functions.NAME:IDX` (the id), or a bare counter with the name 
 HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
 HEAD_GEMMA = 3  # `call:NAME` (or `:NAME`): the name after the colon
 HEAD_ATTRS = 4  # XML attributes, `tool="NAME" index="1"`: the name is `tool` (Kimi K3)
+HEAD_DOUBLED = 5  # the name, `x.x` read as `x` when the request offers `x` (Muse)
 ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
 ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
 ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back

@@ -16,7 +16,8 @@ from __future__ import annotations
 from worker.core.parsers import frames, scanners
 from worker.core.parsers.calls import header
 from worker.core.parsers.events import Content, Reasoning, send_args
-from worker.core.parsers.grammar import ARGS, CONTENT, DROP, FRAME, GAP, REASONING
+from worker.core.parsers.grammar import ARGS, CONTENT, DROP, FRAME, GAP, PREAMBLE, REASONING
+from worker.core.parsers.muse import MuseFrames
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import (
     HIDE_REASONING,
@@ -243,25 +244,33 @@ def body(scope: Scope) -> None:
     head, st.head = st.head, ""
     seen = bool(st.msg & MSG_SEEN)
     st.msg = (st.msg | MSG_SEEN) & ~(MSG_COUNTS | MSG_JOIN)
-    found = frames.read_header(head, role_known=not seen)
+    fr = scope.spec.frames
+    muse = isinstance(fr, MuseFrames)
+    glimmer = isinstance(fr, MuseFrames) and fr.glimmer
+    if isinstance(fr, MuseFrames):
+        found: frames.Header | None = fr.read(head)
+    else:
+        found = frames.read_header(head, role_known=not seen)
     if found is None:
         st.state = GAP
         return
     if found.counts:
         st.msg |= MSG_COUNTS
     kind = found.kind
-    if kind == frames.KIND_CALL and scope.fmt is not None:
+    if kind == frames.KIND_CALL and scope.fmt is not None and muse:
+        st.state = PREAMBLE  # a tool channel: its ATEM markup opens the calls
+    elif kind == frames.KIND_CALL and scope.fmt is not None:
         call = scanners.open_call(scope, CallVerbatim)
         header(scope, call, found.name)
         st.state = ARGS
     elif kind == frames.KIND_REASONING and scope.spec.reasoning is not None:
         st.state = REASONING
         st.reasoned = True
-        if st.msg & MSG_REASONING:
+        if st.msg & MSG_REASONING and (glimmer or not muse):  # Spark: as written
             st.msg |= MSG_JOIN
     elif kind == frames.KIND_CONTENT:
         st.state = CONTENT
-        if st.msg & MSG_CONTENT:
+        if st.msg & MSG_CONTENT and not muse:
             st.msg |= MSG_JOIN
     else:
         st.state = DROP  # no parser keeps it (vLLM drops it too)
@@ -274,8 +283,11 @@ def framed(scope: Scope, text: str) -> int:
     st = scope.st
     if st.state == FRAME:
         st.head += text
-        if len(st.head) > FRAME_MAX:  # no header: text after all
-            unframe(scope)
+        if len(st.head) > FRAME_MAX:
+            if between_messages(scope):
+                st.head = st.head[-FRAME_MAX:]  # only a header's end counts (`to=NAME`)
+            else:
+                unframe(scope)  # no header: text after all
         return len(text)
     if not text:
         return 0
@@ -291,6 +303,12 @@ def framed(scope: Scope, text: str) -> int:
         st.started = True
         scope.out.append(Content(text))
     return len(text)
+
+
+def between_messages(scope: Scope) -> bool:
+    """Muse: text after a message and before the next header is nobody's (vLLM reads
+    only messages, once there is one)."""
+    return isinstance(scope.spec.frames, MuseFrames) and bool(scope.st.msg & MSG_SEEN)
 
 
 def unframe(scope: Scope) -> None:
