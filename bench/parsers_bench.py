@@ -330,6 +330,14 @@ def gen_ernie45_call(tok: Tokenizer) -> str:
     return 'Hm.</think><tool_call>{"name": "f", "arguments": ' + _json_arg(tok) + "}"
 
 
+def gen_hunyuan_reasoning(tok: Tokenizer) -> str:
+    return "<think>\n" + _prose(tok)
+
+
+def gen_hunyuan_call(tok: Tokenizer) -> str:
+    return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
+
+
 def gen_step3_call(tok: Tokenizer) -> str:
     return (
         "Hm.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>"
@@ -529,6 +537,10 @@ FORMATS: list[Format] = [
            "reasoning (up to </think>)", gen_olmo3_reasoning, REASONING),
     Format("ERNIE 4.5", "ernie45", "ernie45", "ERNIE 4.5 (synthetic)", _ERNIE45,
            "`<tool_call>` JSON string argument", gen_ernie45_call, ARGS),
+    Format("Hunyuan A13B", "hunyuan_a13b", "hunyuan_a13b", "Qwen 2.5 (OLMo 3)", _OLMO3,
+           "reasoning (text think tags)", gen_hunyuan_reasoning, REASONING),
+    Format("Hunyuan A13B", "hunyuan_a13b", "hunyuan_a13b", "Qwen 2.5 (OLMo 3)", _OLMO3,
+           "`<tool_calls>` JSON string argument", gen_hunyuan_call, ARGS),
 ]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ base's; ordinary text encodes as the base model does).
 | `granite_tokenizer` | `qwen-3` | Granite 3.x role tokens and `<\\|tool_call\\|>` | all |
 | `olmo3_tokenizer` | `qwen-2.5` | none: OLMo 3's markers are text | – |
 | `step3_tokenizer` | `qwen-3` | Step-3's turn and tool-call tokens | all |
-| `ernie45_tokenizer` | `qwen-3` | ERNIE 4.5's sentence tokens; `<response>`, `</response>` | sentence tokens |
+| `ernie45_tokenizer` | `qwen-3` | sentence tokens, `<response>`, `</response>` | the first two |
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def step3_tokenizer() -> Tokenizer:
 
 
 # Baidu ERNIE 4.5 (vLLM's `ernie45` parsers): `<|begin_of_sentence|>` opens a
-# conversation and `<|end_of_sentence|>` ends a turn (special); the answer may be wrapped in `<response>`
-# … `</response>`, tokens vLLM looks up by id (added, not special, as the Qwen3 base's
-# `<think>` / `</think>` / `<tool_call>` / `</tool_call>` it reuses).
+# conversation and `<|end_of_sentence|>` ends a turn (special); the answer may be wrapped
+# in `<response>` … `</response>`, tokens vLLM looks up by id (added, not special, as the
+# Qwen3 base's `<think>` / `</think>` / `<tool_call>` / `</tool_call>` it reuses).
 ERNIE45_SPECIAL: tuple[str, ...] = ("<|begin_of_sentence|>", "<|end_of_sentence|>")
 ERNIE45_ADDED: tuple[str, ...] = ("<response>", "</response>")
 

@@ -385,3 +385,75 @@ ERNIE45 = [
     ),
 ]
 PROBES["ernie45"] = Probe(fam.ernie45_tokenizer, 151670, ERNIE45)
+
+# -- Tencent Hunyuan A13B ---------------------------------------------------------------
+
+H_CALLS = '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>'
+HUNYUAN_A13B = [
+    P("think + answer", "<think>\nR\n</think>\n<answer>\nC\n</answer>"),
+    P("answer only", "C\n</answer>"),
+    P("no answer end", "<think>\nR\n</think>\n<answer>\nC"),
+    P("plain", "Hello there."),
+    P("think without answer", "<think>\nR still"),
+    P("truncated in answer", "<think>\nR\n</think>\n<answer>\nC", finish="length"),
+    P("text after answer", "<think>\nR\n</think>\n<answer>\nC\n</answer>\nafter"),
+    P("empty think", "<think>\n\n</think>\n<answer>\nC\n</answer>"),
+    P("multiline", "<think>\na\n\nb\n</think>\n<answer>\nc\n\nd\n</answer>"),
+    P("include_reasoning false", "<think>\nR\n</think>\n<answer>\nC\n</answer>", HIDE),
+    P("call", "<think>\nR\n</think>\n<answer>\n" + H_CALLS + "\n</answer>", T),
+    P(
+        "two calls",
+        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}, {"name": "get_current_date", "arguments": {}}]</tool_calls>\n'
+        "</answer>",
+        T,
+    ),
+    P(
+        "text before call",
+        "<think>\nR\n</think>\n<answer>\nChecking. " + H_CALLS + "\n</answer>",
+        T,
+    ),
+    P("call without think", H_CALLS, T),
+    P("call bare", H_CALLS + "\n</answer>", T),
+    P(
+        "invalid json",
+        "<think>\nR\n</think>\n<answer>\n<tool_calls>[{bad}]</tool_calls>\n</answer>",
+        T,
+    ),
+    P(
+        "not a list",
+        "<think>\nR\n</think>\n<answer>\n<tool_calls>" + WEATHER + "</tool_calls>\n</answer>",
+        T,
+    ),
+    P(
+        "string arguments",
+        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", '
+        '"arguments": "{\\"city\\": \\"P\\"}"}]</tool_calls>\n</answer>',
+        T,
+    ),
+    P(
+        "missing arguments",
+        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_current_date"}]'
+        "</tool_calls>\n</answer>",
+        T,
+    ),
+    P(
+        "cut in call",
+        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", '
+        '"arguments": {"city": "Pa',
+        T,
+        finish="length",
+    ),
+    P("call in think", "<think>\nR " + H_CALLS + "\n</think>\n<answer>\nC\n</answer>", T),
+    P("tool_choice none", "<think>\nR\n</think>\n<answer>\nSure. " + H_CALLS + "\n</answer>", NONE),
+    P("no tools + call", "<think>\nR\n</think>\n<answer>\n" + H_CALLS + "\n</answer>"),
+    P(
+        "tool_choice required",
+        "<think>\nR\n</think>\n<answer>\n"
+        '[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+        REQUIRED,
+    ),
+    P("tool_choice named", '{"city": "Paris"}', NAMED),
+    P("assistant prefix", "助手：Hello"),
+]
+PROBES["hunyuan_a13b"] = Probe(fam.olmo3_tokenizer, 151645, HUNYUAN_A13B)

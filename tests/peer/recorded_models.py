@@ -383,6 +383,27 @@ def ernie45() -> Files:
     return _files(tok.to_str(), tok_config, "ernie45.jinja", config)
 
 
+def hunyuan_a13b() -> Files:
+    """Hunyuan A13B (hunyuan_a13b / hunyuan_a13b): its markers are text, so the real Qwen
+    2.5 vocabulary as shipped (as for OLMo 3); EOS `<|im_end|>`."""
+    config = {
+        "architectures": ["HunYuanMoEV1ForCausalLM"],
+        "model_type": "hunyuan_v1_moe",
+        "vocab_size": 151936,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+        "max_position_embeddings": 32768,
+        **BF16,
+    }
+    return _files(
+        offline_tokenizer_json("qwen-2.5"),
+        _offline_config("qwen-2.5"),
+        "hunyuan_a13b.jinja",
+        config,
+    )
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -397,6 +418,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "olmo3": olmo3,
     "step3": step3,
     "ernie45": ernie45,
+    "hunyuan_a13b": hunyuan_a13b,
     "cohere": cohere,
 }
 

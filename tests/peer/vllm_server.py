@@ -55,6 +55,7 @@ RECORDED_FOLDERS = (
     "olmo3",
     "step3",
     "ernie45",
+    "hunyuan_a13b",
     "inkling",
     "k2_horizon",
     "muse",
@@ -204,6 +205,7 @@ RECORDED_SPECS = {
         _recorded("olmo3", "olmo3", "olmo3", "olmo3"),
         _recorded("step3", "step3", "step3", "step3"),
         _recorded("ernie45", "ernie45", "ernie45", "ernie45"),
+        _recorded("hunyuan_a13b", "hunyuan_a13b", "hunyuan_a13b", "hunyuan_a13b"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
         _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
         # Muse: one folder, Spark's parsers and Glimmer's (musespark1x is muse's class).

@@ -57,6 +57,12 @@ STEP3_CUT = (
     "written, values closed"
 )
 
+HY_NO_CALL = (
+    "a `<tool_calls>` block that holds no call list (not JSON, not a list, an object "
+    "without `arguments`): vLLM returns the raw markup as content; we drop the block (its "
+    "text is call markup)"
+)
+
 FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "granite": {
         "reasoning only": (STREAM, UNANSWERED),
@@ -183,6 +189,25 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             {"tool_calls": [("get_weather", {"city": "Pa"})]},
             "README unclosed-value: vLLM makes no call and drops the text; we make the call, "
             "its arguments closed where the output stopped",
+        ),
+        "tool_choice none": ({"content": "Sure. "}, MARKUP),
+        "no tools + call": ({"content": None}, MARKUP),
+    },
+    "hunyuan_a13b": {
+        "think without answer": (
+            {"reasoning": "R still", "content": None},
+            "README hunyuan-unanswered-think: a `<think>` block with no answer after it: "
+            "vLLM's whole response gives the output verbatim as content; we send the "
+            "reasoning (the whole answer would need the whole reasoning held until the "
+            "output ends)",
+        ),
+        "invalid json": ({"content": None}, HY_NO_CALL),
+        "not a list": ({"content": None}, HY_NO_CALL),
+        "missing arguments": ({"content": None}, HY_NO_CALL),
+        "cut in call": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Pa"})]},
+            "README unclosed-value: a call block cut short: vLLM returns the raw markup as "
+            "content; we make the call as far as written, its arguments closed",
         ),
         "tool_choice none": ({"content": "Sure. "}, MARKUP),
         "no tools + call": ({"content": None}, MARKUP),

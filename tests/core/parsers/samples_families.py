@@ -90,6 +90,18 @@ def render_ernie45(conv: _Conversation) -> str:
     return conv.reasoning + "</think>" + conv.content + calls
 
 
+def render_hunyuan_a13b(conv: _Conversation) -> str:
+    """Hunyuan A13B: `<think>\n…\n</think>\n<answer>\n…\n</answer>`, calls as a JSON list
+    in `<tool_calls>`."""
+    text = conv.content
+    if conv.calls:
+        text += "<tool_calls>[" + ", ".join(_objects(conv)) + "]</tool_calls>"
+    text += "\n</answer>"
+    if conv.reasoning:
+        text = "<think>\n" + conv.reasoning + "\n</think>\n<answer>\n" + text
+    return text
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite": fam.granite_tokenizer,
@@ -143,6 +155,14 @@ def family_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             "ernie45",
             render_ernie45,
             markers=("</think>", "<response>", "</response>", "<tool_call>"),
+        ),
+        setup(
+            "hunyuan_a13b",
+            "hunyuan_a13b",
+            "hunyuan_a13b",
+            "olmo3",
+            render_hunyuan_a13b,
+            markers=("<think>", "</think>", "<answer>", "</answer>", "<tool_calls>"),
         ),
     ]
     return {s.name: s for s in made}

@@ -31,7 +31,6 @@ ACCEPTED = {"reasoning": set(REASONING_FORMATS), "tool": set(TOOL_FORMATS)}
 NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "beam"),
     ("reasoning", "hf"),
-    ("reasoning", "hunyuan_a13b"),
     ("reasoning", "hy_v3"),
     ("reasoning", "hy_v4"),
     ("reasoning", "minicpmv"),
@@ -41,7 +40,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("tool", "dots"),
     ("tool", "gigachat3"),
     ("tool", "hf"),
-    ("tool", "hunyuan_a13b"),
     ("tool", "hy_v3"),
     ("tool", "hy_v4"),
     ("tool", "internlm"),

@@ -122,6 +122,10 @@ FAMILIES: dict[str, Family] = {
     # ERNIE 4.5 (ernie45 / ernie45): `ernie45_tokenizer()`; "User: … Assistant: " turns,
     # the prompt ending `<think>\n`; Ernie4_5_MoeForCausalLM; EOS `<|end_of_sentence|>`.
     "ernie45": Family("ernie45", "ernie45", synth_families.ernie45_tokenizer, 151670),
+    # Hunyuan A13B (hunyuan_a13b / hunyuan_a13b): `olmo3_tokenizer()` (the real Qwen 2.5
+    # vocabulary: A13B's markers are text); ChatML turns; HunYuanMoEV1ForCausalLM; EOS
+    # `<|im_end|>`.
+    "hunyuan_a13b": Family("hunyuan_a13b", "hunyuan_a13b", synth_families.olmo3_tokenizer, 151645),
 }
 
 # We give vLLM's streamed answer (its whole one differs).

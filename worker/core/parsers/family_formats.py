@@ -205,11 +205,44 @@ ERNIE45_TOOLS = ToolFormat(
     forced=FORCED_JSON,
 )
 
+# -- Tencent Hunyuan A13B (row 17) ---------------------------------------------------------
+
+# `<think>\n…\n</think>\n<answer>\n…\n</answer>`, all text. The reasoning block is the one
+# opened from content (vLLM's regex reads the first); the answer ends at `\n</answer>`,
+# after which nothing is content (the tool table drops it).
+HUNYUAN_A13B_REASONING = ReasoningFormat(
+    "hunyuan_a13b",
+    "<think>\n",
+    "\n</think>\n<answer>\n",
+    thinking_default=False,
+    from_prompt=False,
+    from_kwargs=False,
+    strip_trailing=False,
+    once=True,
+    opens_once=True,
+    text_match=True,
+)
+
+# `<tool_calls>[{"name", "arguments"}, …]</tool_calls>` (text): an object without both
+# keys is no call; text after the block is not content.
+HUNYUAN_A13B_TOOLS = ToolFormat(
+    "hunyuan_a13b",
+    {
+        (CONTENT, "<tool_calls>"): Transition(ARGS, CALL_START),
+        (ARGS, "</tool_calls>"): Transition(BETWEEN, CALL_END),
+        (CONTENT, "\n</answer>"): Transition(DROP),
+    },
+    CallList,
+    calls=CallShape(SHAPE_ARRAY, need_args_key=True),
+    forced=FORCED_JSON,
+)
+
 FAMILY_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "granite": GRANITE_REASONING,
     "olmo3": OLMO3_REASONING,
     "step3": STEP3_REASONING,
     "ernie45": ERNIE45_REASONING,
+    "hunyuan_a13b": HUNYUAN_A13B_REASONING,
 }
 FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "granite": GRANITE_TOOLS,
@@ -217,4 +250,5 @@ FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "olmo3": OLMO3_TOOLS,
     "step3": STEP3_TOOLS,
     "ernie45": ERNIE45_TOOLS,
+    "hunyuan_a13b": HUNYUAN_A13B_TOOLS,
 }
