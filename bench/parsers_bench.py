@@ -306,6 +306,30 @@ def gen_k2_horizon_call(tok: Tokenizer) -> str:
     )
 
 
+def gen_phi4_mini(tok: Tokenizer) -> str:
+    return 'functools[{"name": "f", "arguments": ' + _json_arg(tok) + "}]"
+
+
+def gen_internlm(tok: Tokenizer) -> str:
+    return '<|action_start|><|plugin|>\n{"name": "f", "parameters": ' + _json_arg(tok) + "}"
+
+
+def gen_gigachat3(tok: Tokenizer) -> str:
+    return 'function call<|role_sep|>\n{"name": "f", "arguments": ' + _json_arg(tok) + "}"
+
+
+def gen_apertus(tok: Tokenizer) -> str:
+    return '<|tools_prefix|>[{"f": ' + _json_arg(tok) + "}]<|tools_suffix|>"
+
+
+def gen_lfm2(tok: Tokenizer) -> str:
+    return "<|tool_call_start|>[f(n=1, s=" + repr(_arg(tok)) + ")]<|tool_call_end|>"
+
+
+def gen_jamba(tok: Tokenizer) -> str:
+    return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
+
+
 def gen_granite_reasoning(tok: Tokenizer) -> str:
     return "Here is my thought process:" + _prose(tok)
 
@@ -387,6 +411,15 @@ def _k2_horizon() -> Tokenizer:
     return k2_horizon_tokenizer()
 
 
+def _longtail(name: str) -> Callable[[], Tokenizer]:
+    def load() -> Tokenizer:
+        import tests.synthetic_longtail as lt
+
+        return getattr(lt, f"{name}_tokenizer")()  # type: ignore[no-any-return]
+
+    return load
+
+
 def _family(name: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
         import tests.synthetic_families as fam
@@ -424,6 +457,12 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Llama 3.2": _llama32,
     "marker (Kimi K2)": _marker("kimi"),
     "marker (Mistral)": _marker("mistral"),
+    "Phi-4-mini (synthetic)": _longtail("phi4_mini"),
+    "InternLM2 (synthetic)": _longtail("internlm"),
+    "Jamba (synthetic)": _longtail("jamba"),
+    "GigaChat3 (synthetic)": _longtail("gigachat3"),
+    "Apertus (synthetic)": _longtail("apertus"),
+    "LFM2 (synthetic)": _longtail("lfm2"),
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Step-3 (synthetic)": _family("step3"),
@@ -507,6 +546,18 @@ FORMATS: list[Format] = [
            "llama3_json string argument", gen_llama3_json, ARGS),
     Format("Llama 3", None, "pythonic", "Llama 3.2", _LLAMA,
            "pythonic string argument", gen_pythonic, ARGS),
+    Format("Phi-4-mini", None, "phi4_mini_json", "Phi-4-mini (synthetic)", "<|assistant|>",
+           "`functools[…]` JSON string argument", gen_phi4_mini, ARGS),
+    Format("InternLM2", None, "internlm", "InternLM2 (synthetic)", "<|im_start|>assistant\n",
+           "`<|plugin|>` JSON string argument", gen_internlm, ARGS),
+    Format("Jamba", None, "jamba", "Jamba (synthetic)", "<|bom|><|assistant|>",
+           "`<tool_calls>` JSON string argument", gen_jamba, ARGS),
+    Format("GigaChat3", None, "gigachat3", "GigaChat3 (synthetic)", "assistant<|role_sep|>\n",
+           "`function call` JSON string argument", gen_gigachat3, ARGS),
+    Format("Apertus", None, "apertus", "Apertus (synthetic)", "<|assistant_start|>",
+           "`<|tools_prefix|>` keyed JSON string argument", gen_apertus, ARGS),
+    Format("LFM2", None, "lfm2", "LFM2 (synthetic)", "<|im_start|>assistant\n",
+           "`<|tool_call_start|>` pythonic string argument", gen_lfm2, ARGS),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",

@@ -461,6 +461,10 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__.rsplit("usage:", 1)[1].strip(), file=sys.stderr)
         return 2
+    # The long-tail families' folders are built in their own module, which imports this one.
+    from tests.peer.recorded_longtail import FOLDERS as LONGTAIL
+
+    FOLDERS.update(LONGTAIL)
     # Inkling, K2 Horizon and Muse (recorded_blocks.py, which imports this one too).
     from tests.peer.recorded_blocks import FOLDERS as BLOCKS
 

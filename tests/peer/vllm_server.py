@@ -51,6 +51,13 @@ RECORDED_FOLDERS = (
     "functiongemma",
     "kimi_k3",
     "llama4",
+    # The long tail (tests/peer/recorded_longtail.py).
+    "phi4_mini_json",
+    "internlm",
+    "jamba",
+    "gigachat3",
+    "apertus",
+    "lfm2",
     "granite",
     "olmo3",
     "step3",
@@ -195,6 +202,13 @@ RECORDED_SPECS = {
         _recorded("kimi_k3", "kimi_k3", "kimi_k3", "kimi_k3"),
         _recorded("llama4_pythonic", "llama4", None, "llama4_pythonic"),
         _recorded("llama4_json", "llama4", None, "llama4_json"),
+        # The long tail: tool parsers only, one folder each.
+        _recorded("phi4_mini_json", "phi4_mini_json", None, "phi4_mini_json"),
+        _recorded("internlm", "internlm", None, "internlm"),
+        _recorded("jamba", "jamba", None, "jamba"),
+        _recorded("gigachat3", "gigachat3", None, "gigachat3"),
+        _recorded("apertus", "apertus", None, "apertus"),
+        _recorded("lfm2", "lfm2", None, "lfm2"),
         # Cohere Command A: one folder, the cmd3 and the cmd4 parsers (vLLM runs both
         # through the cohere_melody library, which the peer venv needs).
         _recorded("cohere_command3", "cohere", "cohere_command3", "cohere_command3"),

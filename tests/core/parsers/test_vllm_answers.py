@@ -74,6 +74,7 @@ from tests.core.parsers.block_deviations import BLOCK_DEVIATIONS, BLOCK_FAMILIES
 from tests.core.parsers.cohere_deviations import COHERE_DEVIATIONS, COHERE_FAMILIES
 from tests.core.parsers.family_deviations import FAMILY_DEVIATIONS
 from tests.core.parsers.harness import Result, merge, parser, request
+from tests.core.parsers.longtail_deviations import LONGTAIL_DEVIATIONS, LONGTAIL_FAMILIES
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 
@@ -424,6 +425,9 @@ DEVIATIONS.update(FAMILY_DEVIATIONS)
 # Cohere Command A (cohere_deviations.py).
 FAMILIES.update({name: Family(*fam) for name, fam in COHERE_FAMILIES.items()})
 DEVIATIONS.update(COHERE_DEVIATIONS)
+# The long tail: Phi-4-mini, InternLM2, Jamba, … (longtail_deviations.py).
+FAMILIES.update({name: Family(*fam) for name, fam in LONGTAIL_FAMILIES.items()})
+DEVIATIONS.update(LONGTAIL_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 

@@ -90,6 +90,8 @@ def _structure(scope: Scope, call: CallList, c: str, shape: CallShape) -> bool:
         if shape.shape == SHAPE_ARRAY:
             if c == "[":
                 call.phase = BETWEEN
+            elif c == "{" and shape.keyed:
+                _new_object(call)  # one call without its array (vLLM's Apertus takes it)
             return True  # anything else before the array is skipped (reference MT08)
         if c == "{":
             _new_object(call)
@@ -158,6 +160,9 @@ def _maybe_header(scope: Scope, call: CallList, shape: CallShape) -> None:
 
 def _value_start(scope: Scope, call: CallList, c: str, shape: CallShape) -> None:
     key = _key(call)
+    if shape.keyed and not call.name and not call.args_seen:
+        _keyed_start(scope, call, c, shape, key)
+        return
     if key == shape.name_key and not call.name and c == '"':
         call.value, call.head = V_NAME, ""
     elif key in shape.arg_keys and not call.args_seen:
@@ -168,6 +173,19 @@ def _value_start(scope: Scope, call: CallList, c: str, shape: CallShape) -> None
             _maybe_header(scope, call, shape)
     else:
         call.value = V_OTHER
+    value_opens(call, c)
+
+
+def _keyed_start(scope: Scope, call: CallList, c: str, shape: CallShape, key: str) -> None:
+    """The first key of a keyed object names the function; its value is the arguments
+    (later keys are skipped)."""
+    call.args_seen = True
+    if key:
+        call.name = key[:HEAD_MAX]
+    call.value = V_ARGS if c in "{[" else V_ARGS_TEXT
+    if call.value == V_ARGS:
+        call.check = JsonCheck()
+    _maybe_header(scope, call, shape)
     value_opens(call, c)
 
 

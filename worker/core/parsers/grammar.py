@@ -98,6 +98,9 @@ class CallShape:
     name_key: str = "name"
     # The header waits for the arguments key (llama3: `{"name": "x"}` alone is no call).
     need_args_key: bool = False
+    # Each object's first key is the function's name and its value the arguments
+    # (Apertus: `[{"get_weather": {"city": "Bern"}}]`).
+    keyed: bool = False
 
 
 # tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).

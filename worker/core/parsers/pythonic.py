@@ -87,6 +87,10 @@ def feed(scope: Scope, call: CallPythonic, text: str) -> int:
             if call.fallback:
                 fall_back(scope, base + text[:i])
                 return i
+            if phase in _OPEN_CALL and call.index >= 0 and not call.skip:
+                # The list stops being Python inside a call (`[f(a='x']`): its arguments
+                # are closed there, so what was sent stays JSON.
+                send_args(scope.out, call, "}")
             call.phase = END
             break
         i += 1

@@ -1,0 +1,139 @@
+"""The long tail of vLLM 0.33's tool parsers (vllm-parsers-0.33.md row 24) whose calls are
+JSON call lists (call_list.py reads the objects) or Python call lists (pythonic.py), as
+entries of the one engine's table:
+Phi-4-mini's `functools[…]`, InternLM2's `<|action_start|><|plugin|>{…}<|action_end|>`,
+Jamba's `<tool_calls>[…]</tool_calls>`, GigaChat3's `function call<|role_sep|>\n{…}`, Apertus'
+`<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>`, LFM2's
+`<|tool_call_start|>[f(a=1)]<|tool_call_end|>`.
+
+None of them has a structural tag in vLLM 0.33, so `tool_choice` "required" / named
+output is the bare JSON of constrained decoding (FORCED_JSON).
+"""
+
+from __future__ import annotations
+
+from worker.core.parsers.grammar import (
+    ARGS,
+    BETWEEN,
+    CALL_END,
+    CALL_START,
+    CONTENT,
+    FORCED_JSON,
+    SHAPE_ARRAY,
+    SHAPE_SINGLE,
+    CallShape,
+    ToolFormat,
+    Transition,
+)
+from worker.core.parsers.state import CallList, CallPythonic
+
+# Both spellings of a call's arguments key, as vLLM's parsers read them.
+ARG_KEYS = ("arguments", "parameters")
+
+# Phi-4-mini: the plain text `functools[` opens a JSON array of calls (vLLM's regex
+# `functools\[(.*?)\]`); the marker's text goes to the scanner, which skips to the `[`.
+# There is no closer: the array's `]` ends the block, and what follows is not content.
+PHI4_MINI_JSON = ToolFormat(
+    "phi4_mini_json",
+    {(CONTENT, "functools["): Transition(ARGS, CALL_START, keep=True)},
+    CallList,
+    calls=CallShape(SHAPE_ARRAY, ARG_KEYS),
+    forced=FORCED_JSON,
+)
+
+# InternLM2: one call object after `<|action_start|><|plugin|>` (special tokens in
+# InternLM2's vocabulary), up to `<|action_end|>`. vLLM's parser reads the text (special
+# tokens kept once tools are on), so the markers are matched on text, spelled in ordinary
+# tokens too; another action (`<|action_start|><|interpreter|>`, code to run) is no call
+# and stays text, as in vLLM.
+_PLUGIN_CALL, _ACTION_END = "<|action_start|><|plugin|>", "<|action_end|>"
+INTERNLM = ToolFormat(
+    "internlm",
+    {
+        (CONTENT, _PLUGIN_CALL): Transition(ARGS, CALL_START),
+        (ARGS, _ACTION_END): Transition(BETWEEN, CALL_END),
+    },
+    CallList,
+    calls=CallShape(SHAPE_SINGLE, ARG_KEYS),
+    forced=FORCED_JSON,
+    text_markers=(_PLUGIN_CALL, _ACTION_END, "<|action_start|>", "<|plugin|>", "<|interpreter|>"),
+)
+
+# Jamba 1.5: a JSON array of call objects between `<tool_calls>` and `</tool_calls>` (added
+# tokens of its vocabulary; vLLM finds them in the text, so do we). vLLM reads only the
+# `arguments` key (a `parameters` object fails its whole call list); we read both.
+JAMBA = ToolFormat(
+    "jamba",
+    {
+        (CONTENT, "<tool_calls>"): Transition(ARGS, CALL_START),
+        (ARGS, "</tool_calls>"): Transition(BETWEEN, CALL_END),
+    },
+    CallList,
+    calls=CallShape(SHAPE_ARRAY, ARG_KEYS),
+    forced=FORCED_JSON,
+    text_markers=("<tool_calls>", "</tool_calls>"),
+)
+
+# GigaChat3: a call is a message from `function call` (`function call<|role_sep|>\n{json}`,
+# after the answer's `<|message_sep|>\n\n` when there is one) or follows `<|function_call|>`;
+# one `{"name", "arguments"}` object, no closer. vLLM's parser reads the text (special tokens
+# kept once tools are on), so the markers are matched on text. A `<|message_sep|>` that
+# opens no call stays in the content, as in vLLM's answer.
+_MSG, _FC, _FCT = "<|message_sep|>", "function call<|role_sep|>\n", "<|function_call|>"
+_GIGA_CALLS = (_MSG + "\n\n" + _FC, _FC, _FCT)
+GIGACHAT3 = ToolFormat(
+    "gigachat3",
+    {
+        **{(CONTENT, m): Transition(ARGS, CALL_START) for m in _GIGA_CALLS},
+        # Another call message after the first (vLLM reads none of them then).
+        **{(ARGS, m): Transition(ARGS, CALL_END | CALL_START) for m in _GIGA_CALLS},
+        (ARGS, _MSG): Transition(BETWEEN, CALL_END),
+        **{(BETWEEN, m): Transition(ARGS, CALL_START) for m in _GIGA_CALLS},
+    },
+    CallList,
+    calls=CallShape(SHAPE_SINGLE, ("arguments",)),
+    forced=FORCED_JSON,
+    text_markers=(*_GIGA_CALLS, _MSG, "<|role_sep|>"),
+)
+
+# Apertus: `<|tools_prefix|>[{"NAME": {args}}, …]<|tools_suffix|>` (special tokens; vLLM
+# matches them on text, holding back a partial one). Each object's key is the function's
+# name. vLLM keeps the text after the block as content (joined to the text before).
+_TOOLS_PREFIX, _TOOLS_SUFFIX = "<|tools_prefix|>", "<|tools_suffix|>"
+APERTUS = ToolFormat(
+    "apertus",
+    {
+        (CONTENT, _TOOLS_PREFIX): Transition(ARGS, CALL_START),
+        (ARGS, _TOOLS_SUFFIX): Transition(CONTENT, CALL_END),
+    },
+    CallList,
+    calls=CallShape(SHAPE_ARRAY, keyed=True),
+    forced=FORCED_JSON,
+    text_markers=(_TOOLS_PREFIX, _TOOLS_SUFFIX),
+)
+
+# LiquidAI LFM2 / LFM2.5: a Python list of calls, `<|tool_call_start|>[f(a=1)]<|tool_call_end|>`
+# (pythonic.py reads it); the text after the block is content again, as in vLLM. vLLM finds
+# the markers in the text (special tokens kept once tools are on).
+_LFM2_START, _LFM2_END = "<|tool_call_start|>", "<|tool_call_end|>"
+LFM2 = ToolFormat(
+    "lfm2",
+    {
+        (CONTENT, _LFM2_START): Transition(ARGS, CALL_START),
+        (ARGS, _LFM2_END): Transition(CONTENT, CALL_END),
+        # An orphan end (LFM2 sometimes echoes the call after the block) is markup.
+        (CONTENT, _LFM2_END): Transition(CONTENT),
+    },
+    CallPythonic,
+    forced=FORCED_JSON,
+    text_markers=(_LFM2_START, _LFM2_END),
+)
+
+LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
+    "phi4_mini_json": PHI4_MINI_JSON,
+    "internlm": INTERNLM,
+    "jamba": JAMBA,
+    "gigachat3": GIGACHAT3,
+    "apertus": APERTUS,
+    "lfm2": LFM2,
+}
