@@ -48,8 +48,11 @@ class Run:
     list source and sink and a `MemoryStore`: CAS, TTLs, epochs and the numbered steps are
     the ones `run` and `replay` go through (state goes through msgpack between batches)."""
 
-    def __init__(self, reg: Registry, store: MemoryStore | None = None) -> None:
+    def __init__(
+        self, reg: Registry, store: MemoryStore | None = None, control: bool = False
+    ) -> None:
         self.reg = reg
+        self.control = control  # `--control-topic`: early-stop records among the outputs
         self.store = MemoryStore() if store is None else store
         self.source = ListSource()
         self.checkpoint = Checkpoint(self.source, self.store)
@@ -75,6 +78,7 @@ class Run:
                 sink=sink,
                 checkpoint=self.checkpoint,
                 max_record_bytes=max_record_bytes,
+                control=self.control,
             )
         )
         self.outputs += sink.outputs

@@ -355,7 +355,7 @@ class OneBatchConsumer:
             await asyncio.sleep(timeout_ms / 1000)
             return {}
         self.given = True
-        msg = argparse.Namespace(key=b"r", value=self.value, timestamp=0, offset=0)
+        msg = argparse.Namespace(key=b"r", value=self.value, timestamp=0, offset=0, headers=())
         return {TP: [msg]}
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:

@@ -53,7 +53,7 @@ class FakeConsumer:
         self.position_ = end
         return {
             TP: [
-                argparse.Namespace(key=b"r", value=v, timestamp=0, offset=start + i)
+                argparse.Namespace(key=b"r", value=v, timestamp=0, offset=start + i, headers=())
                 for i, v in enumerate(self.values[start:end])
             ]
         }

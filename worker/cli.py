@@ -49,6 +49,11 @@ def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(continue a replay split in parts)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="also write the early-stop records `run --control-topic` publishes (kind control)",
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -71,6 +76,7 @@ def _replay(args: argparse.Namespace) -> int:
             store,
             name=args.input,
             progress=None if args.quiet else sys.stderr,
+            control=args.control,
         )
     finally:
         if src is not sys.stdin.buffer:
@@ -244,6 +250,12 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         type=_header,
         help="a record header on every record (tracestate, baggage, a tenant id); repeatable",
     )
+    p.add_argument(
+        "--control-topic",
+        default=_env_default("control-topic"),
+        help="follow the worker's early-stop records and hold back the chunks of a request "
+        "it stopped (README: Early stop)",
+    )
 
 
 def _header(raw: str) -> tuple[str, str]:
@@ -274,9 +286,17 @@ def _publish(args: argparse.Namespace) -> int:
         headers = dict(args.header)
         if args.traceparent:
             headers["traceparent"] = args.traceparent
-        async with Publisher(args.bootstrap_servers, args.topic, headers) as pub:
+        async with Publisher(
+            args.bootstrap_servers, args.topic, headers, control_topic=args.control_topic
+        ) as pub:
             for rec in records:
                 await pub.record(rec)
+        if pub.held_back:
+            print(
+                f"held back {pub.held_back} records ({pub.tokens_held_back} tokens) of "
+                "requests the worker had stopped",
+                file=sys.stderr,
+            )
         return pub.sent
 
     sent = asyncio.run(main())

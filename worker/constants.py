@@ -27,6 +27,9 @@ RESPONSE = "response"
 ERROR = "error"
 DONE_KIND = "done"
 DLQ = "dlq"
+# An early-stop request to the engine (`--control-topic`): the worker finished a request
+# before its engine did (worker/core/control.py).
+CONTROL = "control"
 # The value of the last output of a stream, as OpenAI's SSE ends one (`data: [DONE]`).
 DONE = b"[DONE]"
 
@@ -41,6 +44,7 @@ RESULTS = (OK, DUPLICATE, FAILED, DLQ, SKIPPED)
 INPUT_TOPIC = "derender.chunks"
 OUTPUT_TOPIC = "derender.deltas"
 DLQ_TOPIC = "derender.dlq"
+CONTROL_TOPIC = "derender.control"
 GROUP_ID = "derender"
 # Every flag `--some-flag` also reads DERENDER_SOME_FLAG (settings.FLAGS).
 ENV_PREFIX = "DERENDER_"

@@ -26,7 +26,17 @@ from typing import IO, Any
 from worker.adapters.embedded import RedisServer, create_topics
 from worker.adapters.redis_store import RedisStore
 from worker.config import load_registry
-from worker.constants import DLQ_TOPIC, DONE, H_PART, H_REQUEST_ID, H_SEQ, INPUT_TOPIC, OUTPUT_TOPIC
+from worker.constants import (
+    CONTROL,
+    CONTROL_TOPIC,
+    DLQ_TOPIC,
+    DONE,
+    H_PART,
+    H_REQUEST_ID,
+    H_SEQ,
+    INPUT_TOPIC,
+    OUTPUT_TOPIC,
+)
 from worker.core.model import Registry
 from worker.metrics import Metrics
 from worker.publisher import Publisher
@@ -90,6 +100,16 @@ CONVERSATION = [
         "or, in place: `items.reverse()`.",
         False,
     ),
+    (
+        # Stopped by a stop string in the worker: it tells the engine side on the control
+        # topic, and the publisher holds back the rest of the request's tokens.
+        "count",
+        "Count from one to twenty in words; stop at seven.",
+        "Just list the numbers.</think>one, two, three, four, five, six, seven, eight, nine, "
+        "ten, eleven, twelve, thirteen, fourteen, fifteen, sixteen, seventeen, eighteen, "
+        "nineteen, twenty.",
+        False,
+    ),
 ]
 
 
@@ -123,6 +143,8 @@ def build_requests(registry: Registry) -> list[DemoRequest]:
         }
         if tools:
             chat_request.update(tools=TOOLS, tool_choice="auto")
+        if name == "count":
+            chat_request.update(stop=[", eight"])
         records: list[dict[str, Any]] = []
         for i, token in enumerate(ids):
             last = i == len(ids) - 1
@@ -151,28 +173,33 @@ def _settings(bootstrap: str, redis_url: str) -> Settings:
         heartbeat_interval_ms=500,
         group_id="derender-demo",
         log_level="WARNING",
+        control_topic=CONTROL_TOPIC,
     )
     return Settings(**values)
 
 
-async def _publish(bootstrap: str, requests: list[DemoRequest], stats: Stats, pace: bool) -> int:
-    """Interleave the requests round-robin, one token per record, paced like engines."""
+async def _publish(
+    bootstrap: str, requests: list[DemoRequest], stats: Stats, pace: bool
+) -> tuple[int, int]:
+    """Interleave the requests round-robin, one token per record, paced like engines.
+    Returns the records sent and the tokens held back (requests the worker stopped)."""
     streams = [list(r.records) for r in requests]
     interval = 1.0 / PACE_TOKENS_PER_S if pace else 0.0
     sent = 0
-    async with Publisher(bootstrap) as pub:
+    async with Publisher(bootstrap, control_topic=CONTROL_TOPIC) as pub:
         while any(streams):
             for s in streams:
                 if s:
                     rec = s.pop(0)
                     seq = pub.next_seq(rec["request_id"])
                     stats.sent_at[(rec["request_id"], str(seq))] = time.monotonic()
+                    before = pub.sent
                     await pub.record(rec)
-                    sent += 1
+                    sent += pub.sent - before
             if interval:
                 await pub.flush()
                 await asyncio.sleep(interval)
-    return sent
+    return sent, pub.tokens_held_back
 
 
 async def _show(
@@ -263,11 +290,12 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
         stack.enter_context(broker)
         out.write(f"  broker  {broker_name:<12} {broker.bootstrap}\n")
         out.write(f"  redis   redis-server {redis.url}\n")
-        await create_topics(broker.bootstrap, [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC], PARTITIONS)
+        topics = [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC, CONTROL_TOPIC]
+        await create_topics(broker.bootstrap, topics, PARTITIONS)
         registry = load_registry(None)
         requests = build_requests(registry)
-        if short:
-            requests = requests[:2]
+        if short:  # (the first two, and the one a stop string ends early)
+            requests = [*requests[:2], requests[-1]]
         settings = _settings(broker.bootstrap, redis.url)
         runner = Runner(
             settings,
@@ -289,7 +317,7 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
             shower = asyncio.create_task(
                 _show(broker.bootstrap, requests, stats, out, live.request_id)
             )
-            records = await _publish(broker.bootstrap, requests, stats, pace)
+            records, held_back = await _publish(broker.bootstrap, requests, stats, pace)
             transcripts = await asyncio.wait_for(shower, timeout=120)
         finally:
             runner.request_stop()
@@ -303,6 +331,9 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
             f"{elapsed:.1f}s ({tokens / elapsed:,.0f} tokens/s while streaming); latency "
             f"publish → output p50 {_percentile(stats.latencies_ms, 0.5):.1f} ms, "
             f"p99 {_percentile(stats.latencies_ms, 0.99):.1f} ms\n"
+            f"early stop: {runner.metrics.outputs.labels(CONTROL)._value.get():.0f} "
+            f"request(s) answered before their engine finished (a stop string); the "
+            f"engine side held back {held_back} of {tokens} tokens\n"
         )
         out.write("stopped the worker, the broker and redis.\n")
         return code

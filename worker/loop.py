@@ -126,8 +126,10 @@ async def run_batch(
     max_record_bytes: int,
     observer: Observer = SILENT,
     step_timeout_s: float | None = None,
+    control: bool = False,
 ) -> BatchReport:
-    """Steps 1–6 above for one batch."""
+    """Steps 1–6 above for one batch. `control`: requests ended early also get a
+    `control` output (`--control-topic`; the sink routes it)."""
     limit = step_timeout_s
     t0 = time.perf_counter()
     # 1) decode
@@ -155,7 +157,7 @@ async def run_batch(
     # (A store that waits for replicas confirms every touched state: process_batch says why.)
     confirm = getattr(checkpoint.store, "wait_replicas", 0) > 0
     result = process_batch(
-        decoded, stored, registry, epochs, checkpoint.offsets(batch), held, confirm
+        decoded, stored, registry, epochs, checkpoint.offsets(batch), held, confirm, control
     )
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)
@@ -168,7 +170,7 @@ async def run_batch(
         # `error` output in each refused output's place (same request, seq and part).
         for rec, why in exc.refused:
             log.error("output %s/%s refused by the broker: %s", rec.kind, rec.key, why)
-        errors = fail_refused(result, [rec for rec, _ in exc.refused if rec.kind != DLQ])
+        errors = fail_refused(result, [rec for rec, _ in exc.refused if rec.kind != DLQ], control)
         checkpoint.fence(batch, "produce")
         await bounded(sink.send(errors, []), limit, "produce")
     t4 = time.perf_counter()

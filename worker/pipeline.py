@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from worker.constants import (
+    CONTROL,
     DLQ,
     ERROR,
     H_ERROR,
@@ -27,6 +28,8 @@ from worker.constants import (
     UNKNOWN_SEQ,
 )
 from worker.core import derender, errors
+from worker.core.control import control as control_output
+from worker.core.control import live as still_live
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
 from worker.core.render import Output
@@ -180,6 +183,7 @@ def process_batch(
     offsets: tuple[Mapping[Partition, int], Mapping[Partition, int]] | None = None,
     held: Mapping[str, Tables] | None = None,
     confirm: bool = False,
+    control: bool = False,
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
@@ -194,7 +198,10 @@ def process_batch(
     written back unchanged, so that the save waits for the replicas to have it too. The
     state may be one an earlier try of this very batch saved on the master and the
     replicas never acknowledged (the try failed at its WAIT); committing on it unconfirmed
-    lost those records when the master died before its replica had them (issue #24)."""
+    lost those records when the master died before its replica had them (issue #24).
+
+    `control` (`--control-topic`): a record that ended a live request before its engine
+    did also yields a `control` output (worker/core/control.py), after its others."""
     result = BatchResult()
     partition_of = result.partitions
     owned = epochs or {}
@@ -248,7 +255,10 @@ def process_batch(
             # `invalid_request_error`; one that does not match the schema (dead-lettered
             # too) as `invalid_record`.
             code = errors.INVALID_RECORD if bad.dead_letter else errors.INVALID_REQUEST
+            was_live = control and still_live(state)
             st = derender.step_invalid(state, rid, bad.seq, bad.reason, code)
+            if was_live and bad.seq is not None:
+                _stop(st, rid, "invalid", False, state, bad.seq)
             if not bad.dead_letter:  # (a dead letter is counted once, as "dlq")
                 results[st.result] += 1
             seq = str(bad.seq) if bad.seq is not None else UNKNOWN_SEQ
@@ -257,9 +267,12 @@ def process_batch(
             assert rec is not None
             rid = rec.request_id
             state, loaded = current(rid, d.record.partition)
+            was_live = control and still_live(state)
             st = derender.step(
                 state, rec, registry, d.record.timestamp_ms, tables=tables_of.get(rid)
             )
+            if was_live:
+                _stop(st, rid, rec.type, _engine_finished(rec), state, rec.seq)
             if st.tables is not None:
                 tables_of[rid] = opened[rid] = st.tables
             if st.exception is not None:  # a bug, or a tokenizer failure: this request only
@@ -307,12 +320,40 @@ def process_batch(
     return result
 
 
-def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecord]:
+def _stop(
+    st: derender.Step,
+    rid: str,
+    record_type: str,
+    engine_finished: bool,
+    before: RequestState | CorruptState | None,
+    seq: int,
+) -> None:
+    """Append the control output, if the record ended its live request early."""
+    c = control_output(rid, True, record_type, engine_finished, before, st.state, seq, st.error)
+    if c is not None:
+        st.outputs = [*st.outputs, c]  # (a Step's list may be shared: render.DONE's)
+
+
+def _engine_finished(rec: ChunkRecord) -> bool:
+    """The engine itself finished every choice this record carries."""
+    chunk = rec.generate_chunk
+    return (
+        chunk is not None
+        and bool(chunk.choices)
+        and all(c.finish_reason is not None for c in chunk.choices)
+    )
+
+
+def fail_refused(
+    result: BatchResult, refused: list[OutRecord], control: bool = False
+) -> list[OutRecord]:
     """The broker refused these outputs for themselves (too large for the topic): their
     requests fail (`core.fail`). Returns one `error` output per refused output, in its
     place (the same request, seq and part headers), and turns each request's state write
-    into the failed state, so its later records are skipped."""
+    into the failed state, so its later records are skipped. With `control`, a request
+    still live gets its control output too (once: not if the batch already stopped it)."""
     errors_out: list[OutRecord] = []
+    stopped = {o.key for o in result.outputs if o.kind == CONTROL} if control else set()
     for rec in refused:
         err = DerenderError(
             f"an output of {len(rec.value)} bytes was refused by the broker (larger than "
@@ -325,6 +366,15 @@ def fail_refused(result: BatchResult, refused: list[OutRecord]) -> list[OutRecor
         (error,) = [o for o in st.outputs if o.kind == ERROR]
         headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, ERROR.encode())]
         errors_out.append(OutRecord(rec.key, error.value, headers, ERROR, rec.source_partition))
+        if control and w is not None and not w.done and rec.key not in stopped:
+            stopped.add(rec.key)
+            before = load_state(w.blob)
+            c = control_output(rec.key, True, "chunk", False, before, st.state, seq, st.error)
+            if c is not None:
+                headers = [(k, v) for k, v in headers if k != H_KIND] + [(H_KIND, c.kind.encode())]
+                errors_out.append(
+                    OutRecord(rec.key, c.value, headers, CONTROL, rec.source_partition)
+                )
         if w is not None and st.blob is not None:
             result.writes[rec.key] = StateWrite(
                 w.request_id,

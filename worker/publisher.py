@@ -27,6 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from worker.constants import INPUT_TOPIC
+from worker.control_reader import ControlReader
 
 SSE_DATA = "data:"
 SSE_DONE = "[DONE]"
@@ -38,9 +39,20 @@ class Publisher:
         bootstrap_servers: str,
         topic: str = INPUT_TOPIC,
         headers: Mapping[str, str] | None = None,
+        *,
+        control_topic: str | None = None,
         **producer: Any,
     ) -> None:
         self.topic = topic
+        # `control_topic`: follow the worker's early-stop records and hold back the chunks
+        # of a request it has stopped (its `end` / `abort` still go, to close it).
+        self.control = (
+            ControlReader(bootstrap_servers, control_topic, **_client_kwargs(producer))
+            if control_topic
+            else None
+        )
+        self.held_back = 0  # chunk records not sent: their request was stopped
+        self.tokens_held_back = 0  # the token ids in them: what the engine did not need
         # Record headers: on every record, and per request (`trace`).
         self._headers = [(k, v.encode()) for k, v in (headers or {}).items()]
         self._request_headers: dict[str, list[tuple[str, bytes]]] = {}
@@ -53,6 +65,12 @@ class Publisher:
 
     async def __aenter__(self) -> Publisher:
         await self._producer.start()
+        if self.control is not None:
+            try:
+                await self.control.__aenter__()
+            except BaseException:
+                await self._producer.stop()
+                raise
         return self
 
     async def __aexit__(
@@ -65,6 +83,12 @@ class Publisher:
             await self.flush()
         finally:
             await self._producer.stop()
+            if self.control is not None:
+                await self.control.__aexit__(None, None, None)
+
+    def stopped(self, request_id: str) -> bool:
+        """The worker asked the engine to stop this request (`control_topic`)."""
+        return self.control is not None and self.control.get(request_id) is not None
 
     def trace(
         self,
@@ -86,6 +110,15 @@ class Publisher:
     async def record(self, record: dict[str, Any]) -> None:
         """Send one ChunkRecord; a missing `seq` is assigned (0, 1, 2, … per request)."""
         rid = record["request_id"]
+        if (
+            self.control is not None
+            and record.get("type", "chunk") == "chunk"
+            and self.control.get(rid) is not None
+        ):
+            self.held_back += 1
+            for c in (record.get("generate_chunk") or {}).get("choices") or []:
+                self.tokens_held_back += len(c.get("token_ids") or [])
+            return
         if "seq" not in record:
             record = {**record, "seq": self.next_seq(rid)}
         self._next_seq[rid] = max(self.next_seq(rid), int(record["seq"]) + 1)
@@ -123,6 +156,12 @@ class Publisher:
         pending, self._pending = self._pending, []
         if pending:
             await asyncio.gather(*pending)
+
+
+def _client_kwargs(producer: dict[str, Any]) -> dict[str, Any]:
+    """The connection settings (security, client id) a consumer shares with the producer."""
+    shared = ("security_protocol", "ssl_context", "sasl_", "client_id", "request_timeout_ms")
+    return {k: v for k, v in producer.items() if k.startswith(shared)}
 
 
 def sse_records(

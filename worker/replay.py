@@ -45,8 +45,11 @@ def replay(
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     progress: IO[str] | None = None,
     batch_size: int = REPLAY_BATCH,
+    control: bool = False,
 ) -> ReplaySummary:
-    """Replay records from `src` to `dst`; `store` keeps the states (a fresh one if None)."""
+    """Replay records from `src` to `dst`; `store` keeps the states (a fresh one if None).
+    `control`: write the control records too (kind `control`), as `run --control-topic`
+    publishes them."""
     store = MemoryStore() if store is None else store
     source = FileSource(src, name, batch_size)
     sink = FileSink(dst)
@@ -62,6 +65,7 @@ def replay(
                 sink=sink,
                 checkpoint=checkpoint,
                 max_record_bytes=max_record_bytes,
+                control=control,
             )
         )
         result = report.result

@@ -44,6 +44,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from worker.accounts import Accounts
 from worker.adapters.kafka import (
+    check_topics,
     make_consumer,
     make_producer,
     make_transactional_producer,
@@ -206,11 +207,13 @@ class Runner:
                 id_prefix=s.transactional_id_prefix,
                 output_topic=s.output_topic,
                 dlq_topic=s.dlq_topic,
+                control_topic=s.control_topic,
             )
             self.sink = self.transactions
         else:
             assert self.producer is not None
-            self.sink = KafkaSink(self.producer, self.s.output_topic, self.s.dlq_topic)
+            s = self.s
+            self.sink = KafkaSink(self.producer, s.output_topic, s.dlq_topic, s.control_topic)
         self.consumer.subscribe(
             [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
         )
@@ -233,18 +236,7 @@ class Runner:
             await self.producer.start()
         self.consumer = make_consumer(self.s)
         await self.consumer.start()
-        await self._check_topics(self.consumer)
-
-    async def _check_topics(self, consumer: AIOKafkaConsumer) -> None:
-        """A missing topic is a configuration error: waiting will not create it."""
-        existing = await consumer.topics()
-        wanted = (self.s.input_topic, self.s.output_topic, self.s.dlq_topic)
-        missing = [t for t in wanted if t not in existing]
-        if missing:
-            raise ConfigError(
-                f"topic(s) {', '.join(missing)} do not exist on {self.s.bootstrap_servers} "
-                "(create them, or point --input-topic/--output-topic/--dlq-topic elsewhere)"
-            )
+        await check_topics(self.consumer, self.s)
 
     async def _shutdown(self) -> None:
         """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the
@@ -393,6 +385,7 @@ class Runner:
                 max_record_bytes=self.s.max_record_bytes,
                 observer=self.metrics,
                 step_timeout_s=self.s.step_timeout_s,
+                control=self.s.control_topic is not None,
             )
         except Fenced as exc:
             self.metrics.fenced.inc()

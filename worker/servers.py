@@ -55,7 +55,7 @@ from worker.adapters.embedded import (
     create_topics,
 )
 from worker.adapters.local_cluster import LocalRedisCluster
-from worker.constants import DLQ_TOPIC, INPUT_TOPIC, OUTPUT_TOPIC
+from worker.constants import CONTROL_TOPIC, DLQ_TOPIC, INPUT_TOPIC, OUTPUT_TOPIC
 
 if TYPE_CHECKING:  # imported where used: tansu alone needs none of Apache Kafka's code
     from worker.adapters.kafka_server import ApacheKafka
@@ -64,7 +64,7 @@ APACHE, TANSU = "apache", "tansu"
 KINDS = (APACHE, TANSU)
 # The worker's default topics: four partitions like the demo's, so a few workers (or
 # `run --processes`) can share the input; dead letters are rare, one partition.
-TOPICS = ((INPUT_TOPIC, 4), (OUTPUT_TOPIC, 4), (DLQ_TOPIC, 1))
+TOPICS = ((INPUT_TOPIC, 4), (OUTPUT_TOPIC, 4), (DLQ_TOPIC, 1), (CONTROL_TOPIC, 4))
 # How often the foreground loop checks that both servers still run.
 WATCH_EVERY_S = 0.5
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

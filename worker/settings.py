@@ -63,6 +63,12 @@ FLAGS: list[Flag] = [
     Flag("input-topic", constants.INPUT_TOPIC, "topic of ChunkRecords (key = request_id)"),
     Flag("output-topic", constants.OUTPUT_TOPIC, "topic of OpenAI payloads"),
     Flag("dlq-topic", constants.DLQ_TOPIC, "dead-letter topic for undecodable records"),
+    Flag(
+        "control-topic",
+        None,
+        "topic of early-stop records for the engine (a request the worker finished "
+        "first: stop string, failure, abort); off when unset",
+    ),
     Flag("group-id", constants.GROUP_ID, "Kafka consumer group"),
     Flag(
         "group-instance-id",
@@ -221,6 +227,7 @@ class Settings:
     input_topic: str
     output_topic: str
     dlq_topic: str
+    control_topic: str | None
     group_id: str
     group_instance_id: str | None
     redis_url: str
@@ -351,5 +358,9 @@ def validate(s: Settings) -> None:
         pass_header_names(s.pass_headers)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    if len({s.input_topic, s.output_topic, s.dlq_topic}) != 3:
-        raise SettingsError("--input-topic, --output-topic and --dlq-topic must differ")
+    topics = [s.input_topic, s.output_topic, s.dlq_topic]
+    topics += [s.control_topic] if s.control_topic is not None else []
+    if len(set(topics)) != len(topics):
+        raise SettingsError(
+            "--input-topic, --output-topic, --dlq-topic and --control-topic must differ"
+        )

@@ -340,7 +340,14 @@ def test_a_failover_to_a_lagging_replica(
             # retry committing on states its replica never had (test_replicated_saves).
             victim.call("SET", _key_on(cluster, victim, "filler"), b"x" * FILLER_BYTES)
             source.send(parts[1])  # saves go on to the master, not to its replica
-            tail.wait(lambda o: len(o) > seen + 200, 60, "outputs while the replica is frozen")
+            if wait:
+                # A batch's outputs go out, its save is applied on the master and never
+                # acknowledged: the partition stalls there (a retry writes the same
+                # states back and waits again) until the replica answers.
+                tail.wait(lambda o: len(o) > seen, 60, "outputs while the replica is frozen")
+                wait_log(w, "NotReplicated", 60)
+            else:
+                tail.wait(lambda o: len(o) > seen + 200, 60, "outputs while the replica is frozen")
             time.sleep(0.5)  # (a batch saves after its outputs are acknowledged)
         finally:
             victim.kill()

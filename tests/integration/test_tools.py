@@ -53,6 +53,11 @@ def test_demo_runs_end_to_end() -> None:
     assert "=== weather (chatcmpl-demo-0-weather) ===" in out
     assert "=== math (chatcmpl-demo-1-math) ===" in out
     assert "391" in out  # the math answer made it through
+    # The stop string ended "count" at seven: one control record (the publisher held back
+    # what it had not sent yet; with --fast it had sent nearly everything already).
+    assert "=== count (chatcmpl-demo-4-count) ===" in out
+    assert "seven" in out and "eight" not in out.split("=== count")[1]
+    assert "early stop: 1 request(s) answered before their engine finished" in out
     assert "(error)" not in out
     summary = next(line for line in out.splitlines() if line.startswith("summary:"))
     assert "records" in summary and "p50" in summary and "p99" in summary

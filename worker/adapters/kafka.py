@@ -8,6 +8,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 
+from worker.failures import ConfigError
 from worker.settings import EXACTLY_ONCE, Settings
 
 
@@ -74,3 +75,16 @@ def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaP
         request_timeout_ms=s.request_timeout_ms,
         **security_kwargs(s),
     )
+
+
+async def check_topics(consumer: AIOKafkaConsumer, s: Settings) -> None:
+    """A missing topic is a configuration error: waiting will not create it."""
+    existing = await consumer.topics()
+    wanted = [s.input_topic, s.output_topic, s.dlq_topic]
+    wanted += [s.control_topic] if s.control_topic else []
+    missing = [t for t in wanted if t not in existing]
+    if missing:
+        raise ConfigError(
+            f"topic(s) {', '.join(missing)} do not exist on {s.bootstrap_servers} (create "
+            "them, or point --input-topic/--output-topic/--dlq-topic/--control-topic elsewhere)"
+        )

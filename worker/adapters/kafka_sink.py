@@ -20,6 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
+from worker.constants import CONTROL
 from worker.failures import Kind, classify
 from worker.ports import OutputsRefused, OutRecord
 
@@ -32,16 +33,33 @@ _Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
 class KafkaSink:
     """`Sink` over an aiokafka producer (started and stopped by its owner)."""
 
-    def __init__(self, producer: AIOKafkaProducer, output_topic: str, dlq_topic: str) -> None:
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        output_topic: str,
+        dlq_topic: str,
+        control_topic: str | None = None,
+    ) -> None:
         self.producer = producer
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
+        # `control` outputs go here (`--control-topic`), in the same send (and under
+        # exactly-once the same transaction) as the outputs.
+        self.control_topic = control_topic
         self._partitioner = DefaultPartitioner()
         # topic → (its partitions, key → partition): see _partition.
         self._cache: dict[str, tuple[list[int], dict[bytes | None, int]]] = {}
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        controls: list[OutRecord] = []
+        if self.control_topic is not None:
+            controls = [o for o in outputs if o.kind == CONTROL]
+            if controls:
+                outputs = [o for o in outputs if o.kind != CONTROL]
         pending = await self._send_all(self.output_topic, outputs, lambda o: o.key.encode())
+        if controls:
+            assert self.control_topic is not None
+            pending += await self._send_all(self.control_topic, controls, lambda o: o.key.encode())
         pending += await self._send_all(
             self.dlq_topic, dead_letters, lambda d: d.key.encode() or None
         )

@@ -67,6 +67,7 @@ class Transactions:
         id_prefix: str,
         output_topic: str,
         dlq_topic: str,
+        control_topic: str | None = None,
     ) -> None:
         self._make = make_producer
         self.consumer = consumer
@@ -74,6 +75,7 @@ class Transactions:
         self.id_prefix = id_prefix
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
+        self.control_topic = control_topic
         self._sinks: dict[TopicPartition, KafkaSink] = {}
         # Partitions whose transaction failed: their producer is gone until the group is
         # rejoined (a zombie must not start a new one: that would fence the real owner).
@@ -117,7 +119,9 @@ class Transactions:
         # Only now may a lane poll them: a batch fetched before the seek would be done
         # from wherever the consumer happened to be.
         for tp, producer in started.items():
-            self._sinks[tp] = KafkaSink(producer, self.output_topic, self.dlq_topic)
+            self._sinks[tp] = KafkaSink(
+                producer, self.output_topic, self.dlq_topic, self.control_topic
+            )
         self.lost.difference_update(partitions)
         if failed is not None:
             raise failed

@@ -27,6 +27,7 @@ import msgspec
 
 from worker.core import errors, render
 from worker.core.bounds import output_too_large
+from worker.core.control import answered
 from worker.core.echo import echo_chunks
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
@@ -91,6 +92,8 @@ class Step(msgspec.Struct):
     # The request's tables (core/tables.py) to store beside the state: set by the record
     # that opens a request with any, and written once with that state.
     tables: bytes | None = None
+    # The code of the error this record failed its request with (`fail`), else None.
+    error: str | None = None
 
 
 def step(
@@ -150,7 +153,10 @@ def step(
         for o in outputs:
             if len(o.value) > limit:
                 raise output_too_large(o, limit)
-        st = Step(known, outputs, OK)
+        # A chunk after every choice finished (a stop string fired; the engine goes on
+        # until told: worker/core/control.py) says nothing and did no tokenizer work.
+        result = SKIPPED if not outputs and record.type == "chunk" and answered(known) else OK
+        st = Step(known, outputs, result)
         if opening and tabs.blob:
             st.tables = tabs.blob
     except DerenderError as exc:
@@ -228,7 +234,9 @@ def _sequence(
             state.status = DONE
             return Step(state, [render.DONE], SKIPPED)
         return Step(state, [], SKIPPED)
-    if record.seq > state.seq + 1:
+    # (Once every choice is answered the engine side may drop the chunks it was told to
+    # stop, `--control-topic`: a gap there is no error.)
+    if record.seq > state.seq + 1 and not answered(state):
         exc = DerenderError(
             f"sequence gap: got seq {record.seq}, expected {state.seq + 1}",
             errors.SEQUENCE_GAP,
@@ -264,7 +272,7 @@ def _failed(state: RequestState | None, seq: int, exc: DerenderError, closes: bo
         failed.status = DONE
     if state is not None:
         failed.api, failed.model, failed.created = state.api, state.model, state.created
-    return Step(failed, outputs, FAILED_RESULT)
+    return Step(failed, outputs, FAILED_RESULT, error=exc.code)
 
 
 def _stored(st: Step, closes: bool) -> Step:

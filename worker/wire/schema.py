@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from worker.wire import inbound, outbound
+from worker.wire import control, inbound, outbound
 
 # file name → the type it describes
 SCHEMAS: dict[str, Any] = {
@@ -24,6 +24,7 @@ SCHEMAS: dict[str, Any] = {
     "chat_completion.json": outbound.ChatCompletion,
     "text_completion.json": outbound.Completion,
     "error.json": outbound.ErrorResponse,
+    "control_record.json": control.ControlRecord,
 }
 
 
