@@ -369,6 +369,27 @@ def gen_step3_call(tok: Tokenizer) -> str:
     )
 
 
+def gen_cohere_reasoning(tok: Tokenizer) -> str:
+    return (
+        "<|START_THINKING|>"
+        + _prose(tok)
+        + "<|END_THINKING|><|START_RESPONSE|>Sun.<|END_RESPONSE|>"
+    )
+
+
+def gen_cohere_call(tok: Tokenizer) -> str:
+    return (
+        '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "f", "parameters": '
+        + _json_arg(tok)
+        + "}\n]<|END_ACTION|>"
+    )
+
+
+def gen_cohere4_reasoning(tok: Tokenizer) -> str:
+    # Command A Plus: the prompt opened the thinking block.
+    return _prose(tok) + "<|END_THINKING|><|START_TEXT|>Sun.<|END_TEXT|>"
+
+
 # -- tokenizers: the ones the tests use for each family ----------------------------------------
 
 
@@ -429,6 +450,12 @@ def _family(name: str) -> Callable[[], Tokenizer]:
     return load
 
 
+def _cohere() -> Tokenizer:
+    from tests.synthetic_cohere import cohere_tokenizer
+
+    return cohere_tokenizer()
+
+
 def _llama32() -> Tokenizer:
     from worker.adapters.tokenizers import load_tokenizer
 
@@ -470,6 +497,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Inkling (synthetic)": _inkling,
     "K2 Horizon (synthetic)": _k2_horizon,
     "Muse (synthetic)": _muse,
+    "Cohere (synthetic)": _cohere,
 }
 
 
@@ -500,6 +528,7 @@ _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
 _K2H = "<|im_start|>assistant\n<ifm|think>"
 _GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
 _OLMO3 = "<|im_start|>assistant\n"
+_COHERE = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
 _STEP3 = "<|BOT|>assistant\n<think>\n"
 _ERNIE45 = "Assistant: <think>\n"
 
@@ -592,6 +621,12 @@ FORMATS: list[Format] = [
            "reasoning (text think tags)", gen_hunyuan_reasoning, REASONING),
     Format("Hunyuan A13B", "hunyuan_a13b", "hunyuan_a13b", "Qwen 2.5 (OLMo 3)", _OLMO3,
            "`<tool_calls>` JSON string argument", gen_hunyuan_call, ARGS),
+    Format("Cohere Command A", "cohere_command3", "cohere_command3", "Cohere (synthetic)",
+           _COHERE, "reasoning (`<|START_THINKING|>`)", gen_cohere_reasoning, REASONING),
+    Format("Cohere Command A", "cohere_command3", "cohere_command3", "Cohere (synthetic)",
+           _COHERE, "`<|START_ACTION|>` JSON string argument", gen_cohere_call, ARGS),
+    Format("Cohere Command A", "cohere_command4", "cohere_command4", "Cohere (synthetic)",
+           _COHERE, "reasoning (opened by the prompt)", gen_cohere4_reasoning, REASONING),
 ]  # fmt: skip
 
 
