@@ -326,6 +326,19 @@ def gen_lfm2(tok: Tokenizer) -> str:
     return "<|tool_call_start|>[f(n=1, s=" + repr(_arg(tok)) + ")]<|tool_call_end|>"
 
 
+def gen_plamo3_call(tok: Tokenizer) -> str:
+    return (
+        "Hm.<|plamo:end_think:plamo|><|plamo:begin_tool_requests:plamo|>"
+        "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>f"
+        "<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>"
+        "json<|plamo:msg|>" + _json_arg(tok)
+    )
+
+
+def gen_plamo3_reasoning(tok: Tokenizer) -> str:
+    return _prose(tok)
+
+
 def gen_jamba(tok: Tokenizer) -> str:
     return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
 
@@ -490,6 +503,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "GigaChat3 (synthetic)": _longtail("gigachat3"),
     "Apertus (synthetic)": _longtail("apertus"),
     "LFM2 (synthetic)": _longtail("lfm2"),
+    "PLaMo 3 (synthetic)": _longtail("plamo3"),
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Step-3 (synthetic)": _family("step3"),
@@ -525,6 +539,7 @@ class Format:
 
 _DS, _QWEN = "<｜Assistant｜><think>", "<|im_start|>assistant\n<think>\n"
 _LLAMA = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+_PLAMO = "<|plamo:msg|>assistant\n<|plamo:begin_think:plamo|>"
 _K2H = "<|im_start|>assistant\n<ifm|think>"
 _GRANITE = "<|start_of_role|>assistant<|end_of_role|>"
 _OLMO3 = "<|im_start|>assistant\n"
@@ -587,6 +602,10 @@ FORMATS: list[Format] = [
            "`<|tools_prefix|>` keyed JSON string argument", gen_apertus, ARGS),
     Format("LFM2", None, "lfm2", "LFM2 (synthetic)", "<|im_start|>assistant\n",
            "`<|tool_call_start|>` pythonic string argument", gen_lfm2, ARGS),
+    Format("PLaMo 3", "plamo3", "plamo3", "PLaMo 3 (synthetic)", _PLAMO,
+           "reasoning (think block)", gen_plamo3_reasoning, REASONING),
+    Format("PLaMo 3", "plamo3", "plamo3", "PLaMo 3 (synthetic)", _PLAMO,
+           "`<|plamo:msg|>` JSON string argument", gen_plamo3_call, ARGS),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",

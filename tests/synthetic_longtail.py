@@ -12,6 +12,7 @@ deterministic from 151669; ordinary text encodes as Qwen3 encodes it).
 | `apertus_tokenizer` | Apertus' turn, inner-thought and tool-call tokens | all |
 | `lfm2_tokenizer` | LFM2's tool-list, tool-call and tool-response tokens | all |
 | `plamo3_tokenizer` | PLaMo 3's think, tool-request and turn markers, each one token | all |
+| `dots_tokenizer` | dots.llm1's turn tokens; `<dots_function_call>` / `</dots_function_call>` | turns |
 | `gigachat3_tokenizer` | GigaChat3's message, role and call separators | all |
 """
 
@@ -112,6 +113,19 @@ PLAMO3_MARKERS: tuple[str, ...] = (
     "<|plamo:bos|>",
 )
 
+# rednote dots.llm1 (`dots`): turns `<|userprompt|>…<|endofuserprompt|><|response|>…
+# <|endofresponse|>` (EOS); calls `<dots_function_call><invoke name="f"><parameter name="k">v
+# </parameter></invoke></dots_function_call>`, whose wrappers are added (not special) tokens.
+DOTS_TURNS: tuple[str, ...] = (
+    "<|system|>",
+    "<|endofsystem|>",
+    "<|userprompt|>",
+    "<|endofuserprompt|>",
+    "<|response|>",
+    "<|endofresponse|>",
+)
+DOTS_TOOLS: tuple[str, ...] = ("<dots_function_call>", "</dots_function_call>")
+
 
 @functools.cache
 def _phi4_mini() -> Tokenizer:
@@ -189,3 +203,15 @@ def plamo3_tokenizer() -> Tokenizer:
     (`<|plamo:begin_think:plamo|>` 151669, `<|plamo:end_think:plamo|>` 151670,
     `<|plamo:tag|>` 151681)."""
     return _copy(_plamo3())
+
+
+@functools.cache
+def _dots() -> Tokenizer:
+    return _extend(_extend(offline_tokenizer("qwen-3"), DOTS_TURNS), DOTS_TOOLS, special=False)
+
+
+def dots_tokenizer() -> Tokenizer:
+    """Qwen3 vocabulary + `DOTS_TURNS` as special tokens (151669-151674, `<|endofresponse|>`
+    151674) + `<dots_function_call>` 151675 and `</dots_function_call>` 151676 as added
+    non-special tokens."""
+    return _copy(_dots())

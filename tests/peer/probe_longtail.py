@@ -485,6 +485,101 @@ def plamo3_cases() -> list[CaseSpec]:
     ]
 
 
+def dots_cases() -> list[CaseSpec]:
+    def inv(fn: str, args: dict[str, Any], q: str = '"') -> str:
+        ps = "".join(
+            f'<parameter name="{k}">{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</parameter>\n'
+            for k, v in args.items()
+        )
+        return f"<invoke name={q}{fn}{q}>\n{ps}</invoke>\n"
+
+    def block(*invokes: str) -> str:
+        return "<dots_function_call>\n" + "".join(invokes) + "</dots_function_call>"
+
+    one = block(inv("get_weather", W))
+    return [
+        ("no call", ["Hello, how can I help?"], AUTO, "stop"),
+        ("single call", [one], AUTO, "stop"),
+        ("two invokes", [block(inv("get_weather", W), inv("get_weather", W2))], AUTO, "stop"),
+        ("two blocks", [one + "\n" + block(inv("get_weather", W2))], AUTO, "stop"),
+        ("text before call", ["Let me check. " + one], AUTO, "stop"),
+        ("text after call", [one + " Done."], AUTO, "stop"),
+        ("empty arguments", [block(inv("get_current_date", {}))], AUTO, "stop"),
+        (
+            "typed values",
+            [
+                block(
+                    inv(
+                        "set_params",
+                        {
+                            "s": "x",
+                            "i": "7",
+                            "n": "2.5",
+                            "b": "true",
+                            "o": '{"k": [1]}',
+                            "a": '["p"]',
+                        },
+                    )
+                )
+            ],
+            AUTO,
+            "stop",
+        ),
+        ("null value", [block(inv("set_params", {"s": "null", "i": "null"}))], AUTO, "stop"),
+        ("value with spaces", [block(inv("get_weather", {"city": "  New York \n"}))], AUTO, "stop"),
+        (
+            "integer not a number",
+            [block(inv("get_weather", {"city": "Tokyo", "days": "three"}))],
+            AUTO,
+            "stop",
+        ),
+        ("single-quoted name", [block(inv("get_weather", W, "'"))], AUTO, "stop"),
+        ("bare name", [block(inv("get_weather", W, ""))], AUTO, "stop"),
+        ("unknown tool", [block(inv("no_such_tool", W))], AUTO, "stop"),
+        (
+            "unknown parameter",
+            [block(inv("get_weather", {"city": "Tokyo", "extra": "5"}))],
+            AUTO,
+            "stop",
+        ),
+        (
+            "json fallback",
+            [
+                '<dots_function_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</dots_function_call>'
+            ],
+            AUTO,
+            "stop",
+        ),
+        ("no closing tag", ["<dots_function_call>\n" + inv("get_weather", W)], AUTO, "stop"),
+        ("truncated mid-value", _cut([one], "Tok"), AUTO, "length"),
+        ("truncated mid-name", _cut([one], "get_wea"), AUTO, "length"),
+        ("tool_choice none", ["Sure. " + one], NONE, "stop"),
+        ("no tools + call", ["Sure. " + one], NO_TOOLS, "stop"),
+        ("no tools, plain", ["Just text."], NO_TOOLS, "stop"),
+        ("tool_choice required", [one], REQUIRED, "stop"),
+        (
+            "tool_choice required, json",
+            ['[{"name": "get_weather", "parameters": {"city": "Tokyo", "days": 3}}]'],
+            REQUIRED,
+            "stop",
+        ),
+        ("tool_choice named", [one], NAMED, "stop"),
+        ("tool_choice named, json", ['{"city": "Tokyo", "days": 3}'], NAMED, "stop"),
+        ("content ws around call", ["  Checking.  " + one + "  "], AUTO, "stop"),
+        (
+            "markers as plain tokens",
+            [
+                Plain("<dots_function_call>"),
+                "\n" + inv("get_weather", W),
+                Plain("</dots_function_call>"),
+            ],
+            AUTO,
+            "stop",
+        ),
+        ("other special tokens", ["A<|userprompt|>B<|response|>C"], AUTO, "stop"),
+    ]
+
+
 # family → (tokenizer, EOS token, cases)
 PROBES: dict[str, tuple[Callable[[], Tokenizer], str, Callable[[], list[CaseSpec]]]] = {
     "phi4_mini_json": (lt.phi4_mini_tokenizer, "<|end|>", phi4_cases),
@@ -494,6 +589,7 @@ PROBES: dict[str, tuple[Callable[[], Tokenizer], str, Callable[[], list[CaseSpec
     "apertus": (lt.apertus_tokenizer, "<|assistant_end|>", apertus_cases),
     "lfm2": (lt.lfm2_tokenizer, "<|im_end|>", lfm2_cases),
     "plamo3": (lt.plamo3_tokenizer, "<|plamo:tag|>", plamo3_cases),
+    "dots": (lt.dots_tokenizer, "<|endofresponse|>", dots_cases),
 }
 
 

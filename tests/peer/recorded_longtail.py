@@ -13,6 +13,7 @@ the family's markers); templates: `tests/peer/templates/`. Family (reasoning / t
 - plamo3 (plamo3 / plamo3): PLaMo 3 turns, the prompt ending `<|plamo:begin_think:plamo|>`
   when thinking is on; LlamaForCausalLM (PLaMo's own architecture needs remote code); EOS
   `<|plamo:tag|>`.
+- dots (— / dots): dots.llm1 turns; Dots1ForCausalLM; EOS `<|endofresponse|>`.
 - gigachat3 (— / gigachat3): GigaChat3 messages; DeepseekV3ForCausalLM (GigaChat3's own
   architecture); EOS `</s>`.
 """
@@ -94,6 +95,13 @@ def plamo3() -> Files:
     return _files(tok.to_str(), tok_config, "plamo3.jinja", config)
 
 
+def dots() -> Files:
+    tok = lt.dots_tokenizer()
+    config = _config("Dots1ForCausalLM", "dots1", _ids(tok, "<|endofresponse|>"))
+    tok_config = _marker_config(lt.DOTS_TURNS, eos_token="<|endofresponse|>")
+    return _files(tok.to_str(), tok_config, "dots.jinja", config)
+
+
 FOLDERS: dict[str, Callable[[], Files]] = {
     "phi4_mini_json": phi4_mini_json,
     "internlm": internlm,
@@ -102,4 +110,5 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "apertus": apertus,
     "lfm2": lfm2,
     "plamo3": plamo3,
+    "dots": dots,
 }

@@ -58,6 +58,7 @@ RECORDED_FOLDERS = (
     "gigachat3",
     "apertus",
     "lfm2",
+    "plamo3",
     "granite",
     "olmo3",
     "step3",
@@ -209,6 +210,7 @@ RECORDED_SPECS = {
         _recorded("gigachat3", "gigachat3", None, "gigachat3"),
         _recorded("apertus", "apertus", None, "apertus"),
         _recorded("lfm2", "lfm2", None, "lfm2"),
+        _recorded("plamo3", "plamo3", "plamo3", "plamo3"),
         # Cohere Command A: one folder, the cmd3 and the cmd4 parsers (vLLM runs both
         # through the cohere_melody library, which the peer venv needs).
         _recorded("cohere_command3", "cohere", "cohere_command3", "cohere_command3"),

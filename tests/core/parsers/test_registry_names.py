@@ -34,14 +34,12 @@ NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "hy_v3"),
     ("reasoning", "hy_v4"),
     ("reasoning", "minicpmv"),
-    ("reasoning", "plamo3"),
     ("tool", "beam"),
     ("tool", "dots"),
     ("tool", "hf"),
     ("tool", "hy_v3"),
     ("tool", "hy_v4"),
     ("tool", "minicpm5"),
-    ("tool", "plamo3"),
     ("tool", "xlam"),
 }
 

@@ -30,7 +30,10 @@ from worker.core.parsers.json_formats import (
     PYTHONIC,
     hermes,
 )
-from worker.core.parsers.longtail_formats import LONGTAIL_TOOL_FORMATS
+from worker.core.parsers.longtail_formats import (
+    LONGTAIL_REASONING_FORMATS,
+    LONGTAIL_TOOL_FORMATS,
+)
 from worker.core.parsers.markers import DSML_V4_VARIANTS
 from worker.core.parsers.markup_formats import (
     FUNCTIONGEMMA,
@@ -102,6 +105,7 @@ TOOL_FORMATS.update(COHERE_TOOL_FORMATS)
 REASONING_FORMATS.update(COHERE_REASONING_FORMATS)
 # vllm-parsers-0.33.md row 24, the long tail (longtail_formats.py).
 TOOL_FORMATS.update(LONGTAIL_TOOL_FORMATS)
+REASONING_FORMATS.update(LONGTAIL_REASONING_FORMATS)
 
 
 def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:

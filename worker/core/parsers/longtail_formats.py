@@ -19,13 +19,18 @@ from worker.core.parsers.grammar import (
     CALL_START,
     CONTENT,
     FORCED_JSON,
+    FORCED_NATIVE,
+    HEADER,
+    NAME,
+    PREAMBLE,
     SHAPE_ARRAY,
     SHAPE_SINGLE,
     CallShape,
+    ReasoningFormat,
     ToolFormat,
     Transition,
 )
-from worker.core.parsers.state import CallList, CallPythonic
+from worker.core.parsers.state import CallJson, CallList, CallPythonic
 
 # Both spellings of a call's arguments key, as vLLM's parsers read them.
 ARG_KEYS = ("arguments", "parameters")
@@ -129,6 +134,60 @@ LFM2 = ToolFormat(
     text_markers=(_LFM2_START, _LFM2_END),
 )
 
+# PLaMo 3 (vLLM's plamo3 engine config): reasoning from the start (the template opens
+# `<|plamo:begin_think:plamo|>`) up to `<|plamo:end_think:plamo|>`, unless
+# `enable_thinking` is false, and then the think markers are text; a tool block also ends
+# it. Calls: `begin_tool_requests`, per call `begin_tool_request`, the name between
+# `begin_tool_name` / `end_tool_name`, JSON arguments after
+# `begin_tool_arguments<|plamo:constrain|>json<|plamo:msg|>` up to `end_tool_arguments`.
+# vLLM matches the think markers by id and the tool markers on text (other special tokens,
+# `<|plamo:msg|>` among them, it drops from the text).
+_P = "<|plamo:{}:plamo|>"
+_P_REQS, _P_REQS_END = _P.format("begin_tool_requests"), _P.format("end_tool_requests")
+_P_REQ, _P_REQ_END = _P.format("begin_tool_request"), _P.format("end_tool_request")
+_P_NAME, _P_NAME_END = _P.format("begin_tool_name"), _P.format("end_tool_name")
+_P_ARGS = _P.format("begin_tool_arguments")
+_P_ARGS_END = _P.format("end_tool_arguments")
+PLAMO3 = ToolFormat(
+    "plamo3",
+    {
+        (CONTENT, _P_REQS): Transition(PREAMBLE),
+        (PREAMBLE, _P_REQ): Transition(PREAMBLE),
+        (PREAMBLE, _P_NAME): Transition(NAME, CALL_START),
+        (NAME, _P_NAME_END): Transition(PREAMBLE),
+        # `<|plamo:constrain|>json` between them is dropped (a special token, a header).
+        (PREAMBLE, _P_ARGS): Transition(HEADER),
+        (HEADER, "<|plamo:msg|>"): Transition(ARGS),
+        (ARGS, _P_ARGS_END): Transition(BETWEEN),
+        (BETWEEN, _P_REQ_END): Transition(PREAMBLE, CALL_END),
+        (PREAMBLE, _P_REQS_END): Transition(CONTENT),
+    },
+    CallJson,
+    forced=FORCED_NATIVE,  # vLLM: supports_required_and_named = False
+    text_markers=(
+        _P_REQS,
+        _P_REQS_END,
+        _P_REQ,
+        _P_REQ_END,
+        _P_NAME,
+        _P_NAME_END,
+        _P_ARGS,
+        _P_ARGS_END,
+    ),
+)
+PLAMO3_REASONING = ReasoningFormat(
+    "plamo3",
+    _P.format("begin_think"),
+    _P.format("end_think"),
+    thinking_default=True,
+    kwargs_keys=("enable_thinking",),
+    implicit_end=(_P_REQS,),
+    off_is_plain=True,
+    strip_trailing=False,
+)
+
+LONGTAIL_REASONING_FORMATS: dict[str, ReasoningFormat] = {"plamo3": PLAMO3_REASONING}
+
 LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
     "phi4_mini_json": PHI4_MINI_JSON,
     "internlm": INTERNLM,
@@ -136,4 +195,5 @@ LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
     "gigachat3": GIGACHAT3,
     "apertus": APERTUS,
     "lfm2": LFM2,
+    "plamo3": PLAMO3,
 }
