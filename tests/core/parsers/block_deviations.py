@@ -46,9 +46,8 @@ K2H_STRICT = (
     "name none), markup never becomes content"
 )
 K2H_JSON = (
-    "README k2h-json-format: `tool_call_format: json` is not read yet: a JSON call body is "
-    "no call (its name is not a tool's); `xml` and `xml_typed` are read whatever the "
-    "request says"
+    "README k2h-json-types: with `tool_call_format: json` vLLM converts each argument to "
+    'its schema type (`5` for a string parameter → `"5"`); we pass the model\'s JSON through'
 )
 MARKUP = (
     "README tool-markup-in-content: with tools off vLLM keeps the call group as content; we "
@@ -126,7 +125,7 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "type tag in xml": ({"content": None, "tool_calls": [WEATHER]}, K2H_STRICT),
         "xml_typed missing type": ({"content": None, "tool_calls": [WEATHER]}, K2H_STRICT),
-        "xml output under json format": ({"content": None, "tool_calls": [WEATHER]}, K2H_JSON),
+        "xml output under json format": ({"content": None}, K2H_STRICT),
         "tool_choice named, other call": (
             {"content": "", "tool_calls": [("get_current_date", {})]},
             K2H_STRICT,
@@ -141,11 +140,14 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             "README k2h-typed-unknown: a parameter the schema does not name is a string; "
             "vLLM types it by its `<ifm|arg_type>`",
         ),
-        "json format": ({"tool_calls": []}, K2H_JSON),
-        "json format two calls": ({"tool_calls": []}, K2H_JSON),
-        "json format no arguments": ({"tool_calls": []}, K2H_JSON),
-        "json format string coerced": ({"tool_calls": []}, K2H_JSON),
-        "json format bad json": ({"content": None}, K2H_JSON),
+        "json format string coerced": (
+            {"tool_calls": [("get_weather", {"city": 5, "days": "3"})]},
+            K2H_JSON,
+        ),
+        "json format bad json": (
+            {"content": None, "tool_calls": [("get_weather", {})]},
+            K2H_STRICT + " (a cut JSON body's arguments are closed: README invalid-arguments)",
+        ),
         "tool_choice none": ({"content": "Sure."}, MARKUP),
         "no tools + call": ({"content": "Sure."}, MARKUP),
         "two groups": (

@@ -89,6 +89,17 @@ CASES: list[tuple[str, str, str, dict[str, Any], str | None, str | None, list[An
         [],
     ),
     (
+        "json format",
+        OPENED,
+        f"r{TE}{GS}<ifm|tool_call>"
+        + '{"name": "get_weather", "arguments": {"city": "A", "days": 2}}'
+        + f"</ifm|tool_call>{GE} ok",
+        {"chat_template_kwargs": {"tool_call_format": "json"}},
+        "r",
+        " ok",
+        [("get_weather", {"city": "A", "days": 2})],
+    ),
+    (
         "tool_choice none",
         OPENED,
         f"r{TE}Sure.{GS}{W}{GE}",

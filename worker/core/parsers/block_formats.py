@@ -180,6 +180,22 @@ def _k2_horizon_tools() -> ToolFormat:
         (PVALUE, call_end): Transition(PREAMBLE, PARAM_END | CALL_END),
         (PVALUE, IFM_GROUP_END): Transition(CONTENT, PARAM_END | CALL_END),
     }
+    # `chat_template_kwargs.tool_call_format: "json"`: each call is a JSON object,
+    # `<ifm|tool_call>{"name": …, "arguments": {…}}</ifm|tool_call>`.
+    json_calls = ToolFormat(
+        "k2_horizon",
+        {
+            (CONTENT, IFM_GROUP): Transition(PREAMBLE),
+            (PREAMBLE, call): Transition(ARGS, CALL_START),
+            (ARGS, call_end): Transition(PREAMBLE, CALL_END),
+            (PREAMBLE, IFM_GROUP_END): Transition(CONTENT),
+            (ARGS, IFM_GROUP_END): Transition(CONTENT, CALL_END),
+        },
+        CallList,
+        calls=CallShape(SHAPE_SINGLE),
+        known_names=True,
+        forced=FORCED_NATIVE,
+    )
     return ToolFormat(
         "k2_horizon",
         t,
@@ -188,6 +204,7 @@ def _k2_horizon_tools() -> ToolFormat:
         known_names=True,  # vLLM refuses a call to a tool the request does not offer
         # No structural tag: required / named choices are read as the model writes them.
         forced=FORCED_NATIVE,
+        variant=("tool_call_format", "json", json_calls),
     )
 
 

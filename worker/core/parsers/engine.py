@@ -73,6 +73,7 @@ from worker.core.parsers.lexer import holdback, locate
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.spec import ParserSpec
 from worker.core.parsers.state import (
+    ALT_TOOLS,
     APPEND_THINK,
     HIDE_REASONING,
     LEFT_TRIM,
@@ -136,6 +137,8 @@ def feed(
     out: list[Event] = []
     if st.finished:
         return Fed(out)
+    if st.flags & ALT_TOOLS and spec.variant is not None:
+        spec = spec.variant  # the request picked the tool format's variant
     if st.flags & APPEND_THINK and spec.reasoning is not None:
         st.flags &= ~APPEND_THINK
         st.started = True

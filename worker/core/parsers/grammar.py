@@ -276,6 +276,10 @@ class ToolFormat:
     # Parameter values lose their surrounding whitespace (vLLM's Step-3 parser strips
     # every value; params.py).
     strip_values: bool = False
+    # Another format a request picks by one chat_template_kwargs value (K2 Horizon's
+    # `tool_call_format: "json"`): (key, value, format). compile_parser compiles it as
+    # the spec's `variant`; open_parser sets ALT_TOOLS when the request asks for it.
+    variant: tuple[str, str, ToolFormat] | None = None
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""

@@ -19,6 +19,7 @@ from worker.core.parsers.grammar import (
 )
 from worker.core.parsers.spec import ParserSpec
 from worker.core.parsers.state import (
+    ALT_TOOLS,
     APPEND_THINK,
     FORCE_CONTENT,
     FORCED_CHOICE,
@@ -81,6 +82,10 @@ def open_parser(
         flags |= HIDE_REASONING
     if request is not None and request.parallel_tool_calls is False:
         flags |= SINGLE_CALL
+    alt = spec.tools.variant if spec.tools is not None else None
+    kwargs = request.chat_template_kwargs if request is not None else None
+    if alt is not None and kwargs and kwargs.get(alt[0]) == alt[1]:
+        flags |= ALT_TOOLS
     tools: list[ToolSchema] = []
     if with_tools and request is not None and reads_tools(spec, mode):
         assert spec.tools is not None

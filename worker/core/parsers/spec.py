@@ -52,6 +52,8 @@ class ParserSpec:
     think_ids: tuple[int | None, int | None]  # (start, end) ids for the prompt scan
     prompt_stop_ids: frozenset[int]  # other added tokens: the prompt scan stops there
     frames: Frames | None = None  # the output is messages with headers (Harmony)
+    # The same with the tool format's `variant` (a request with ALT_TOOLS feeds this one).
+    variant: ParserSpec | None = None
 
 
 def compile_parser(
@@ -126,4 +128,7 @@ def compile_parser(
         think_ids,
         frozenset(i for i, _ in added.values()) - {i for i in think_ids if i is not None},
         framed,
+        None
+        if tools is None or tools.variant is None
+        else compile_parser(None, None, tokenizer, reasoning=reasoning, tools=tools.variant[2]),
     )

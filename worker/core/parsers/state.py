@@ -62,6 +62,9 @@ FORCE_CONTENT = 128
 # A TRIM_LEFT marker was read (Cohere's `<|START_THINKING|>`): leading whitespace is
 # dropped until some text, content or reasoning, is sent (melody's left trim).
 LEFT_TRIM = 256
+# The request picked the tool format's variant (ToolFormat.variant): ParserSpec.variant
+# parses it.
+ALT_TOOLS = 512
 
 
 # ParserState.msg (message frames)
