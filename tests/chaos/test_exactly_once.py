@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import re
 import signal
 import time
@@ -51,6 +52,7 @@ from tests.integration.harness import (
 from tests.server_fixtures import TANSU, kafka_plan
 from tests.servers import free_port
 from worker.adapters import kafka_server
+from worker.constants import CONTROL
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -157,6 +159,52 @@ def test_kill_9_mid_transaction_five_times_repeats_nothing(
     # The crashes left open transactions behind (their records are in the log, aborted).
     assert repeats_in(everything) > 0
     assert last.stop() == 0, last.log_tail()
+
+
+def test_kill_9_with_a_control_topic_sends_each_control_record_once(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    new_topic: Callable[..., str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """Early stop under exactly-once (#27): a control record goes out in the transaction
+    of the outputs it comes with, so a read_committed reader of the control topic sees
+    exactly one per stopped request, byte for byte replay's, through kills mid-transaction."""
+    control = new_topic(4, "ctl")
+    gens = make_generations(deepseek, 150, seed=811, prefix="eos-ctl")
+    rng = random.Random(812)
+    for g in gens:  # a stop string on a word of the request's own text, past its start
+        words = [w for w in g.expected.split(" ") if len(w.strip()) > 2]
+        if len(words) > 3:
+            g.records[0]["chat_request"] = {"stop": [rng.choice(words[2:])]}
+    records = interleave(gens, seed=813)
+    expected = oracle(records, control=True).outputs
+    want = {o.key: o.value for o in expected if o.headers["derender-kind"] == CONTROL}
+    assert len(want) > 50  # (most requests stop early)
+    plan = [
+        ("kill before transaction commit", chaos_env(kill_before_txn_commit=2)),
+        ("kill -9", chaos_env()),
+        ("last", chaos_env()),
+    ]
+    cuts = [len(records) * i // len(plan) for i in range(len(plan) + 1)]
+    flags = (*EOS, "--control-topic", control)
+    with Tail(kafka_bootstrap, control, isolation_level="read_committed") as controls:
+        for (a, b), (what, kw) in zip(itertools.pairwise(cuts), plan, strict=True):
+            port = free_port()
+            w = worker_factory(*flags, metrics_port=port, **kw)
+            asyncio.run(publish(kafka_bootstrap, topics["input"], records[a:b], FIXED_TS_MS))
+            if what.startswith("kill before"):
+                assert wait_exit(w, 90) == -signal.SIGKILL, w.log_tail()
+            elif what == "kill -9":
+                wait_until(lambda p=port: outputs_so_far(p) >= 30, 90, "the worker to be busy")
+                w.kill9()
+        got = controls.wait(lambda o: len(o) >= len(want), 120, "every control record")
+        time.sleep(1.0)  # (a repeat would come in the same transactions: none may follow)
+        got = controls.snapshot()
+    assert sorted(o.key for o in got) == sorted(want), "control records missing or repeated"
+    assert {o.key: o.value for o in got} == want
+    assert w.stop() == 0, w.log_tail()
 
 
 def test_a_produce_never_acknowledged_and_an_abort_that_never_returns_recover_within_bounds(

@@ -252,8 +252,10 @@ def oracle(
     max_record_bytes: int = 8 * 1024 * 1024,
     timestamp_ms: int = FIXED_TS_MS,
     batch: int = 64,
+    control: bool = False,
 ) -> Expected:
-    """Run records through the one loop in order, as `replay` does.
+    """Run records through the one loop in order, as `replay` does (`control`: with the
+    early-stop records among the outputs, as `replay --control`).
 
     Requests are independent, so per request this is what a worker must publish whatever
     its batching and however the records are spread over partitions (the key keeps a
@@ -264,7 +266,7 @@ def oracle(
         key, value = encode(r)
         ins.append(InRecord(value, key, timestamp_ms, f"oracle/{i}"))
     exp = Expected()
-    run = Run(worker_registry())
+    run = Run(worker_registry(), control=control)
     for at in range(0, len(ins), batch):
         res = run.feed_records(ins[at : at + batch], max_record_bytes).result
         for o in res.outputs:
