@@ -134,3 +134,22 @@ def test_registry_strict_tool_calling(tmp_path: Path) -> None:
     reg.write_text(entry + 'strict_tool_calling = "no"\n')
     with pytest.raises(ConfigError, match="strict_tool_calling"):
         load_registry(reg)
+
+
+@pytest.mark.parametrize("case", ["chat_stream", "chat_logprobs", "n2_abort", "bad_input"])
+def test_replay_control_adds_only_the_control_lines_deterministically(case: str) -> None:
+    """`replay --control`: the golden output plus control lines (kind `control`), the same
+    bytes every run; without the flag, exactly the golden file."""
+    src = str(GOLDEN / f"{case}.in.jsonl")
+    one = replay(src, "--quiet", "--control")
+    two = replay(src, "--quiet", "--control")
+    assert one.returncode == 0, one.stderr.decode()
+    assert one.stdout == two.stdout
+    lines = one.stdout.splitlines(keepends=True)
+    kinds = [dict(json.loads(x)["headers"])["derender-kind"] for x in lines]
+    golden = (ROOT / GOLDEN / f"{case}.out.jsonl").read_bytes()
+    assert b"".join(x for x, k in zip(lines, kinds, strict=True) if k != "control") == golden
+    controls = [json.loads(x)["value"] for x, k in zip(lines, kinds, strict=True) if k == "control"]
+    assert len({c["request_id"] for c in controls}) == len(controls)
+    if case == "n2_abort":  # an abort record closes a live request
+        assert [c["reason"] for c in controls] == ["abort"]
