@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from tests.chaos.tools import FIXED_TS_MS, Tail, wait_until
+from tests.chaos.tools import FIXED_TS_MS, Tail, wait_log, wait_until
 from tests.integration.harness import (
     Generation,
     WorkerProcess,
@@ -177,6 +177,53 @@ def test_broker_frozen_past_the_request_timeout_loses_nothing(
         with Tail(own_broker.bootstrap, topics["output"]) as tail:
             outputs = tail.wait_done([g.request_id for g in first + second])
         verify(outputs, first + second)
+        assert w.alive, w.log_tail()
+        assert w.stop() == 0, w.log_tail()
+    finally:
+        if w.alive:
+            w.stop()
+
+
+def test_clients_stalled_by_a_frozen_broker_are_replaced_and_nothing_is_lost(
+    deepseek: Tokenizer, own_broker: kafka_server.ApacheKafka, redis_url: str, tmp_path: Path
+) -> None:
+    """The in-process rebuild (#24) with real clients: a broker frozen while batches are in
+    flight makes two Kafka steps in a row wait out a short step timeout; the worker closes
+    every Kafka client (the frozen broker answers none of the goodbyes: each close is
+    bounded), reconnects once the broker is back, and the new consumer finishes the work."""
+    topics = {"input": "in", "output": "out", "dlq": "dlq"}
+    first = make_generations(deepseek, 600, seed=701, prefix="first")
+    second = [
+        g for g in make_generations(deepseek, 80, seed=702, prefix="second") if len(g.records) >= 3
+    ][:40]
+    heads, rests = in_flight(second)
+    w = own_worker(own_broker, redis_url, tmp_path, "--step-timeout-s", "2")
+    try:
+        wait_log(w, "partitions assigned", 60)
+        asyncio.run(
+            publish(
+                own_broker.bootstrap,
+                topics["input"],
+                interleave(first + heads, seed=703),
+                FIXED_TS_MS,
+            )
+        )
+        # At once: the worker is still working through them (a few seconds of work), so
+        # batches are in flight and their produce or commit waits on the frozen broker.
+        own_broker.pause()
+        try:
+            wait_until(lambda: "Kafka clients stalled" in w.log_text(), 60, "the clients replaced")
+            time.sleep(3.0)  # the new clients try to connect to the frozen broker meanwhile
+            assert w.alive, w.log_tail()
+        finally:
+            own_broker.resume()
+        asyncio.run(
+            publish(own_broker.bootstrap, topics["input"], interleave(rests, seed=704), FIXED_TS_MS)
+        )
+        with Tail(own_broker.bootstrap, topics["output"]) as tail:
+            outputs = tail.wait_done([g.request_id for g in first + second], RECOVERY_S)
+        verify(outputs, first + second)
+        assert "replacing them" in w.log_text()
         assert w.alive, w.log_tail()
         assert w.stop() == 0, w.log_tail()
     finally:
