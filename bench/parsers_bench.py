@@ -375,6 +375,10 @@ def gen_hunyuan_call(tok: Tokenizer) -> str:
     return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
 
 
+def gen_hy_call(tok: Tokenizer) -> str:
+    return "Hm.</think><tool_calls><tool_call>f<arg_key>s</arg_key><arg_value>" + _arg(tok)
+
+
 def gen_step3_call(tok: Tokenizer) -> str:
     return (
         "Hm.</think><｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>"
@@ -508,6 +512,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Step-3 (synthetic)": _family("step3"),
     "ERNIE 4.5 (synthetic)": _family("ernie45"),
+    "HY (synthetic)": _family("hy"),
     "Inkling (synthetic)": _inkling,
     "K2 Horizon (synthetic)": _k2_horizon,
     "Muse (synthetic)": _muse,
@@ -640,6 +645,10 @@ FORMATS: list[Format] = [
            "reasoning (text think tags)", gen_hunyuan_reasoning, REASONING),
     Format("Hunyuan A13B", "hunyuan_a13b", "hunyuan_a13b", "Qwen 2.5 (OLMo 3)", _OLMO3,
            "`<tool_calls>` JSON string argument", gen_hunyuan_call, ARGS),
+    Format("HY4", "hy_v4", "hy_v4", "HY (synthetic)", _OLMO3,
+           "reasoning (think tokens)", gen_olmo3_reasoning, REASONING),
+    Format("HY4", "hy_v4", "hy_v4", "HY (synthetic)", _OLMO3,
+           "`<arg_value>` string", gen_hy_call, ARGS),
     Format("Cohere Command A", "cohere_command3", "cohere_command3", "Cohere (synthetic)",
            _COHERE, "reasoning (`<|START_THINKING|>`)", gen_cohere_reasoning, REASONING),
     Format("Cohere Command A", "cohere_command3", "cohere_command3", "Cohere (synthetic)",

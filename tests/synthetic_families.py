@@ -9,6 +9,7 @@ base's; ordinary text encodes as the base model does).
 | `granite_tokenizer` | `qwen-3` | Granite 3.x role tokens and `<\\|tool_call\\|>` | all |
 | `olmo3_tokenizer` | `qwen-2.5` | none: OLMo 3's markers are text | – |
 | `step3_tokenizer` | `qwen-3` | Step-3's turn and tool-call tokens | all |
+| `hy_tokenizer` | `qwen-2.5` | HY3 / HY4's think and tool-call tokens (no suffix) | all |
 | `ernie45_tokenizer` | `qwen-3` | sentence tokens, `<response>`, `</response>` | the first two |
 """
 
@@ -98,3 +99,31 @@ def ernie45_tokenizer() -> Tokenizer:
     """Qwen3 vocabulary + `ERNIE45_SPECIAL` (special, `<|end_of_sentence|>` 151670) and
     `ERNIE45_ADDED` (`<response>` 151671, `</response>` 151672)."""
     return _copy(_ernie45())
+
+
+# Tencent HY3 / HY4 (vLLM's `hy_v3`, `hy_v4` parsers): think and tool-call tokens, special.
+# Real checkpoints may append a suffix (`<tool_call:6124c78e>`); these have none. The Qwen
+# 2.5 base already has `<tool_call>` / `</tool_call>` (added, not special): they are used
+# as they are.
+HY_MARKERS: tuple[str, ...] = (
+    "<think>",
+    "</think>",
+    "<tool_calls>",
+    "</tool_calls>",
+    "<tool_sep>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+)
+
+
+@functools.cache
+def _hy() -> Tokenizer:
+    return _extend(offline_tokenizer("qwen-2.5"), HY_MARKERS)
+
+
+def hy_tokenizer() -> Tokenizer:
+    """Qwen 2.5 vocabulary (`<tool_call>` 151657, `</tool_call>` 151658, `<|im_end|>`
+    151645) + `HY_MARKERS` as special tokens, ids 151665-151673."""
+    return _copy(_hy())

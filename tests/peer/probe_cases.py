@@ -457,3 +457,93 @@ HUNYUAN_A13B = [
     P("assistant prefix", "助手：Hello"),
 ]
 PROBES["hunyuan_a13b"] = Probe(fam.olmo3_tokenizer, 151645, HUNYUAN_A13B)
+
+# -- Tencent HY3 / HY4 ------------------------------------------------------------------
+
+THINK = {"chat_template_kwargs": {"reasoning_effort": "high"}}
+NO_THINK = {"chat_template_kwargs": {"reasoning_effort": "no_think"}}
+
+
+def _hy_call(name: str, sep: str, **args: str) -> str:
+    pairs = "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in args.items())
+    return f"<tool_call>{name}{sep}{pairs}</tool_call>"
+
+
+def _hy_cases(sep: str) -> list[P]:
+    paris = "<tool_calls>" + _hy_call("get_weather", sep, city="Paris") + "</tool_calls>"
+    return [
+        P("default effort", "R</think>C"),
+        P("effort high", "R</think>C", THINK),
+        P("effort no_think", "<think>R</think>C", NO_THINK),
+        P("top-level effort high", "R</think>C", {"reasoning_effort": "high"}),
+        P("think tag written", "<think>R</think>C", THINK),
+        P("no end", "still thinking", THINK),
+        P("truncated in reasoning", "still thin", THINK, finish="length"),
+        P("two ends", "R</think>C</think>D", THINK),
+        P("whitespace", "\nR\n</think>\n\nC\n", THINK),
+        P("include_reasoning false", "R</think>C", {**THINK, **HIDE}),
+        P("call", "R</think>" + paris, {**T, **THINK}),
+        P("call, no_think", paris, {**T, **NO_THINK}),
+        P(
+            "typed args",
+            "R</think><tool_calls>"
+            + _hy_call("get_weather", sep, city="Paris", days="3", include_hourly="true")
+            + "</tool_calls>",
+            {**T, **THINK},
+        ),
+        P(
+            "two calls",
+            "R</think><tool_calls>"
+            + _hy_call("get_weather", sep, city="A")
+            + _hy_call("get_current_date", sep)
+            + "</tool_calls>",
+            {**T, **THINK},
+        ),
+        P("text before block", "R</think>Checking. " + paris, {**T, **THINK}),
+        P("text after block", "R</think>" + paris + " Done.", {**T, **THINK}),
+        P(
+            "value with spaces",
+            "R</think><tool_calls>"
+            + _hy_call("get_weather", sep, city="  Paris \n")
+            + "</tool_calls>",
+            {**T, **THINK},
+        ),
+        P(
+            "unknown key",
+            "R</think><tool_calls>"
+            + _hy_call("get_weather", sep, city="P", extra="[1, 2]")
+            + "</tool_calls>",
+            {**T, **THINK},
+        ),
+        P(
+            "block without end",
+            "R</think><tool_calls>" + _hy_call("get_weather", sep, city="Paris"),
+            {**T, **THINK},
+        ),
+        P(
+            "cut in value",
+            "R</think><tool_calls><tool_call>get_weather"
+            + sep
+            + "<arg_key>city</arg_key><arg_value>Par",
+            {**T, **THINK},
+            finish="length",
+        ),
+        P("tool_choice none", "R</think>Sure. " + paris, {**NONE, **THINK}),
+        P("no tools + call", "R</think>" + paris, THINK),
+        P(
+            "tool_choice required",
+            'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
+            {**REQUIRED, **THINK},
+        ),
+        P("tool_choice named", 'R</think>{"city": "Paris"}', {**NAMED, **THINK}),
+        P(
+            "unknown tool",
+            "R</think><tool_calls>" + _hy_call("img_gen", sep, p="1") + "</tool_calls>",
+            {**T, **THINK},
+        ),
+        P("call in reasoning", "R" + paris + "</think>C", {**T, **THINK}),
+    ]
+
+
+PROBES["hy_v3"] = Probe(fam.hy_tokenizer, 151645, _hy_cases("<tool_sep>"))
+PROBES["hy_v4"] = Probe(fam.hy_tokenizer, 151645, _hy_cases(""))

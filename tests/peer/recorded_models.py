@@ -404,6 +404,27 @@ def hunyuan_a13b() -> Files:
     )
 
 
+def hy() -> Files:
+    """HY3 / HY4 (hy_v3, hy_v4; one folder): the Qwen 2.5 vocabulary with HY's think and
+    tool-call tokens (no suffix); EOS `<|im_end|>`."""
+    tok = synth_families.hy_tokenizer()
+    config = {
+        "architectures": ["HYV3ForCausalLM"],
+        "model_type": "hy_v3",
+        "vocab_size": 151936,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+        "max_position_embeddings": 32768,
+        **BF16,
+    }
+    tok_config = {
+        **_offline_config("qwen-2.5"),
+        "additional_special_tokens": list(synth_families.HY_MARKERS),
+    }
+    return _files(tok.to_str(), tok_config, "hy.jinja", config)
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -419,6 +440,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "step3": step3,
     "ernie45": ernie45,
     "hunyuan_a13b": hunyuan_a13b,
+    "hy": hy,
     "cohere": cohere,
 }
 

@@ -64,6 +64,7 @@ RECORDED_FOLDERS = (
     "step3",
     "ernie45",
     "hunyuan_a13b",
+    "hy",
     "inkling",
     "k2_horizon",
     "muse",
@@ -222,6 +223,9 @@ RECORDED_SPECS = {
         _recorded("step3", "step3", "step3", "step3"),
         _recorded("ernie45", "ernie45", "ernie45", "ernie45"),
         _recorded("hunyuan_a13b", "hunyuan_a13b", "hunyuan_a13b", "hunyuan_a13b"),
+        # HY3 / HY4: one folder, each generation's parsers.
+        _recorded("hy_v3", "hy", "hy_v3", "hy_v3"),
+        _recorded("hy_v4", "hy", "hy_v4", "hy_v4"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
         _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
         # Muse: one folder, Spark's parsers and Glimmer's (musespark1x is muse's class).

@@ -102,12 +102,37 @@ def render_hunyuan_a13b(conv: _Conversation) -> str:
     return text
 
 
+def _render_hy(conv: _Conversation, sep: str) -> str:
+    """HY3 / HY4: reasoning up to `</think>`; values as text (JSON for non-strings)."""
+    text = conv.reasoning + "</think>" + conv.content
+    if conv.calls:
+        text += "<tool_calls>"
+        for c in conv.calls:
+            pairs = "".join(
+                f"<arg_key>{k}</arg_key><arg_value>"
+                f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</arg_value>"
+                for k, v in c.args.items()
+            )
+            text += f"<tool_call>{c.name}{sep}{pairs}</tool_call>"
+        text += "</tool_calls>"
+    return text
+
+
+def render_hy_v3(conv: _Conversation) -> str:
+    return _render_hy(conv, "<tool_sep>")
+
+
+def render_hy_v4(conv: _Conversation) -> str:
+    return _render_hy(conv, "")
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite": fam.granite_tokenizer,
     "olmo3": fam.olmo3_tokenizer,
     "step3": fam.step3_tokenizer,
     "ernie45": fam.ernie45_tokenizer,
+    "hy": fam.hy_tokenizer,
 }
 
 
@@ -163,6 +188,23 @@ def family_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             "olmo3",
             render_hunyuan_a13b,
             markers=("<think>", "</think>", "<answer>", "</answer>", "<tool_calls>"),
+        ),
+        setup(
+            "hy_v3",
+            "hy_v3",
+            "hy_v3",
+            "hy",
+            render_hy_v3,
+            markers=("</think>", "<tool_calls>", "<tool_call>", "<arg_key>", "<arg_value>"),
+            kwargs={"reasoning_effort": "high"},
+        ),
+        setup(
+            "hy_v4",
+            "hy_v4",
+            "hy_v4",
+            "hy",
+            render_hy_v4,
+            markers=("</think>", "<tool_calls>", "<tool_call>", "<arg_key>", "<arg_value>"),
         ),
     ]
     return {s.name: s for s in made}

@@ -31,14 +31,10 @@ ACCEPTED = {"reasoning": set(REASONING_FORMATS), "tool": set(TOOL_FORMATS)}
 NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "beam"),
     ("reasoning", "hf"),
-    ("reasoning", "hy_v3"),
-    ("reasoning", "hy_v4"),
     ("reasoning", "minicpmv"),
     ("tool", "beam"),
     ("tool", "dots"),
     ("tool", "hf"),
-    ("tool", "hy_v3"),
-    ("tool", "hy_v4"),
     ("tool", "minicpm5"),
     ("tool", "xlam"),
 }

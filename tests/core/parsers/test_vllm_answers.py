@@ -127,6 +127,10 @@ FAMILIES: dict[str, Family] = {
     # vocabulary: A13B's markers are text); ChatML turns; HunYuanMoEV1ForCausalLM; EOS
     # `<|im_end|>`.
     "hunyuan_a13b": Family("hunyuan_a13b", "hunyuan_a13b", synth_families.olmo3_tokenizer, 151645),
+    # HY3 / HY4, one folder (hy_v3 / hy_v3; hy_v4 / hy_v4): `hy_tokenizer()` (no token
+    # suffix); ChatML turns; HYV3ForCausalLM; EOS `<|im_end|>`.
+    "hy_v3": Family("hy_v3", "hy_v3", synth_families.hy_tokenizer, 151645),
+    "hy_v4": Family("hy_v4", "hy_v4", synth_families.hy_tokenizer, 151645),
 }
 
 # We give vLLM's streamed answer (its whole one differs).

@@ -6,6 +6,8 @@ formats.py adds `FAMILY_REASONING_FORMATS` and `FAMILY_TOOL_FORMATS` to the regi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from worker.core.parsers.grammar import (
     ARGS,
     BETWEEN,
@@ -15,8 +17,10 @@ from worker.core.parsers.grammar import (
     DROP,
     DROP_WS,
     FORCED_JSON,
+    FORCED_STRICT,
     HEADER,
     NAME,
+    NAME_END,
     PARAM_END,
     PARAM_START,
     PKEY,
@@ -27,6 +31,7 @@ from worker.core.parsers.grammar import (
     VALUE_START,
     CallShape,
     ReasoningFormat,
+    Table,
     ToolFormat,
     Transition,
 )
@@ -237,12 +242,66 @@ HUNYUAN_A13B_TOOLS = ToolFormat(
     forced=FORCED_JSON,
 )
 
+# -- Tencent HY3 / HY4 (row 17) ------------------------------------------------------------
+
+# Think tags (special tokens), reasoning until the first `</think>` (a `<think>` the model
+# writes is dropped), as vLLM's think-tag base class; `reasoning_effort: "no_think"`
+# means no reasoning parsing at all (vLLM's identity parser), any other effort thinking.
+# Unset, HY3 does not think and HY4 does (its template defaults to "high").
+HY_V3_REASONING = ReasoningFormat(
+    "hy_v3",
+    "<think>",
+    "</think>",
+    thinking_default=False,
+    from_prompt=False,
+    strip_trailing=False,
+    empty_as_text=True,
+    once=True,
+    off_is_plain=True,
+    effort_off="no_think",
+)
+HY_V4_REASONING = replace(HY_V3_REASONING, name="hy_v4", thinking_default=True)
+
+
+def _hy_tools(name: str, sep: str, forced: int) -> ToolFormat:
+    """`<tool_calls><tool_call>NAME<tool_sep><arg_key>K</arg_key><arg_value>V</arg_value>…
+    </tool_call></tool_calls>` (HY4 writes no `<tool_sep>`: the name ends at the first key);
+    values typed by the schema (strings raw); what follows the block is not content."""
+    call, call_end, key, key_end = "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>"
+    value, value_end = "<arg_value>", "</arg_value>"
+    t: Table = {
+        (CONTENT, "<tool_calls>"): Transition(PREAMBLE),
+        (PREAMBLE, call): Transition(NAME, CALL_START),
+        (NAME, call_end): Transition(PREAMBLE, NAME_END | CALL_END),
+        (PKEY, key_end): Transition(ARGS),  # the key waits in the call for its value
+        (ARGS, key): Transition(PKEY, PARAM_START),
+        (ARGS, value): Transition(PVALUE, VALUE_START),
+        (PVALUE, value_end): Transition(ARGS, PARAM_END),
+        (ARGS, call_end): Transition(PREAMBLE, CALL_END),
+        (PVALUE, call_end): Transition(PREAMBLE, PARAM_END | CALL_END),
+        (PREAMBLE, "</tool_calls>"): Transition(DROP),
+        (ARGS, "</tool_calls>"): Transition(DROP, CALL_END),
+    }
+    if sep:
+        t[(NAME, sep)] = Transition(ARGS)
+    else:
+        t[(NAME, key)] = Transition(PKEY, PARAM_START)
+    return ToolFormat(name, t, CallParams, schema=True, forced=forced)
+
+
+# HY3 has no structural tag in vLLM ("required" / named output is bare JSON); HY4 has one:
+# with strict tool calling that output is HY4's own markup.
+HY_V3_TOOLS = _hy_tools("hy_v3", "<tool_sep>", FORCED_JSON)
+HY_V4_TOOLS = _hy_tools("hy_v4", "", FORCED_STRICT)
+
 FAMILY_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "granite": GRANITE_REASONING,
     "olmo3": OLMO3_REASONING,
     "step3": STEP3_REASONING,
     "ernie45": ERNIE45_REASONING,
     "hunyuan_a13b": HUNYUAN_A13B_REASONING,
+    "hy_v3": HY_V3_REASONING,
+    "hy_v4": HY_V4_REASONING,
 }
 FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "granite": GRANITE_TOOLS,
@@ -251,4 +310,6 @@ FAMILY_TOOL_FORMATS: dict[str, ToolFormat] = {
     "step3": STEP3_TOOLS,
     "ernie45": ERNIE45_TOOLS,
     "hunyuan_a13b": HUNYUAN_A13B_TOOLS,
+    "hy_v3": HY_V3_TOOLS,
+    "hy_v4": HY_V4_TOOLS,
 }

@@ -198,6 +198,10 @@ class ReasoningFormat:
     # 3.2's phrases are no tokens and may follow other text); after the block ended the
     # markers are text (engine.transition).
     opens_once: bool = False
+    # `reasoning_effort` (chat_template_kwargs', else the request's) switches thinking:
+    # this value turns it off, any other on; unset, `thinking_default` decides (HY3 / HY4's
+    # "no_think").
+    effort_off: str = ""
     # More transitions (markers that switch between text modes from every state, as
     # Cohere's melody filter's special tokens do), applied last.
     more: tuple[tuple[tuple[int, str], Transition], ...] = ()

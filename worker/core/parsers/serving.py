@@ -203,6 +203,12 @@ def request_thinking(request: ChatRequest | None, fmt: ReasoningFormat) -> bool 
     `reasoning_effort: "none"` for the formats that read it; None when it says nothing."""
     if request is None:
         return None
+    if fmt.effort_off:
+        # HY3 / HY4: chat_template_kwargs' reasoning_effort first, then the request's;
+        # one value means no thinking, any other thinking.
+        effort = (request.chat_template_kwargs or {}).get("reasoning_effort")
+        effort = effort or request.reasoning_effort
+        return None if not effort else effort != fmt.effort_off
     if fmt.effort_none and request.reasoning_effort == "none":
         return False
     kwargs = request.chat_template_kwargs
