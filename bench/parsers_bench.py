@@ -339,6 +339,10 @@ def gen_plamo3_reasoning(tok: Tokenizer) -> str:
     return _prose(tok)
 
 
+def gen_dots(tok: Tokenizer) -> str:
+    return '<dots_function_call>\n<invoke name="f">\n<parameter name="s">' + _arg(tok)
+
+
 def gen_jamba(tok: Tokenizer) -> str:
     return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
 
@@ -508,6 +512,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "Apertus (synthetic)": _longtail("apertus"),
     "LFM2 (synthetic)": _longtail("lfm2"),
     "PLaMo 3 (synthetic)": _longtail("plamo3"),
+    "dots.llm1 (synthetic)": _longtail("dots"),
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Step-3 (synthetic)": _family("step3"),
@@ -611,6 +616,8 @@ FORMATS: list[Format] = [
            "reasoning (think block)", gen_plamo3_reasoning, REASONING),
     Format("PLaMo 3", "plamo3", "plamo3", "PLaMo 3 (synthetic)", _PLAMO,
            "`<|plamo:msg|>` JSON string argument", gen_plamo3_call, ARGS),
+    Format("dots.llm1", None, "dots", "dots.llm1 (synthetic)", "<|response|>",
+           '`<parameter name="s">` string', gen_dots, ARGS),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",

@@ -12,7 +12,7 @@ deterministic from 151669; ordinary text encodes as Qwen3 encodes it).
 | `apertus_tokenizer` | Apertus' turn, inner-thought and tool-call tokens | all |
 | `lfm2_tokenizer` | LFM2's tool-list, tool-call and tool-response tokens | all |
 | `plamo3_tokenizer` | PLaMo 3's think, tool-request and turn markers, each one token | all |
-| `dots_tokenizer` | dots.llm1's turn tokens; `<dots_function_call>` / `</dots_function_call>` | turns |
+| `dots_tokenizer` | dots.llm1's turn tokens and its two call-block tokens | turns |
 | `gigachat3_tokenizer` | GigaChat3's message, role and call separators | all |
 """
 

@@ -488,7 +488,7 @@ def plamo3_cases() -> list[CaseSpec]:
 def dots_cases() -> list[CaseSpec]:
     def inv(fn: str, args: dict[str, Any], q: str = '"') -> str:
         ps = "".join(
-            f'<parameter name="{k}">{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</parameter>\n'
+            f'<parameter name="{k}">{v if isinstance(v, str) else json.dumps(v)}</parameter>\n'
             for k, v in args.items()
         )
         return f"<invoke name={q}{fn}{q}>\n{ps}</invoke>\n"
@@ -545,7 +545,9 @@ def dots_cases() -> list[CaseSpec]:
         (
             "json fallback",
             [
-                '<dots_function_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</dots_function_call>'
+                "<dots_function_call>"
+                + json.dumps({"name": "get_weather", "arguments": {"city": "Tokyo"}})
+                + "</dots_function_call>"
             ],
             AUTO,
             "stop",

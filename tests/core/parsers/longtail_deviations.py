@@ -33,6 +33,7 @@ LONGTAIL_FAMILIES: dict[str, tuple[str | None, str, Callable[[], Tokenizer], int
     "apertus": (None, "apertus", lt.apertus_tokenizer, 151676),
     "lfm2": (None, "lfm2", lt.lfm2_tokenizer, 151645),
     "plamo3": ("plamo3", "plamo3", lt.plamo3_tokenizer, 151681),
+    "dots": (None, "dots", lt.dots_tokenizer, 151674),
 }
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
@@ -250,5 +251,39 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
             "ordinary tokens does not open the arguments here (vLLM reads it on text); the "
             "call is made with `{}`",
         ),
+    },
+    "dots": {
+        "text before call": ({"content": "Let me check. "}, STRIPPED),
+        "text after call": (
+            {"content": " Done."},
+            "README text-after-call: vLLM's whole response drops the text after the call "
+            "block; we keep it",
+        ),
+        "content ws around call": ({"content": "  Checking.    "}, STRIPPED),
+        "null value": (
+            {"tool_calls": [("set_params", {"s": "null", "i": None})]},
+            "README dots-null: the text `null` as a string parameter's value: vLLM makes it "
+            "JSON null whatever the schema says; we keep the string (typed values only)",
+        ),
+        "unknown tool": (
+            {"content": None},
+            "a block whose only call names no offered function: vLLM returns the whole "
+            "block's markup as content; we drop the call and its markup (README "
+            "unknown-tool-index, tool-markup-in-content)",
+        ),
+        "json fallback": (
+            {"tool_calls": []},
+            "README dots-json-block: a JSON object instead of invoke elements inside the "
+            "block: vLLM reads it as a call; we do not (the block is dropped)",
+        ),
+        "no closing tag": ({"content": None, "tool_calls": [GET]}, CUT),
+        "truncated mid-value": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Tok"})]},
+            CUT,
+        ),
+        "truncated mid-name": ({"content": None}, CUT_NAME),
+        "tool_choice none": ({"content": "Sure. "}, MARKUP),
+        "no tools + call": ({"content": "Sure. "}, MARKUP),
+        "other special tokens": ({"content": "ABC"}, SPECIALS),
     },
 }

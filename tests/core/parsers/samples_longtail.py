@@ -93,6 +93,22 @@ def render_plamo3(conv: _Conversation) -> str:
     return text
 
 
+def render_dots(conv: _Conversation) -> str:
+    """dots.llm1: invoke elements in a `<dots_function_call>` block; strings as written
+    (without surrounding whitespace: the parser strips values), the rest as JSON."""
+    if not conv.calls:
+        return conv.content
+    text = conv.content + "<dots_function_call>\n"
+    for c in conv.calls:
+        params = "".join(
+            f'<parameter name="{k}">'
+            f"{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</parameter>\n"
+            for k, v in c.args.items()
+        )
+        text += f'<invoke name="{c.name}">\n{params}</invoke>\n'
+    return text + "</dots_function_call>"
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 LONGTAIL_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "phi4_mini": lt.phi4_mini_tokenizer,
@@ -102,6 +118,7 @@ LONGTAIL_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "apertus": lt.apertus_tokenizer,
     "lfm2": lt.lfm2_tokenizer,
     "plamo3": lt.plamo3_tokenizer,
+    "dots": lt.dots_tokenizer,
 }
 
 
@@ -172,6 +189,16 @@ def longtail_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             render_plamo3,
             "<|plamo:msg|>assistant\n<|plamo:begin_think:plamo|>",
             markers=("<|plamo:", ":plamo|>"),
+        ),
+        setup(
+            "dots",
+            None,
+            "dots",
+            "dots",
+            render_dots,
+            reasoning=False,
+            markers=("<dots_function_call>", "<invoke", "<parameter"),
+            strip_values=True,
         ),
     ]
     return {s.name: s for s in made}

@@ -1,5 +1,5 @@
-"""The long-tail formats (phi4_mini_json, internlm, jamba, gigachat3, apertus, lfm2, plamo3):
-the rules they add, each checked whole and in every chunking (vLLM's own answers are
+"""The long-tail formats (phi4_mini_json, internlm, jamba, gigachat3, apertus, lfm2, plamo3,
+dots): the rules they add, each checked whole and in every chunking (vLLM's own answers are
 in test_vllm_answers.py; these pin what those cases do not reach)."""
 
 from __future__ import annotations
@@ -227,6 +227,30 @@ def test_plamo3(kwargs: dict[str, object], text: str, want: tuple[object, ...]) 
         assert (got.reasoning, got.content, got.calls) == want, how  # type: ignore[attr-defined]
 
 
+def test_dots_values_are_stripped_and_typed() -> None:
+    """dots: values lose their surrounding whitespace and take the schema's type (vLLM's
+    dots parser); a call to a function the request does not offer is dropped."""
+    tok = _tok("dots")
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "g",
+                "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            },
+        },
+        "f",
+    ]
+    p = parser(tok, None, "dots", req=request(tools=tools))
+    text = (
+        '<dots_function_call>\n<invoke name="g">\n<parameter name="n"> 7 </parameter>\n'
+        '</invoke>\n<invoke name="nope">\n</invoke>\n<invoke name="f">\n'
+        '<parameter name="s">\n two words \n</parameter>\n</invoke>\n</dots_function_call>'
+    )
+    for how, got in _both(p, text):
+        assert got.calls == [("g", '{"n": 7}'), ("f", '{"s": "two words"}')], how  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     ("tools", "tok", "text"),
     [
@@ -236,6 +260,7 @@ def test_plamo3(kwargs: dict[str, object], text: str, want: tuple[object, ...]) 
         ("gigachat3", "gigachat3", 'A <|function_call|>{"name": "f", "arguments": {}}'),
         ("apertus", "apertus", 'A <|tools_prefix|>[{"f": {}}]<|tools_suffix|>'),
         ("lfm2", "lfm2", "A <|tool_call_start|>[f()]<|tool_call_end|>"),
+        ("dots", "dots", 'A <dots_function_call><invoke name="f"></invoke></dots_function_call>'),
     ],
 )
 def test_tool_choice_none_drops_the_block(tools: str, tok: str, text: str) -> None:

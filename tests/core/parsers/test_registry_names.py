@@ -33,7 +33,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("reasoning", "hf"),
     ("reasoning", "minicpmv"),
     ("tool", "beam"),
-    ("tool", "dots"),
     ("tool", "hf"),
     ("tool", "minicpm5"),
     ("tool", "xlam"),

@@ -12,6 +12,8 @@ output is the bare JSON of constrained decoding (FORCED_JSON).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from worker.core.parsers.grammar import (
     ARGS,
     BETWEEN,
@@ -30,6 +32,8 @@ from worker.core.parsers.grammar import (
     ToolFormat,
     Transition,
 )
+from worker.core.parsers.markers import MINIMAX_TOOL_CALL
+from worker.core.parsers.markup_formats import MINIMAX_M2
 from worker.core.parsers.state import CallJson, CallList, CallPythonic
 
 # Both spellings of a call's arguments key, as vLLM's parsers read them.
@@ -186,6 +190,24 @@ PLAMO3_REASONING = ReasoningFormat(
     strip_trailing=False,
 )
 
+# rednote dots.llm1: MiniMax M2's invoke / parameter elements in `<dots_function_call>` blocks
+# (vLLM's dots parser reads the same elements with regexes over the text: its wrappers are
+# matched on text); calls to functions the request does not offer are dropped, values
+# stripped and typed by the schema. The JSON object vLLM also accepts in a block is not
+# read (README dots-json-block).
+_DOTS_RENAME = {
+    MINIMAX_TOOL_CALL: "<dots_function_call>",
+    "</minimax:tool_call>": "</dots_function_call>",
+}
+DOTS = replace(
+    MINIMAX_M2,
+    name="dots",
+    transitions={(s, _DOTS_RENAME.get(m, m)): t for (s, m), t in MINIMAX_M2.transitions.items()},
+    forced=FORCED_NATIVE,  # vLLM: supports_required_and_named = False
+    text_markers=tuple(_DOTS_RENAME.values()),
+    strip_values=True,  # vLLM strips every value
+)
+
 LONGTAIL_REASONING_FORMATS: dict[str, ReasoningFormat] = {"plamo3": PLAMO3_REASONING}
 
 LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
@@ -196,4 +218,5 @@ LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
     "apertus": APERTUS,
     "lfm2": LFM2,
     "plamo3": PLAMO3,
+    "dots": DOTS,
 }
