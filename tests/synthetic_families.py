@@ -10,6 +10,7 @@ base's; ordinary text encodes as the base model does).
 | `olmo3_tokenizer` | `qwen-2.5` | none: OLMo 3's markers are text | – |
 | `step3_tokenizer` | `qwen-3` | Step-3's turn and tool-call tokens | all |
 | `hy_tokenizer` | `qwen-2.5` | HY3 / HY4's think and tool-call tokens (no suffix) | all |
+| `hy_suffix_tokenizer` | `qwen-2.5` | the same tokens with a checkpoint suffix | all |
 | `ernie45_tokenizer` | `qwen-3` | sentence tokens, `<response>`, `</response>` | the first two |
 """
 
@@ -127,3 +128,21 @@ def hy_tokenizer() -> Tokenizer:
     """Qwen 2.5 vocabulary (`<tool_call>` 151657, `</tool_call>` 151658, `<|im_end|>`
     151645) + `HY_MARKERS` as special tokens, ids 151665-151673."""
     return _copy(_hy())
+
+
+# A checkpoint whose HY tags carry a suffix (its tokenizer_config.json says `token_suffix`);
+# `<tool_call>` too, so none is the Qwen 2.5 base's.
+HY_SUFFIX = ":6124c78e"
+HY_SUFFIX_MARKERS: tuple[str, ...] = tuple(
+    m[:-1] + HY_SUFFIX + ">" for m in (*HY_MARKERS, "<tool_call>", "</tool_call>")
+)
+
+
+@functools.cache
+def _hy_suffix() -> Tokenizer:
+    return _extend(offline_tokenizer("qwen-2.5"), HY_SUFFIX_MARKERS)
+
+
+def hy_suffix_tokenizer() -> Tokenizer:
+    """Qwen 2.5 vocabulary + `HY_SUFFIX_MARKERS` as special tokens, ids 151665-151675."""
+    return _copy(_hy_suffix())

@@ -469,6 +469,15 @@ def _hy_call(name: str, sep: str, **args: str) -> str:
     return f"<tool_call>{name}{sep}{pairs}</tool_call>"
 
 
+def _suffixed(p: P, suffix: str) -> P:
+    """The case with every HY tag carrying the checkpoint's suffix."""
+    text = p.text
+    for tag in ("think", "tool_calls", "tool_call", "tool_sep", "arg_key", "arg_value"):
+        for t in (f"<{tag}>", f"</{tag}>"):
+            text = text.replace(t, t[:-1] + suffix + ">")
+    return P(p.label, text, p.request, p.finish, p.messages)
+
+
 def _hy_cases(sep: str) -> list[P]:
     paris = "<tool_calls>" + _hy_call("get_weather", sep, city="Paris") + "</tool_calls>"
     return [
@@ -547,3 +556,11 @@ def _hy_cases(sep: str) -> list[P]:
 
 PROBES["hy_v3"] = Probe(fam.hy_tokenizer, 151645, _hy_cases("<tool_sep>"))
 PROBES["hy_v4"] = Probe(fam.hy_tokenizer, 151645, _hy_cases(""))
+PROBES["hy_v3_suffix"] = Probe(
+    fam.hy_suffix_tokenizer,
+    151645,
+    [_suffixed(p, fam.HY_SUFFIX) for p in _hy_cases("<tool_sep>")],
+)
+PROBES["hy_v4_suffix"] = Probe(
+    fam.hy_suffix_tokenizer, 151645, [_suffixed(p, fam.HY_SUFFIX) for p in _hy_cases("")]
+)

@@ -425,6 +425,21 @@ def hy() -> Files:
     return _files(tok.to_str(), tok_config, "hy.jinja", config)
 
 
+def hy_suffix() -> Files:
+    """HY3 / HY4 with suffixed tags (`<tool_call:6124c78e>`): `token_suffix` in
+    tokenizer_config.json, as such checkpoints declare it."""
+    tok = synth_families.hy_suffix_tokenizer()
+    files = hy()
+    tok_config = {
+        **_offline_config("qwen-2.5"),
+        "additional_special_tokens": list(synth_families.HY_SUFFIX_MARKERS),
+        "token_suffix": synth_families.HY_SUFFIX,
+    }
+    fresh = _files(tok.to_str(), tok_config, "hy_suffix.jinja", {})
+    return {**files, "tokenizer.json": fresh["tokenizer.json"],
+            "tokenizer_config.json": fresh["tokenizer_config.json"]}  # fmt: skip
+
+
 # Folder name → its files.
 FOLDERS: dict[str, Callable[[], Files]] = {
     "nemotron_v3": nemotron_v3,
@@ -441,6 +456,7 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "ernie45": ernie45,
     "hunyuan_a13b": hunyuan_a13b,
     "hy": hy,
+    "hy_suffix": hy_suffix,
     "cohere": cohere,
 }
 

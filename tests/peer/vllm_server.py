@@ -66,6 +66,7 @@ RECORDED_FOLDERS = (
     "ernie45",
     "hunyuan_a13b",
     "hy",
+    "hy_suffix",
     "inkling",
     "k2_horizon",
     "muse",
@@ -228,6 +229,8 @@ RECORDED_SPECS = {
         # HY3 / HY4: one folder, each generation's parsers.
         _recorded("hy_v3", "hy", "hy_v3", "hy_v3"),
         _recorded("hy_v4", "hy", "hy_v4", "hy_v4"),
+        _recorded("hy_v3_suffix", "hy_suffix", "hy_v3", "hy_v3"),
+        _recorded("hy_v4_suffix", "hy_suffix", "hy_v4", "hy_v4"),
         _recorded("inkling", "inkling", "inkling", "inkling"),
         _recorded("k2_horizon", "k2_horizon", "k2_horizon", "k2_horizon"),
         # Muse: one folder, Spark's parsers and Glimmer's (musespark1x is muse's class).

@@ -274,3 +274,10 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "no tools + call": ({"content": None}, MARKUP),
     },
 }
+# The same cases with suffixed HY tags: the same differences (here `<tool_call:…>` is a
+# special token too, so none of the block's tags stays in the reasoning).
+for _hy in ("hy_v3", "hy_v4"):
+    FAMILY_DEVIATIONS[f"{_hy}_suffix"] = {
+        **FAMILY_DEVIATIONS[_hy],
+        "call in reasoning": ({"reasoning": "Rget_weathercityParis"}, SPECIALS),
+    }

@@ -126,6 +126,15 @@ def render_hy_v4(conv: _Conversation) -> str:
     return _render_hy(conv, "")
 
 
+def render_hy_v4_suffix(conv: _Conversation) -> str:
+    """HY4 on a checkpoint whose tags carry a suffix (`<tool_call:6124c78e>`)."""
+    text = _render_hy(conv, "")
+    for tag in ("think", "tool_calls", "tool_call", "arg_key", "arg_value"):
+        for t in (f"<{tag}>", f"</{tag}>"):
+            text = text.replace(t, t[:-1] + fam.HY_SUFFIX + ">")
+    return text
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "granite": fam.granite_tokenizer,
@@ -133,6 +142,7 @@ FAMILY_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "step3": fam.step3_tokenizer,
     "ernie45": fam.ernie45_tokenizer,
     "hy": fam.hy_tokenizer,
+    "hy_suffix": fam.hy_suffix_tokenizer,
 }
 
 
@@ -205,6 +215,14 @@ def family_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             "hy",
             render_hy_v4,
             markers=("</think>", "<tool_calls>", "<tool_call>", "<arg_key>", "<arg_value>"),
+        ),
+        setup(
+            "hy_v4_suffix",
+            "hy_v4",
+            "hy_v4",
+            "hy_suffix",
+            render_hy_v4_suffix,
+            markers=("</think", "<tool_calls", "<tool_call", "<arg_key", "<arg_value"),
         ),
     ]
     return {s.name: s for s in made}

@@ -62,3 +62,20 @@ def test_hy(tok: Tokenizer, case: tuple[Any, ...]) -> None:
     name, text, req, reasoning, content, calls = case
     p = parser(tok, name, name, req=request(**req))
     expect(p, text, reasoning, content, calls)
+
+
+def test_hy_tags_with_a_checkpoint_suffix_are_found_in_the_vocabulary() -> None:
+    """A checkpoint whose HY tags all end in `:<hex>` (`<tool_call:6124c78e>`): the
+    formats take the suffix from the tokenizer's added tokens, as vLLM reads it (whole and
+    in every chunking); the unsuffixed tags are then plain text."""
+    from tests.synthetic_families import HY_SUFFIX, hy_suffix_tokenizer
+
+    tok = hy_suffix_tokenizer()
+    text = "R</think>" + block("<tool_sep>")
+    for tag in ("think", "tool_calls", "tool_call", "tool_sep", "arg_key", "arg_value"):
+        for t in (f"<{tag}>", f"</{tag}>"):
+            text = text.replace(t, t[:-1] + HY_SUFFIX + ">")
+    p = parser(tok, "hy_v3", "hy_v3", req=request(tools=TOOLS, **HIGH))
+    expect(p, text, "R", None, CALLS)
+    p = parser(tok, "hy_v3", "hy_v3", req=request(**HIGH))
+    expect(p, "R</think>C", "R</think>C", None, [])  # no end tag: all of it reasoning

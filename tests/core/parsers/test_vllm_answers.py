@@ -131,6 +131,10 @@ FAMILIES: dict[str, Family] = {
     # suffix); ChatML turns; HYV3ForCausalLM; EOS `<|im_end|>`.
     "hy_v3": Family("hy_v3", "hy_v3", synth_families.hy_tokenizer, 151645),
     "hy_v4": Family("hy_v4", "hy_v4", synth_families.hy_tokenizer, 151645),
+    # The same cases on a checkpoint whose HY tags carry a suffix (`hy_suffix_tokenizer()`,
+    # `token_suffix` in its tokenizer_config.json).
+    "hy_v3_suffix": Family("hy_v3", "hy_v3", synth_families.hy_suffix_tokenizer, 151645),
+    "hy_v4_suffix": Family("hy_v4", "hy_v4", synth_families.hy_suffix_tokenizer, 151645),
 }
 
 # We give vLLM's streamed answer (its whole one differs).

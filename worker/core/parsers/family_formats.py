@@ -6,6 +6,7 @@ formats.py adds `FAMILY_REASONING_FORMATS` and `FAMILY_TOOL_FORMATS` to the regi
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from worker.core.parsers.grammar import (
@@ -263,14 +264,24 @@ HY_V3_REASONING = ReasoningFormat(
 HY_V4_REASONING = replace(HY_V3_REASONING, name="hy_v4", thinking_default=True)
 
 
-def _hy_tools(name: str, sep: str, forced: int) -> ToolFormat:
+def _hy_tools(name: str, sep: bool, forced: int, suffix: str = "") -> ToolFormat:
     """`<tool_calls><tool_call>NAME<tool_sep><arg_key>K</arg_key><arg_value>V</arg_value>…
     </tool_call></tool_calls>` (HY4 writes no `<tool_sep>`: the name ends at the first key);
-    values typed by the schema (strings raw); what follows the block is not content."""
-    call, call_end, key, key_end = "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>"
-    value, value_end = "<arg_value>", "</arg_value>"
+    values typed by the schema (strings raw); what follows the block is not content. Every
+    tag may carry the checkpoint's suffix (`<tool_call:6124c78e>`)."""
+
+    def tag(t: str) -> str:
+        return f"<{t}{suffix}>"
+
+    call, call_end, key, key_end = (
+        tag("tool_call"),
+        tag("/tool_call"),
+        tag("arg_key"),
+        tag("/arg_key"),
+    )
+    value, value_end = tag("arg_value"), tag("/arg_value")
     t: Table = {
-        (CONTENT, "<tool_calls>"): Transition(PREAMBLE),
+        (CONTENT, tag("tool_calls")): Transition(PREAMBLE),
         (PREAMBLE, call): Transition(NAME, CALL_START),
         (NAME, call_end): Transition(PREAMBLE, NAME_END | CALL_END),
         (PKEY, key_end): Transition(ARGS),  # the key waits in the call for its value
@@ -279,11 +290,11 @@ def _hy_tools(name: str, sep: str, forced: int) -> ToolFormat:
         (PVALUE, value_end): Transition(ARGS, PARAM_END),
         (ARGS, call_end): Transition(PREAMBLE, CALL_END),
         (PVALUE, call_end): Transition(PREAMBLE, PARAM_END | CALL_END),
-        (PREAMBLE, "</tool_calls>"): Transition(DROP),
-        (ARGS, "</tool_calls>"): Transition(DROP, CALL_END),
+        (PREAMBLE, tag("/tool_calls")): Transition(DROP),
+        (ARGS, tag("/tool_calls")): Transition(DROP, CALL_END),
     }
     if sep:
-        t[(NAME, sep)] = Transition(ARGS)
+        t[(NAME, tag("tool_sep"))] = Transition(ARGS)
     else:
         t[(NAME, key)] = Transition(PKEY, PARAM_START)
     return ToolFormat(name, t, CallParams, schema=True, forced=forced)
@@ -291,8 +302,31 @@ def _hy_tools(name: str, sep: str, forced: int) -> ToolFormat:
 
 # HY3 has no structural tag in vLLM ("required" / named output is bare JSON); HY4 has one:
 # with strict tool calling that output is HY4's own markup.
-HY_V3_TOOLS = _hy_tools("hy_v3", "<tool_sep>", FORCED_JSON)
-HY_V4_TOOLS = _hy_tools("hy_v4", "", FORCED_STRICT)
+HY_V3_TOOLS = _hy_tools("hy_v3", True, FORCED_JSON)
+HY_V4_TOOLS = _hy_tools("hy_v4", False, FORCED_STRICT)
+# A checkpoint's tags may all end in one suffix, `:` and hex digits (`<think:6124c78e>`,
+# vLLM reads it from the tokenizer): found among the added tokens (`token_suffix`).
+_HY_SUFFIX = re.compile(r"<tool_calls(:[0-9A-Za-z]+)>")
+
+
+def token_suffix(
+    reasoning: ReasoningFormat | None, tools: ToolFormat | None, added: set[str]
+) -> tuple[ReasoningFormat | None, ToolFormat | None]:
+    """HY3 / HY4 for a tokenizer whose HY tags carry a suffix: the same formats with the
+    suffixed tags (any other format, or none found, as given)."""
+    if not any(f is not None and f.name in ("hy_v3", "hy_v4") for f in (reasoning, tools)):
+        return reasoning, tools
+    found = sorted(m.group(1) for m in map(_HY_SUFFIX.fullmatch, added) if m)
+    if not found:
+        return reasoning, tools
+    suffix = found[0]
+    if reasoning is not None and reasoning.name in ("hy_v3", "hy_v4"):
+        reasoning = replace(reasoning, start=f"<think{suffix}>", end=f"</think{suffix}>")
+    if tools is not None and tools.name in ("hy_v3", "hy_v4"):
+        sep = tools.name == "hy_v3"
+        tools = _hy_tools(tools.name, sep, tools.forced, suffix)
+    return reasoning, tools
+
 
 FAMILY_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "granite": GRANITE_REASONING,

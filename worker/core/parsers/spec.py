@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from worker.core.parsers.family_formats import token_suffix
 from worker.core.parsers.formats import REASONING_FORMATS, tool_format
 from worker.core.parsers.grammar import (
     CONTENT,
@@ -75,6 +76,8 @@ def compile_parser(
         reasoning = REASONING_FORMATS[reasoning_parser]
     if tools is None and tool_parser is not None:
         tools = tool_format(tool_parser, set(added))
+    # HY3 / HY4 checkpoints may suffix their tags (family_formats.token_suffix).
+    reasoning, tools = token_suffix(reasoning, tools, set(added))
     framed = (reasoning.frames if reasoning else None) or (tools.frames if tools else None)
     plain: Table = dict(reasoning.table()) if reasoning else {}
     if framed is not None:
