@@ -153,3 +153,22 @@ def test_replay_control_adds_only_the_control_lines_deterministically(case: str)
     assert len({c["request_id"] for c in controls}) == len(controls)
     if case == "n2_abort":  # an abort record closes a live request
         assert [c["reason"] for c in controls] == ["abort"]
+
+
+def test_replay_pass_headers_carries_them_like_run() -> None:
+    line = {
+        "key": "a",
+        "headers": {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01", "x-tenant": "t7"},
+        "value": {"request_id": "a", "seq": 0, "type": "end"},
+    }
+    stdin = json.dumps(line).encode() + b"\n"
+    plain = replay("-", "--quiet", stdin=stdin)
+    passed = replay("-", "--quiet", "--pass-headers", "x-tenant", stdin=stdin)
+    assert plain.returncode == passed.returncode == 0, passed.stderr.decode()
+    for out, tenant in ((plain, None), (passed, "t7")):
+        for x in out.stdout.splitlines():
+            headers = json.loads(x)["headers"]
+            assert headers["traceparent"] == line["headers"]["traceparent"]
+            assert headers.get("x-tenant") == tenant
+    bad = replay("-", "--quiet", "--pass-headers", "derender-kind", stdin=stdin)
+    assert bad.returncode == 2 and b"--pass-headers" in bad.stderr

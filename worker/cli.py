@@ -54,12 +54,23 @@ def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="also write the early-stop records `run --control-topic` publishes (kind control)",
     )
+    p.add_argument(
+        "--pass-headers",
+        default=_env_default("pass-headers"),
+        help="input headers the outputs carry besides the W3C trace headers, as `run`'s",
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
     from worker.adapters.memory_store import MemoryStore
+    from worker.propagation import carried_names
     from worker.replay import replay
 
+    try:
+        carry = carried_names(args.pass_headers)
+    except ValueError as exc:
+        print(f"derender-worker replay: --pass-headers: {exc}", file=sys.stderr)
+        return 2
     registry = load_registry(args.models)
     tune_gc()
     store = MemoryStore()
@@ -77,6 +88,7 @@ def _replay(args: argparse.Namespace) -> int:
             name=args.input,
             progress=None if args.quiet else sys.stderr,
             control=args.control,
+            carry=carry,
         )
     finally:
         if src is not sys.stdin.buffer:

@@ -19,6 +19,7 @@ from worker.checkpoint import Checkpoint
 from worker.constants import DEFAULT_MAX_RECORD_BYTES
 from worker.core.model import Registry
 from worker.loop import run_batch, run_sync
+from worker.propagation import TRACE_HEADERS
 
 # Records per batch: the same batching the Kafka loop sees with its default
 # max_records, so replay exercises the same code paths.
@@ -46,12 +47,14 @@ def replay(
     progress: IO[str] | None = None,
     batch_size: int = REPLAY_BATCH,
     control: bool = False,
+    carry: frozenset[str] = TRACE_HEADERS,
 ) -> ReplaySummary:
     """Replay records from `src` to `dst`; `store` keeps the states (a fresh one if None).
     `control`: write the control records too (kind `control`), as `run --control-topic`
-    publishes them."""
+    publishes them. `carry`: the input headers the outputs carry, as `run`'s
+    `--pass-headers` (the W3C trace headers by default)."""
     store = MemoryStore() if store is None else store
-    source = FileSource(src, name, batch_size)
+    source = FileSource(src, name, batch_size, carry)
     sink = FileSink(dst)
     checkpoint = Checkpoint(source, store)
     summary = ReplaySummary()
