@@ -343,6 +343,10 @@ def gen_dots(tok: Tokenizer) -> str:
     return '<dots_function_call>\n<invoke name="f">\n<parameter name="s">' + _arg(tok)
 
 
+def gen_xlam(tok: Tokenizer) -> str:
+    return '[{"name": "f", "arguments": ' + _json_arg(tok) + "}]"
+
+
 def gen_jamba(tok: Tokenizer) -> str:
     return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
 
@@ -513,6 +517,7 @@ TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "LFM2 (synthetic)": _longtail("lfm2"),
     "PLaMo 3 (synthetic)": _longtail("plamo3"),
     "dots.llm1 (synthetic)": _longtail("dots"),
+    "Qwen3 (xLAM)": _longtail("xlam"),
     "Granite 3 (synthetic)": _family("granite"),
     "Qwen 2.5 (OLMo 3)": _family("olmo3"),
     "Step-3 (synthetic)": _family("step3"),
@@ -618,6 +623,8 @@ FORMATS: list[Format] = [
            "`<|plamo:msg|>` JSON string argument", gen_plamo3_call, ARGS),
     Format("dots.llm1", None, "dots", "dots.llm1 (synthetic)", "<|response|>",
            '`<parameter name="s">` string', gen_dots, ARGS),
+    Format("xLAM", None, "xlam", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "JSON call array string argument", gen_xlam, ARGS),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",

@@ -14,6 +14,7 @@ deterministic from 151669; ordinary text encodes as Qwen3 encodes it).
 | `plamo3_tokenizer` | PLaMo 3's think, tool-request and turn markers, each one token | all |
 | `dots_tokenizer` | dots.llm1's turn tokens and its two call-block tokens | turns |
 | `gigachat3_tokenizer` | GigaChat3's message, role and call separators | all |
+| `xlam_tokenizer` | none: Qwen3's own (xLAM writes its calls as text) | — |
 """
 
 from __future__ import annotations
@@ -215,3 +216,9 @@ def dots_tokenizer() -> Tokenizer:
     151674) + `<dots_function_call>` 151675 and `</dots_function_call>` 151676 as added
     non-special tokens."""
     return _copy(_dots())
+
+
+def xlam_tokenizer() -> Tokenizer:
+    """The Qwen3 vocabulary unchanged: xLAM's calls are text (a JSON array, a fenced block,
+    or Qwen's own `<tool_call>` / `</tool_call>` 151657 / 151658); EOS `<|im_end|>` 151645."""
+    return _copy(offline_tokenizer("qwen-3"))

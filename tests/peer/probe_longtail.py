@@ -582,6 +582,28 @@ def dots_cases() -> list[CaseSpec]:
     ]
 
 
+def xlam_cases() -> list[CaseSpec]:
+    one = "[" + _obj("get_weather", W) + "]"
+    return [
+        *json_list_cases(lambda inner: ["[" + inner + "]"]),
+        ("tool_call tags", ["<tool_call>" + one + "</tool_call>"], AUTO, "stop"),
+        ("text before tool_call tags", ["Sure. <tool_call>" + one + "</tool_call>"], AUTO, "stop"),
+        (
+            "tool_call tags, one object",
+            ["<tool_call>" + _obj("get_weather", W) + "</tool_call>"],
+            AUTO,
+            "stop",
+        ),
+        ("json fence", ["```json\n" + one + "\n```"], AUTO, "stop"),
+        ("text before json fence", ["Here: ```json\n" + one + "\n```"], AUTO, "stop"),
+        ("think then call", ["<think>r</think>" + one], AUTO, "stop"),
+        ("think then text", ["<think>r</think>Answer."], AUTO, "stop"),
+        ("single object", [_obj("get_weather", W)], AUTO, "stop"),
+        ("TOOL_CALLS prefix", ["[TOOL_CALLS]" + one], AUTO, "stop"),
+        ("array of plain text", ["[1, 2] is a list."], AUTO, "stop"),
+    ]
+
+
 # family → (tokenizer, EOS token, cases)
 PROBES: dict[str, tuple[Callable[[], Tokenizer], str, Callable[[], list[CaseSpec]]]] = {
     "phi4_mini_json": (lt.phi4_mini_tokenizer, "<|end|>", phi4_cases),
@@ -592,6 +614,7 @@ PROBES: dict[str, tuple[Callable[[], Tokenizer], str, Callable[[], list[CaseSpec
     "lfm2": (lt.lfm2_tokenizer, "<|im_end|>", lfm2_cases),
     "plamo3": (lt.plamo3_tokenizer, "<|plamo:tag|>", plamo3_cases),
     "dots": (lt.dots_tokenizer, "<|endofresponse|>", dots_cases),
+    "xlam": (lt.xlam_tokenizer, "<|im_end|>", xlam_cases),
 }
 
 

@@ -14,6 +14,8 @@ the family's markers); templates: `tests/peer/templates/`. Family (reasoning / t
   when thinking is on; LlamaForCausalLM (PLaMo's own architecture needs remote code); EOS
   `<|plamo:tag|>`.
 - dots (— / dots): dots.llm1 turns; Dots1ForCausalLM; EOS `<|endofresponse|>`.
+- xlam (— / xlam): ChatML (xLAM-2-32b-fc-r is Qwen 2.5) with the tools in the system turn;
+  Qwen2ForCausalLM; the real Qwen3 tokenizer; EOS `<|im_end|>`.
 - gigachat3 (— / gigachat3): GigaChat3 messages; DeepseekV3ForCausalLM (GigaChat3's own
   architecture); EOS `</s>`.
 """
@@ -24,7 +26,16 @@ from collections.abc import Callable
 from typing import Any
 
 from tests import synthetic_longtail as lt
-from tests.peer.recorded_models import BF16, QWEN_IDS, Files, _files, _ids, _marker_config
+from tests.offline_tokenizers import offline_tokenizer_json
+from tests.peer.recorded_models import (
+    BF16,
+    QWEN_IDS,
+    Files,
+    _files,
+    _ids,
+    _marker_config,
+    _offline_config,
+)
 
 PLAIN_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
 
@@ -102,6 +113,11 @@ def dots() -> Files:
     return _files(tok.to_str(), tok_config, "dots.jinja", config)
 
 
+def xlam() -> Files:
+    config = _config("Qwen2ForCausalLM", "qwen2", [151645])
+    return _files(offline_tokenizer_json("qwen-3"), _offline_config("qwen-3"), "xlam.jinja", config)
+
+
 FOLDERS: dict[str, Callable[[], Files]] = {
     "phi4_mini_json": phi4_mini_json,
     "internlm": internlm,
@@ -111,4 +127,5 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "lfm2": lfm2,
     "plamo3": plamo3,
     "dots": dots,
+    "xlam": xlam,
 }

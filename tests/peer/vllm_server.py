@@ -60,6 +60,7 @@ RECORDED_FOLDERS = (
     "lfm2",
     "plamo3",
     "dots",
+    "xlam",
     "granite",
     "olmo3",
     "step3",
@@ -215,6 +216,7 @@ RECORDED_SPECS = {
         _recorded("lfm2", "lfm2", None, "lfm2"),
         _recorded("plamo3", "plamo3", "plamo3", "plamo3"),
         _recorded("dots", "dots", None, "dots"),
+        _recorded("xlam", "xlam", None, "xlam"),
         # Cohere Command A: one folder, the cmd3 and the cmd4 parsers (vLLM runs both
         # through the cohere_melody library, which the peer venv needs).
         _recorded("cohere_command3", "cohere", "cohere_command3", "cohere_command3"),

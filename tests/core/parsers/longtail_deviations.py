@@ -11,6 +11,8 @@ folders of `tests/peer/recorded_longtail.py`; every family is a tool parser only
 - gigachat3: `gigachat3_tokenizer()`; GigaChat3 messages; EOS `</s>`.
 - apertus: `apertus_tokenizer()`; Apertus turns; EOS `<|assistant_end|>`.
 - lfm2: `lfm2_tokenizer()`; ChatML with LFM2's tool list; EOS `<|im_end|>`.
+- xlam: `xlam_tokenizer()` (Qwen3's own); ChatML with the tools in the system turn; EOS
+  `<|im_end|>`.
 - plamo3 (reasoning and tools): `plamo3_tokenizer()`; PLaMo 3 turns, the prompt ending
   `<|plamo:begin_think:plamo|>` unless `enable_thinking` is false; EOS `<|plamo:tag|>`.
 """
@@ -34,6 +36,7 @@ LONGTAIL_FAMILIES: dict[str, tuple[str | None, str, Callable[[], Tokenizer], int
     "lfm2": (None, "lfm2", lt.lfm2_tokenizer, 151645),
     "plamo3": ("plamo3", "plamo3", lt.plamo3_tokenizer, 151681),
     "dots": (None, "dots", lt.dots_tokenizer, 151674),
+    "xlam": (None, "xlam", lt.xlam_tokenizer, 151645),
 }
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
@@ -87,6 +90,16 @@ STRIPPED = (
     "after the call block and joins the two with a newline; we keep the text as written"
 )
 APERTUS_WS = STRIPPED
+XLAM_PARAMS = (
+    "README xlam-parameters: a call object with `parameters` instead of `arguments`: vLLM "
+    "skips it (no call, the raw array as content); we read both keys, as vLLM's InternLM2 "
+    "and Phi-4-mini parsers do"
+)
+XLAM_EMPTY = (
+    "README content-strip-with-tools: a call block with no text around it: vLLM's whole "
+    'response says content `""` (the text around the block, stripped); its stream and we '
+    "say null"
+)
 GET = ("get_weather", {"city": "Tokyo", "days": 3})
 NEST = {"s": "x", "i": 1, "n": 2.5, "b": True, "o": {"k": [1, {"z": None}]}, "a": ["p", "q"]}
 
@@ -285,5 +298,51 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "tool_choice none": ({"content": "Sure. "}, MARKUP),
         "no tools + call": ({"content": "Sure. "}, MARKUP),
         "other special tokens": ({"content": "ABC"}, SPECIALS),
+    },
+    "xlam": {
+        "text after call": (
+            STREAM,
+            "README xlam-text-after-call: text after the call array makes vLLM's whole "
+            "response fail its JSON reading (no call, the raw array as content); its stream "
+            "makes the call, and so do we (the text after the array is dropped)",
+        ),
+        "other key": ({"content": None, "tool_calls": [GET]}, XLAM_PARAMS),
+        "invalid json": ({"content": None, "tool_calls": [("get_weather", "{}")]}, INVALID),
+        "truncated mid-value": (
+            {"content": None, "tool_calls": [("get_weather", {"city": "Tok"})]},
+            CUT,
+        ),
+        "truncated after first of two": ({"content": None, "tool_calls": [GET]}, CUT),
+        "tool_choice required, native": (
+            {"tool_calls": [("get_weather", {})]},
+            "README lax-unconstrained-output: the model's own array under `required`: vLLM "
+            "reads the constrained JSON's `parameters` key only and makes the call with "
+            "arguments `null`; ours are `{}` (they parse as an object)",
+        ),
+        "tool_choice named, native": (
+            {
+                "content": '[{"name": "get_weather", "arguments": {"city": "Tokyo", "days": 3}}]',
+                "tool_calls": [],
+            },
+            "README lax-unconstrained-output: the model's own array under a named "
+            "tool_choice: vLLM passes it verbatim as the call's arguments; we keep it as "
+            "content (no array poses as an arguments object)",
+        ),
+        "tool_call tags": (STREAM, XLAM_EMPTY),
+        "json fence": ({"content": None}, XLAM_EMPTY),
+        "TOOL_CALLS prefix": (STREAM, XLAM_EMPTY),
+        "text before tool_call tags": ({"content": "Sure. "}, STRIPPED),
+        "text before json fence": ({"content": "Here: "}, STRIPPED),
+        "tool_call tags, one object": (
+            {"content": '{"name": "get_weather", "arguments": {"city": "Tokyo", "days": 3}}'},
+            "README xlam-single-object: one object, not an array, in `<tool_call>`: vLLM makes "
+            "no call and returns the tags too as content; we return the object without the "
+            "tags (markup never reaches content)",
+        ),
+        "think then call": (
+            {"content": "<think>r"},
+            "README xlam-think: a call array right after `</think>`: vLLM keeps `</think>` "
+            "in the content before the call; we drop it with the call's markup",
+        ),
     },
 }

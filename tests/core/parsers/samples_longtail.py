@@ -109,6 +109,14 @@ def render_dots(conv: _Conversation) -> str:
     return text + "</dots_function_call>"
 
 
+def render_xlam(conv: _Conversation) -> str:
+    """xLAM: the answer is the call array alone (vLLM reads an array only when the output
+    opens with it), or the text when there is no call."""
+    if not conv.calls:
+        return conv.content
+    return "[" + ", ".join(_objects(conv)) + "]"
+
+
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
 LONGTAIL_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "phi4_mini": lt.phi4_mini_tokenizer,
@@ -119,6 +127,7 @@ LONGTAIL_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {
     "lfm2": lt.lfm2_tokenizer,
     "plamo3": lt.plamo3_tokenizer,
     "dots": lt.dots_tokenizer,
+    "xlam": lt.xlam_tokenizer,
 }
 
 
@@ -199,6 +208,16 @@ def longtail_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             reasoning=False,
             markers=("<dots_function_call>", "<invoke", "<parameter"),
             strip_values=True,
+        ),
+        setup(
+            "xlam",
+            None,
+            "xlam",
+            "xlam",
+            render_xlam,
+            reasoning=False,
+            content_with_calls=False,
+            markers=('{"name"', "<tool_call>"),
         ),
     ]
     return {s.name: s for s in made}

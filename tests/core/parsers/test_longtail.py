@@ -1,5 +1,5 @@
 """The long-tail formats (phi4_mini_json, internlm, jamba, gigachat3, apertus, lfm2, plamo3,
-dots): the rules they add, each checked whole and in every chunking (vLLM's own answers are
+dots, xlam): the rules they add, each checked whole and in every chunking (vLLM's own answers are
 in test_vllm_answers.py; these pin what those cases do not reach)."""
 
 from __future__ import annotations
@@ -252,6 +252,31 @@ def test_dots_values_are_stripped_and_typed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        # An answer that opens with `[` is the call array; `parameters` is read too.
+        (
+            ' [{"name": "f", "arguments": {"a": [1]}}, {"name": "get_weather", "parameters": {}}]',
+            None,
+            [("f", '{"a": [1]}'), ("get_weather", "{}")],
+        ),
+        # An array that is no call list is the answer's text.
+        ("[1, 2] is a list.", "[1, 2] is a list.", []),
+        # The blocks vLLM also looks for: `<tool_call>`, a json fence, `[TOOL_CALLS]`.
+        ('So <tool_call>[{"name": "f", "arguments": {}}]</tool_call>', "So ", [("f", "{}")]),
+        ('So ```json\n[{"name": "f", "arguments": {}}]\n```', "So ", [("f", "{}")]),
+        ('[TOOL_CALLS][{"name": "f", "arguments": {}}]', None, [("f", "{}")]),
+        # Right after `</think>` (a think block is content: xlam has no reasoning parser).
+        ('<think>r</think>[{"name": "f", "arguments": {}}]', "<think>r", [("f", "{}")]),
+    ],
+)
+def test_xlam(text: str, content: str | None, calls: list[tuple[str, str]]) -> None:
+    p = _p("xlam", "xlam")
+    for how, got in _both(p, text):
+        assert (got.content, got.calls) == (content, calls), how  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
     ("tools", "tok", "text"),
     [
         ("phi4_mini_json", "phi4_mini", 'A functools[{"name": "f", "arguments": {}}]'),
@@ -261,6 +286,7 @@ def test_dots_values_are_stripped_and_typed() -> None:
         ("apertus", "apertus", 'A <|tools_prefix|>[{"f": {}}]<|tools_suffix|>'),
         ("lfm2", "lfm2", "A <|tool_call_start|>[f()]<|tool_call_end|>"),
         ("dots", "dots", 'A <dots_function_call><invoke name="f"></invoke></dots_function_call>'),
+        ("xlam", "xlam", 'A <tool_call>[{"name": "f", "arguments": {}}]</tool_call>'),
     ],
 )
 def test_tool_choice_none_drops_the_block(tools: str, tok: str, text: str) -> None:

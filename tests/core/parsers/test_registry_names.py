@@ -35,7 +35,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("tool", "beam"),
     ("tool", "hf"),
     ("tool", "minicpm5"),
-    ("tool", "xlam"),
 }
 
 

@@ -208,6 +208,31 @@ DOTS = replace(
     strip_values=True,  # vLLM strips every value
 )
 
+# Salesforce xLAM: the answer is a JSON array of `{"name", "arguments"}` objects when it opens
+# with `[` (sniffed; an array that is no call list is content again), or the array in one of
+# the blocks vLLM's parser also looks for: Qwen's `<tool_call>` … `</tool_call>` (added,
+# non-special tokens: matched on text, as vLLM reads them), a fenced json block, after
+# `[TOOL_CALLS]`, or right after `</think>` (its think block is content: xlam has no
+# reasoning parser). vLLM reads only the `arguments` key; we read `parameters` too (README
+# xlam-parameters).
+XLAM = ToolFormat(
+    "xlam",
+    {
+        (CONTENT, "<tool_call>"): Transition(ARGS, CALL_START),
+        (ARGS, "</tool_call>"): Transition(CONTENT, CALL_END),
+        (CONTENT, "```json"): Transition(ARGS, CALL_START),
+        (ARGS, "```"): Transition(CONTENT, CALL_END),
+        (CONTENT, "[TOOL_CALLS]"): Transition(ARGS, CALL_START),
+        (CONTENT, "</think>["): Transition(ARGS, CALL_START, keep=True),
+    },
+    CallList,
+    sniff="[",
+    calls=CallShape(SHAPE_ARRAY, ARG_KEYS),
+    fallback=True,
+    forced=FORCED_JSON,
+    text_markers=("<tool_call>", "</tool_call>"),
+)
+
 LONGTAIL_REASONING_FORMATS: dict[str, ReasoningFormat] = {"plamo3": PLAMO3_REASONING}
 
 LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
@@ -219,4 +244,5 @@ LONGTAIL_TOOL_FORMATS: dict[str, ToolFormat] = {
     "lfm2": LFM2,
     "plamo3": PLAMO3,
     "dots": DOTS,
+    "xlam": XLAM,
 }
