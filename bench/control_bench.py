@@ -37,17 +37,17 @@ from tests.helpers import ListSink, ListSource
 from worker.adapters.embedded import RedisServer, create_topics
 from worker.adapters.memory_store import MemoryStore
 from worker.adapters.redis_store import RedisStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch, run_sync
 from worker.config import load_registry
 from worker.constants import CONTROL
 from worker.core.model import Registry
-from worker.loop import run_batch, run_sync
-from worker.metrics import Metrics
+from worker.observe.metrics import Metrics
 from worker.ports import InRecord
-from worker.publisher import Publisher
-from worker.runner import Runner
-from worker.servers import demo_broker
+from worker.run.runner import Runner
 from worker.settings import FLAGS, Settings
+from worker.tools.publisher import Publisher
+from worker.tools.servers import demo_broker
 
 WORDS = [
     "the",

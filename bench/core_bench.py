@@ -51,12 +51,12 @@ from common import (  # bench/common.py (the script's folder is on sys.path)
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
+from worker.batch.pipeline import batch_request_ids, decode_batch, process_batch
 from worker.constants import DEFAULT_MAX_RECORD_BYTES
 from worker.core import derender
 from worker.core.detokenize import Detokenizer
 from worker.core.model import Model, Registry
 from worker.core.state import DONE, ChoiceState, RequestState, decode_state, encode_state
-from worker.pipeline import batch_request_ids, decode_batch, process_batch
 from worker.ports import InRecord, Stored
 from worker.wire.inbound import decode_record
 

@@ -47,12 +47,12 @@ import tokenizers
 from common import cpu_model  # bench/common.py (the script's folder is on sys.path)
 from tokenizers import Tokenizer
 
+from worker.batch.pipeline import decode_batch, process_batch
 from worker.constants import DEFAULT_MAX_RECORD_BYTES
 from worker.core.detokenize import Detokenizer
 from worker.core.logprobs import Position, Resolver, parse_generate
 from worker.core.model import Model, Registry
 from worker.core.state import ChoiceState
-from worker.pipeline import decode_batch, process_batch
 from worker.ports import InRecord, Stored
 from worker.wire.inbound import Logprobs
 

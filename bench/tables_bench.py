@@ -50,14 +50,14 @@ from worker.adapters.embedded import RedisServer
 from worker.adapters.memory_store import MemoryStore
 from worker.adapters.redis_store import RedisStore
 from worker.adapters.tokenizers import load_tokenizer
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
 
 try:
     from worker.cli import tune_gc
 except ImportError:  # a checkout from before the request tables (see the docstring)
     from worker.cli import _tune_gc as tune_gc  # type: ignore[attr-defined,no-redef]
+from worker.batch.loop import run_batch, run_sync
 from worker.core.model import Model, Registry
-from worker.loop import run_batch, run_sync
 from worker.ports import Batch, InRecord, OutRecord, StateWrite, Stored
 
 REQUESTS = 200

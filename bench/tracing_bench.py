@@ -43,9 +43,9 @@ from common import REPO, code_version, cpu_model
 import worker
 from worker.adapters.kafka_source import KafkaSource
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch, run_sync
 from worker.config import load_registry
-from worker.loop import run_batch, run_sync
 from worker.ports import Batch, InRecord, Partition
 
 REQUESTS = 200
@@ -256,8 +256,8 @@ def main() -> None:
         )
         assert receiver.stdout is not None
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.stdout.readline().strip()
+        from worker.observe.tracing import traced_run_batch
         from worker.settings import FLAGS, Settings
-        from worker.tracing import traced_run_batch
 
         settings = Settings(**{f.attr: f.default for f in FLAGS})
         on = traced_run_batch(settings, run_batch)

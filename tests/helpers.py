@@ -10,9 +10,9 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import BatchReport, run_batch, run_sync
 from worker.core.model import Model, Registry
-from worker.loop import BatchReport, run_batch, run_sync
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 
 

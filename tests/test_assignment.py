@@ -21,13 +21,13 @@ from tests.test_loop import REGISTRY
 from worker.adapters import kafka_txn
 from worker.adapters.kafka_txn import Transactions
 from worker.adapters.memory_store import MemoryStore
-from worker.assignment import Assignment
-from worker.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.loop import StepTimeout, run_batch
 from worker.config import load_registry
 from worker.failures import Kind, classify
-from worker.loop import StepTimeout, run_batch
 from worker.ports import Batch, Fenced, InRecord, OutRecord, Partition
-from worker.runner import Runner
+from worker.run.assignment import Assignment
+from worker.run.runner import Runner
 from worker.settings import add_flags, from_args
 
 TP = TopicPartition("in", 2)

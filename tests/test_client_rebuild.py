@@ -15,10 +15,10 @@ import pytest
 from aiokafka import TopicPartition
 
 from tests.helpers import ListSink, chunk
-from worker import runner as runner_module
 from worker.adapters.memory_store import MemoryStore
 from worker.config import load_registry
-from worker.runner import Runner
+from worker.run import runner as runner_module
+from worker.run.runner import Runner
 from worker.settings import add_flags, from_args
 
 TP = TopicPartition("in", 0)

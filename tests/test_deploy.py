@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from worker.cli import build_parser
-from worker.metrics import Metrics
+from worker.observe.metrics import Metrics
 from worker.settings import FLAGS
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 
 from worker.cli import build_parser
-from worker.metrics import Metrics
-from worker.processes import Supervisor
+from worker.observe.metrics import Metrics
+from worker.run.processes import Supervisor
 from worker.settings import FLAGS, from_args
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

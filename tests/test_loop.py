@@ -22,13 +22,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.helpers import chunk, end
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch
 from worker.config import load_registry
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.failures import ConfigError, Kind, classify
-from worker.loop import run_batch
 from worker.ports import Batch, InRecord, OutputsRefused, OutRecord, Partition, StateWrite, Stored
-from worker.runner import Runner
+from worker.run.runner import Runner
 from worker.settings import add_flags, from_args
 
 REGISTRY = load_registry(None)

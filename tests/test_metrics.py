@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from worker.metrics import _BYTES, _SECONDS, BatchHistogram, Metrics
+from worker.observe.metrics import _BYTES, _SECONDS, BatchHistogram, Metrics
 
 
 def _exposition(registry: CollectorRegistry) -> list[str]:

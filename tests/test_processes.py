@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from worker.cpus import cgroup_cpu_quota, usable_cpus
-from worker.metrics import Metrics
-from worker.processes import Supervisor, child_env, merge_expositions
+from worker.observe.metrics import Metrics
+from worker.run.cpus import cgroup_cpu_quota, usable_cpus
+from worker.run.processes import Supervisor, child_env, merge_expositions
 from worker.settings import Settings, SettingsError, add_flags, from_args, to_env
 
 

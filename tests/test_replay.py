@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.helpers import chunk, end
 from worker.adapters.memory_store import MemoryStore
 from worker.config import load_registry
-from worker.replay import replay
+from worker.tools.replay import replay
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -11,7 +11,7 @@ from aiokafka import TopicPartition
 
 from worker.adapters.memory_store import MemoryStore
 from worker.config import load_registry
-from worker.runner import Runner
+from worker.run.runner import Runner
 from worker.settings import add_flags, from_args
 
 

@@ -24,12 +24,12 @@ from tests.helpers import ListSink, ListSource, chunk, end
 from worker.adapters.files import read_records
 from worker.adapters.kafka_source import KafkaSource
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch
 from worker.config import load_registry
 from worker.constants import DLQ, H_KIND, H_PART, H_REQUEST_ID, H_SEQ
-from worker.loop import run_batch
+from worker.observe.propagation import carried, carried_names, pass_header_names
 from worker.ports import Batch, InRecord, OutputsRefused, OutRecord
-from worker.propagation import carried, carried_names, pass_header_names
 from worker.settings import SettingsError, add_flags, from_args
 
 REGISTRY = load_registry(None)
@@ -218,7 +218,7 @@ def test_pass_headers_flag_and_variable() -> None:
 
 
 def test_the_publisher_puts_each_requests_trace_context_on_its_records() -> None:
-    from worker.publisher import Publisher
+    from worker.tools.publisher import Publisher
 
     sent: list[tuple[str, list[tuple[str, bytes]]]] = []
 

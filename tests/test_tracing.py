@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (worker/tracing.py) as a real OTLP receiver gets them (issue #27).
+"""OpenTelemetry spans (worker/observe/tracing.py) as a real OTLP receiver gets them (issue #27).
 
 The SDK, its batch processor and its OTLP/HTTP exporter are the real ones, configured by
 the standard OTEL_* variables; the receiver decodes the exporter's protobuf bodies
@@ -27,15 +27,15 @@ from tests.helpers import ListSink, ListSource, chunk, end
 from tests.otlp_receiver import Receiver, Span, otel_env, otlp_receiver
 from tests.serve.bodies import PLAIN, chat_body
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch
 from worker.config import load_registry
 from worker.constants import DLQ
 from worker.failures import ConfigError
-from worker.loop import run_batch
+from worker.observe.propagation import carried, carried_names
+from worker.observe.tracing import enabled, traced_run_batch
 from worker.ports import Batch, InRecord, OutRecord
-from worker.propagation import carried, carried_names
 from worker.settings import add_flags, from_args
-from worker.tracing import enabled, traced_run_batch
 
 REGISTRY = load_registry(None)
 TRACE_A, SPAN_A = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -284,7 +284,7 @@ def test_serve_makes_a_server_span_parented_from_the_requests_traceparent() -> N
 def test_a_failure_of_the_tracing_itself_never_fails_the_batch(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worker import tracing
+    from worker.observe import tracing
 
     def broken(self: Any, traceparent: bytes, tracestate: bytes | None) -> Any:
         raise RuntimeError("a bug in the tracing")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from worker import constants
 from worker.config import ConfigError, load_registry
-from worker.logs import PROCESS_INDEX_ENV
+from worker.observe.logs import PROCESS_INDEX_ENV
 from worker.settings import SettingsError, env_name
 
 
@@ -63,8 +63,8 @@ def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _replay(args: argparse.Namespace) -> int:
     from worker.adapters.memory_store import MemoryStore
-    from worker.propagation import carried_names
-    from worker.replay import replay
+    from worker.observe.propagation import carried_names
+    from worker.tools.replay import replay
 
     try:
         carry = carried_names(args.pass_headers)
@@ -126,16 +126,16 @@ def _run(args: argparse.Namespace) -> int:
     import logging
 
     from worker.adapters.redis_store import RedisStore
-    from worker.logs import configure
-    from worker.metrics import Metrics, serve
-    from worker.runner import Runner
+    from worker.observe.logs import configure
+    from worker.observe.metrics import Metrics, serve
+    from worker.run.runner import Runner
     from worker.settings import from_args
 
     settings = from_args(args)
     configure(settings.log_format, settings.log_level, os.environ.get(PROCESS_INDEX_ENV))
     log = logging.getLogger("derender.worker")
     if settings.processes > 1:
-        from worker.processes import Supervisor
+        from worker.run.processes import Supervisor
 
         log.info("settings: %s", settings.redacted())
         return asyncio.run(Supervisor(settings).run())
@@ -280,7 +280,7 @@ def _header(raw: str) -> tuple[str, str]:
 def _publish(args: argparse.Namespace) -> int:
     import json
 
-    from worker.publisher import SSE_DATA, Publisher, sse_records
+    from worker.tools.publisher import SSE_DATA, Publisher, sse_records
 
     src = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
     try:
@@ -334,7 +334,7 @@ def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _tail(args: argparse.Namespace) -> int:
 
-    from worker.tail import tail
+    from worker.tools.tail import tail
 
     done = asyncio.run(
         tail(
@@ -361,7 +361,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from worker.demo import run_demo
+    from worker.tools.demo import run_demo
 
     return run_demo(sys.stdout, short=args.short, pace=not args.fast)
 
@@ -406,7 +406,7 @@ def _add_servers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _servers(args: argparse.Namespace) -> int:
-    from worker.servers import Options, run_servers
+    from worker.tools.servers import Options, run_servers
 
     options = Options(
         args.kafka, args.data_dir, args.kafka_port, args.redis_port, args.redis_cluster

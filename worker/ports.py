@@ -36,7 +36,7 @@ class InRecord(msgspec.Struct, gc=False):
     # owner epoch fences the states its requests write.
     partition: Partition = None
     # The input headers its outputs carry (W3C trace context, baggage, --pass-headers:
-    # `worker.propagation`), kept by the source; None, at no cost, when there are none.
+    # `worker.observe.propagation`), kept by the source; None, at no cost, when there are none.
     headers: tuple[tuple[str, bytes], ...] | None = None
 
     @property

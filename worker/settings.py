@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from worker import constants
-from worker.cpus import usable_cpus
-from worker.propagation import pass_header_names
+from worker.observe.propagation import pass_header_names
+from worker.run.cpus import usable_cpus
 from worker.urls import redact_url
 
 ENV_PREFIX = constants.ENV_PREFIX

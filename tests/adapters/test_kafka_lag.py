@@ -31,7 +31,7 @@ from tests.servers import create_topics
 from worker.adapters.embedded import free_port
 from worker.adapters.kafka_lag import GroupLag, lag_from
 from worker.adapters.kafka_server import ApacheKafka, MissingToolError
-from worker.metrics import Metrics
+from worker.observe.metrics import Metrics
 
 integration = pytest.mark.integration
 
@@ -497,7 +497,7 @@ def test_lag_rule() -> None:
 
 
 def test_the_runners_call_is_accepted() -> None:
-    """worker/runner.py passes read_committed=exactly_once: accepted, and it changes
+    """worker/run/runner.py passes read_committed=exactly_once: accepted, and it changes
     nothing (the end is the high watermark under both guarantees)."""
     lag = GroupLag("localhost:9092", "g", "t", read_committed=True, reset="latest")
     assert lag.reset == "latest" and not hasattr(lag, "read_committed")

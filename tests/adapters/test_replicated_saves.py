@@ -21,10 +21,10 @@ from tests.test_assignment import encode_record
 from tests.test_loop import REGISTRY
 from worker.adapters.redis_cluster import NotReplicated
 from worker.adapters.redis_store import RedisStore
-from worker.assignment import Assignment
-from worker.checkpoint import Checkpoint
-from worker.loop import run_batch
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch
 from worker.ports import InRecord
+from worker.run.assignment import Assignment
 
 pytestmark = pytest.mark.integration
 

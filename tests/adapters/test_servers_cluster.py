@@ -1,6 +1,6 @@
 """`derender-worker servers --redis-cluster N`: a real Redis Cluster for development.
 
-Runs `worker.servers.run_servers` in a child process as the CLI does (tansu as the broker:
+Runs `worker.tools.servers.run_servers` in a child process as the CLI does (tansu as the broker:
 quick, and the cluster is what is tested here), waits for `REDIS_URL=…`, checks the seeds
 lead to a cluster of N masters with a replica each that serves every slot, and that
 SIGTERM stops every node (exit 0)."""
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 # `derender-worker servers --redis-cluster N --kafka tansu`, without relying on the CLI.
 SNIPPET = (
-    "import sys; from worker.servers import Options, run_servers; "
+    "import sys; from worker.tools.servers import Options, run_servers; "
     "sys.exit(run_servers(Options(kafka='tansu', redis_cluster=int(sys.argv[1]))))"
 )
 
@@ -87,7 +87,7 @@ def test_servers_start_a_cluster_and_stop_it_on_sigterm(tmp_path: Path) -> None:
 
 def test_a_data_dir_is_refused_with_a_cluster(tmp_path: Path) -> None:
     snippet = (
-        "import sys; from pathlib import Path; from worker.servers import Options, "
+        "import sys; from pathlib import Path; from worker.tools.servers import Options, "
         "run_servers; sys.exit(run_servers(Options(kafka='tansu', data_dir=Path(sys.argv[1]),"
         " redis_cluster=3)))"
     )

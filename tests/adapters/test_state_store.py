@@ -496,9 +496,9 @@ def test_a_key_holding_no_hash_fails_its_request_only(
     through the real loop it gets `state_corrupt`, the batch's other request is answered,
     the offsets are committed, and the failed state replaces the stray value."""
     from tests.helpers import ListSink, ListSource, chunk
-    from worker.checkpoint import Checkpoint
+    from worker.batch.checkpoint import Checkpoint
+    from worker.batch.loop import run_batch
     from worker.config import load_registry
-    from worker.loop import run_batch
     from worker.ports import Batch, InRecord
 
     prefix = f"test:{uuid.uuid4().hex[:8]}:"

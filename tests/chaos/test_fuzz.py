@@ -40,9 +40,9 @@ from tests.integration.harness import (
     verify,
 )
 from tests.servers import free_port
+from worker.batch.pipeline import decode_batch, process_batch
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.core import errors
-from worker.pipeline import decode_batch, process_batch
 from worker.ports import InRecord, OutRecord
 
 pytestmark = pytest.mark.chaos

@@ -452,7 +452,7 @@ def test_key_must_equal_request_id(reg: Registry) -> None:
 
 
 def test_created_comes_from_seq0_created_or_timestamp(reg: Registry) -> None:
-    from worker.pipeline import decode_batch, process_batch
+    from worker.batch.pipeline import decode_batch, process_batch
     from worker.ports import InRecord
 
     rec = json.dumps(chunk("r", 0, [1000])).encode()

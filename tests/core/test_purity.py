@@ -26,7 +26,7 @@ FORBIDDEN_MODULES = {
     "io",
     "pathlib",
     "worker.adapters",
-    "worker.pipeline",
+    "worker.batch.pipeline",
     "worker.cli",
     "worker.config",
 }

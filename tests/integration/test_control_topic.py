@@ -16,7 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.integration.harness import WorkerProcess, done_count, publish, read_all
-from worker.publisher import Publisher
+from worker.tools.publisher import Publisher
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from tests.integration.harness import (
     verify,
 )
 from worker.adapters.kafka_server import DEFAULT_VERSION, starts_from_cache
-from worker.publisher import sse_records
+from worker.tools.publisher import sse_records
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from worker import http_server
 from worker.config import load_registry
 from worker.core.model import Registry
+from worker.observe import http_server
 from worker.serve.app import build_app
 
 MODELS_TOML = """

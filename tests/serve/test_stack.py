@@ -1,5 +1,6 @@
-"""The one HTTP stack under `run` too: its /metrics, /healthz, /readyz (worker.metrics.serve)
-and the supervisor's merged endpoints (processes.Child.ask against them) over real TCP."""
+"""The one HTTP stack under `run` too: its /metrics, /healthz, /readyz
+(worker.observe.metrics.serve) and the supervisor's merged endpoints (processes.Child.ask
+against them) over real TCP."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import socket
 
 import pytest
 
-from worker import http_server
-from worker.metrics import Metrics, serve, serve_http
-from worker.processes import Child
+from worker.observe import http_server
+from worker.observe.metrics import Metrics, serve, serve_http
+from worker.run.processes import Child
 
 
 def _get(

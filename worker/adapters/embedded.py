@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from worker.parent_death import die_with_parent
+from worker.run.parent_death import die_with_parent
 
 LOCALHOST = "127.0.0.1"
 # How long a server may take to accept connections. Both take well under a second here;

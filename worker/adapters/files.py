@@ -18,8 +18,8 @@ from typing import IO, Any
 import msgspec
 
 from worker.constants import DLQ, DONE_KIND, H_KIND
+from worker.observe.propagation import TRACE_HEADERS, carried
 from worker.ports import Batch, InRecord, OutRecord, Partition
-from worker.propagation import TRACE_HEADERS, carried
 
 
 class ReplayLine(msgspec.Struct):

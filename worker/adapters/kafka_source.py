@@ -16,8 +16,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
+from worker.observe.propagation import TRACE_HEADERS, carried
 from worker.ports import Batch, InRecord, Partition
-from worker.propagation import TRACE_HEADERS, carried
 
 log = logging.getLogger("derender.worker")
 
@@ -36,7 +36,7 @@ class KafkaSource:
         carry: frozenset[str] = TRACE_HEADERS,
     ) -> None:
         self.consumer = consumer
-        # The input headers the outputs carry (`worker.propagation`).
+        # The input headers the outputs carry (`worker.observe.propagation`).
         self.carry = carry
         self.group_id = group_id
         self.share = share

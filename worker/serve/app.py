@@ -37,7 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from worker.core.model import Registry
-from worker.metrics import _BYTES, _SECONDS, BatchHistogram
+from worker.observe.metrics import _BYTES, _SECONDS, BatchHistogram
 from worker.serve import wire
 from worker.serve.driver import Answer, Driver, error
 

@@ -100,10 +100,10 @@ def from_args(args: argparse.Namespace) -> ServeSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from worker import http_server
     from worker.cli import event_loop_factory, tune_gc
     from worker.config import load_registry
-    from worker.logs import configure
+    from worker.observe import http_server
+    from worker.observe.logs import configure
     from worker.serve.app import build_app
 
     s = from_args(args)
@@ -120,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
         state_secret=s.state_key,
         max_body_bytes=s.max_body_bytes,
     )
-    from worker.tracing import TracingUnavailable, setup
+    from worker.observe.tracing import TracingUnavailable, setup
 
     try:
-        tracing = setup()  # a SERVER span per request when OTEL_* asks (worker/tracing.py)
+        tracing = setup()  # a SERVER span per request when OTEL_* asks (worker/observe/tracing.py)
     except TracingUnavailable as exc:
         log.error("cannot serve: %s", exc)
         return 2

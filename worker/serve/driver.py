@@ -34,12 +34,12 @@ from typing import Any
 
 import msgspec
 
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import SILENT, Observer, run_batch, run_sync
 from worker.constants import CHUNK, DEFAULT_MAX_RECORD_BYTES, ERROR, RESPONSE
 from worker.core import errors
 from worker.core.model import Model, Registry
 from worker.core.state import decode_state
-from worker.loop import SILENT, Observer, run_batch, run_sync
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.serve import wire
 from worker.serve.chunks import empty_chunk, merged

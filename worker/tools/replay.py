@@ -15,11 +15,11 @@ from typing import IO
 
 from worker.adapters.files import FileSink, FileSource
 from worker.adapters.memory_store import MemoryStore
-from worker.checkpoint import Checkpoint
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import run_batch, run_sync
 from worker.constants import DEFAULT_MAX_RECORD_BYTES
 from worker.core.model import Registry
-from worker.loop import run_batch, run_sync
-from worker.propagation import TRACE_HEADERS
+from worker.observe.propagation import TRACE_HEADERS
 
 # Records per batch: the same batching the Kafka loop sees with its default
 # max_records, so replay exercises the same code paths.

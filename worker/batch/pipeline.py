@@ -159,7 +159,7 @@ def _emit(
     source: Partition,
     carry: tuple[tuple[str, bytes], ...] | None = None,
 ) -> None:
-    """`carry`: the input record's trace and --pass-headers headers (`worker.propagation`),
+    """`carry`: the input record's trace and --pass-headers headers (`worker.observe.propagation`),
     onto every output it produced."""
     rid, seq_b = request_id.encode(), seq.encode()
     for part, o in enumerate(outputs):

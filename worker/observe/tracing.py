@@ -4,7 +4,7 @@ Off unless the standard variables ask for it (`enabled`): an OTLP endpoint
 (`OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or an
 `OTEL_TRACES_EXPORTER` other than `none`; `OTEL_SDK_DISABLED=true` wins. Off, nothing
 here runs: the shell holds None and makes no span, header or allocation per record (the
-input's trace headers still travel onto its outputs: `worker.propagation`).
+input's trace headers still travel onto its outputs: `worker.observe.propagation`).
 
 On, `run` makes per batch (OpenTelemetry semantic conventions, messaging, v1.44):
 - `process <input topic>` (CONSUMER) around `loop.run_batch`, with a **link** to each
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from worker.constants import DLQ
 from worker.failures import ConfigError
+from worker.observe.propagation import TRACEPARENT, TRACESTATE
 from worker.ports import Batch, OutRecord, Sink
-from worker.propagation import TRACEPARENT, TRACESTATE
 
 if TYPE_CHECKING:  # (the extra may be missing: imported only when tracing is on)
     from opentelemetry.trace import Span, Tracer

@@ -38,12 +38,12 @@ from worker.constants import (
     OUTPUT_TOPIC,
 )
 from worker.core.model import Registry
-from worker.metrics import Metrics
-from worker.publisher import Publisher
-from worker.runner import Runner
-from worker.servers import demo_broker
+from worker.observe.metrics import Metrics
+from worker.run.runner import Runner
 from worker.settings import FLAGS, Settings
-from worker.tail import Dedupe, Transcript
+from worker.tools.publisher import Publisher
+from worker.tools.servers import demo_broker
+from worker.tools.tail import Dedupe, Transcript
 
 CREATED = 1767225600  # fixed: the demo's outputs are deterministic
 PARTITIONS = 4

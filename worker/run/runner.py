@@ -42,7 +42,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.accounts import Accounts
 from worker.adapters.kafka import (
     check_topics,
     make_consumer,
@@ -54,8 +53,8 @@ from worker.adapters.kafka_lag import GroupLag
 from worker.adapters.kafka_sink import KafkaSink
 from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
 from worker.adapters.kafka_txn import Transactions
-from worker.assignment import Assignment, partitions
-from worker.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.loop import StepTimeout, bounded, run_batch
 from worker.core.model import Registry
 from worker.failures import (
     HANDLED,
@@ -66,12 +65,13 @@ from worker.failures import (
     Outage,
     OutageTooLong,
 )
-from worker.loop import StepTimeout, bounded, run_batch
-from worker.metrics import Metrics
+from worker.observe.metrics import Metrics
+from worker.observe.propagation import carried_names
+from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
-from worker.propagation import carried_names
+from worker.run.accounts import Accounts
+from worker.run.assignment import Assignment, partitions
 from worker.settings import EXACTLY_ONCE, Settings
-from worker.tracing import traced_run_batch
 
 log = logging.getLogger("derender.worker")
 

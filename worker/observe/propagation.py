@@ -6,7 +6,7 @@ keep only these (`carried`), once per input record and only when it has headers 
 so a record without headers costs one truthiness check; `pipeline` appends them to every
 output, error, control record and dead letter the record produced.
 
-Pure: no OpenTelemetry here (that is `worker/tracing.py`, an optional extra).
+Pure: no OpenTelemetry here (that is `worker/observe/tracing.py`, an optional extra).
 """
 
 from __future__ import annotations

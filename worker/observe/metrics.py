@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
-from worker import http_server
 from worker.constants import RESULTS, STAGES
-from worker.http_server import HttpServer
+from worker.observe import http_server
+from worker.observe.http_server import HttpServer
 from worker.ports import InRecord, StateWrite
 
 # Buckets from 0.1 ms to ~10 s: a batch stage takes a fraction of a millisecond when

@@ -32,16 +32,16 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from worker.checkpoint import Checkpoint
-from worker.constants import DLQ
-from worker.core.model import Registry
-from worker.pipeline import (
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.pipeline import (
     BatchResult,
     batch_requests,
     decode_batch,
     fail_refused,
     process_batch,
 )
+from worker.constants import DLQ
+from worker.core.model import Registry
 from worker.ports import (
     Batch,
     InRecord,

@@ -7,9 +7,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from worker.batch.loop import BatchReport
 from worker.constants import DLQ
-from worker.loop import BatchReport
-from worker.metrics import Metrics
+from worker.observe.metrics import Metrics
 from worker.ports import StateWrite
 
 # How often requests that went quiet past their TTL leave the active-requests gauge.

@@ -35,9 +35,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from worker.logs import PROCESS_INDEX_ENV
-from worker.metrics import Response, serve_http
-from worker.parent_death import die_with_parent
+from worker.observe.logs import PROCESS_INDEX_ENV
+from worker.observe.metrics import Response, serve_http
+from worker.run.parent_death import die_with_parent
 from worker.settings import Settings, env_name, to_env
 
 log = logging.getLogger("derender.supervisor")

@@ -9,7 +9,7 @@ import time
 
 from worker.constants import ENV_PREFIX
 
-# Set by `run --processes N` in each worker process's environment (worker/processes.py):
+# Set by `run --processes N` in each worker process's environment (worker/run/processes.py):
 # the process's index, which its log lines carry.
 PROCESS_INDEX_ENV = ENV_PREFIX + "PROCESS_INDEX"
 

@@ -27,7 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from worker.constants import INPUT_TOPIC
-from worker.control_reader import ControlReader
+from worker.tools.control_reader import ControlReader
 
 SSE_DATA = "data:"
 SSE_DONE = "[DONE]"

@@ -92,7 +92,7 @@ async def start(app: Any, host: str, port: int, **options: Any) -> HttpServer:
         loop="none",  # the caller's loop (uvloop under `run` and `serve`)
         http=_http_impl(),
         lifespan="off",
-        log_config=None,  # the worker's own logging (worker/logs.py) stays as it is
+        log_config=None,  # the worker's own logging (worker/observe/logs.py) stays as it is
         access_log=False,
         server_header=False,
         # No X-Forwarded-* rewriting of the client address: nothing here reads it.

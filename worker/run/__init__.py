@@ -1,0 +1,3 @@
+"""`derender-worker run`: the shell around the one loop: the lifecycle (runner.py), the
+partitions across rebalances (assignment.py), what was done (accounts.py), and
+`--processes` (processes.py, cpus.py, parent_death.py)."""
