@@ -44,7 +44,7 @@ from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.core.parsers.samples_longtail import LONGTAIL_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
-from worker.core.parsers import REASONING_FORMATS, compile_parser
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser
 
 # Text pieces: nothing here, alone or joined, spells a marker of any format.
 PIECES = [
@@ -153,7 +153,7 @@ def truth(setup: Setup, conv: Conversation) -> Result:
                  for n, a in calls]  # fmt: skip
     if setup.tool_choice == "none":
         calls = []  # the block is parsed, and its calls dropped
-    elif conv.calls and not conv.content.strip():
+    elif conv.calls and not conv.content.strip() and not _framed(setup):
         content = None  # whitespace-only text before a call is not sent
     fmt = REASONING_FORMATS.get(setup.reasoning_parser or "")
     reasoning = (
@@ -162,6 +162,13 @@ def truth(setup: Setup, conv: Conversation) -> Result:
     if fmt is not None and fmt.trim_segments:  # melody's trimming (Cohere)
         reasoning, content = cohere_truth(setup.name, conv)
     return Result(reasoning or None, content or None, calls)  # type: ignore[arg-type]
+
+
+def _framed(setup: Setup) -> bool:
+    """Message formats (Harmony, Muse) send each body as written, whitespace-only ones
+    too, as vLLM's parsers join the bodies addressed to the user."""
+    fmt = TOOL_FORMATS.get(setup.tool_parser or "")
+    return fmt is not None and fmt.frames is not None
 
 
 @functools.cache
