@@ -271,7 +271,9 @@ def process_batch(
             st = derender.step(
                 state, rec, registry, d.record.timestamp_ms, tables=tables_of.get(rid)
             )
-            if was_live:
+            # (A record that ends a request early always says something: its finishing
+            # chunk, its error or the [DONE] of an abort.)
+            if was_live and st.outputs:
                 _stop(st, rid, rec.type, _engine_finished(rec), state, rec.seq)
             if st.tables is not None:
                 tables_of[rid] = opened[rid] = st.tables
