@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import REPO, code_version, cpu_model, pin_one_core, timed_round_robin
 
 from tests.helpers import ListSink, ListSource
-from worker.adapters.embedded import RedisServer, create_topics
-from worker.adapters.memory_store import MemoryStore
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.local.embedded import RedisServer, create_topics
+from worker.adapters.state.memory_store import MemoryStore
+from worker.adapters.state.redis_store import RedisStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch, run_sync
 from worker.config import load_registry

@@ -4,7 +4,7 @@
 
 Per batch, as the worker does: one `load_many` and one `save_many` (a compare-and-set for
 every request, each a ~100-byte state) of BATCH requests, on local redis-server processes
-(`worker/adapters/embedded.py`: `RedisServer`; `local_cluster.py`: `LocalRedisCluster`
+(`worker/adapters/local/embedded.py`: `RedisServer`; `local_cluster.py`: `LocalRedisCluster`
 with a replica per master). Medians over ROUNDS batches after WARMUP; round trips as the
 store counts them (one per master touched in cluster mode). Prints one line per store and
 batch size.
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python bench/redis_bench.py`: import worker/
     sys.path.insert(0, str(ROOT))
 
-from worker.adapters.embedded import RedisServer  # noqa: E402
-from worker.adapters.local_cluster import LocalRedisCluster  # noqa: E402
-from worker.adapters.redis_store import RedisStore  # noqa: E402
+from worker.adapters.local.embedded import RedisServer  # noqa: E402
+from worker.adapters.local.local_cluster import LocalRedisCluster  # noqa: E402
+from worker.adapters.state.redis_store import RedisStore  # noqa: E402
 from worker.ports import StateWrite  # noqa: E402
 
 ROUNDS = 200

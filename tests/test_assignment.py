@@ -18,9 +18,9 @@ from aiokafka import TopicPartition
 
 from tests.helpers import ListSink, ListSource, chunk
 from tests.test_loop import REGISTRY
-from worker.adapters import kafka_txn
-from worker.adapters.kafka_txn import Transactions
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.broker import kafka_txn
+from worker.adapters.broker.kafka_txn import Transactions
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
 from worker.batch.loop import StepTimeout, run_batch
 from worker.config import load_registry

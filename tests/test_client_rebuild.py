@@ -15,7 +15,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from tests.helpers import ListSink, chunk
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.config import load_registry
 from worker.run import runner as runner_module
 from worker.run.runner import Runner

@@ -21,7 +21,7 @@ from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.helpers import chunk, end
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.config import load_registry

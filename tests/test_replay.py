@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.helpers import chunk, end
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.config import load_registry
 from worker.tools.replay import replay
 

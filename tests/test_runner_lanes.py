@@ -9,7 +9,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.config import load_registry
 from worker.run.runner import Runner
 from worker.settings import add_flags, from_args

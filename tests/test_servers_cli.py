@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tests.integration.harness import ROOT
 from tests.server_fixtures import apache_required
-from worker.adapters.embedded import create_topics, tcp_accepts
-from worker.adapters.kafka_jars import missing_tools
+from worker.adapters.local.embedded import create_topics, tcp_accepts
+from worker.adapters.local.kafka_jars import missing_tools
 from worker.constants import INPUT_TOPIC
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,9 @@ from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import ConsumerRecord
 
 from tests.helpers import ListSink, ListSource, chunk, end
+from worker.adapters.broker.kafka_source import KafkaSource
 from worker.adapters.files import read_records
-from worker.adapters.kafka_source import KafkaSource
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.config import load_registry

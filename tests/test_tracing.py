@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaConnectionError
 from tests.helpers import ListSink, ListSource, chunk, end
 from tests.otlp_receiver import Receiver, Span, otel_env, otlp_receiver
 from tests.serve.bodies import PLAIN, chat_body
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.config import load_registry

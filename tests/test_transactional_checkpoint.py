@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.helpers import chunk, end
 from tests.test_loop import REGISTRY, Recorder, RecordingSink, RecordingSource, _batch
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
 from worker.batch.loop import BatchReport, run_batch
 from worker.ports import Batch, OutRecord, Partition, StateWrite, Stored

@@ -62,7 +62,7 @@ def _add_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from worker.adapters.memory_store import MemoryStore
+    from worker.adapters.state.memory_store import MemoryStore
     from worker.observe.propagation import carried_names
     from worker.tools.replay import replay
 
@@ -125,7 +125,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     import logging
 
-    from worker.adapters.redis_store import RedisStore
+    from worker.adapters.state.redis_store import RedisStore
     from worker.observe.logs import configure
     from worker.observe.metrics import Metrics, serve
     from worker.run.runner import Runner

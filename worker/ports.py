@@ -51,7 +51,7 @@ class OutRecord(msgspec.Struct, gc=False):
     headers: list[tuple[str, bytes]]
     kind: str
     # The input partition whose records produced it: under exactly-once, the transaction
-    # that carries it (one per input partition; `adapters.kafka_txn`).
+    # that carries it (one per input partition; `adapters.broker.kafka_txn`).
     source_partition: Partition = None
 
 
@@ -167,7 +167,7 @@ class Sink(Protocol):
 
 
 class Transactions(Protocol):
-    """Exactly-once's Kafka side (`adapters.kafka_txn`): one transaction per input
+    """Exactly-once's Kafka side (`adapters.broker.kafka_txn`): one transaction per input
     partition, carrying its outputs (the Sink's `send`) and its next offset."""
 
     async def begin(self, partitions: list[Partition]) -> None: ...

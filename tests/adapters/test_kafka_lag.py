@@ -1,4 +1,4 @@
-"""The group lag as KEDA's Kafka scaler reports it (worker/adapters/kafka_lag.py), on the
+"""The group lag as KEDA's Kafka scaler reports it (worker/adapters/broker/kafka_lag.py), on the
 session's broker.
 
 Each case is computed two ways: by `GroupLag`, and independently, from what the produced
@@ -28,9 +28,9 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from tests.server_fixtures import TANSU, apache_required, kafka_plan
 from tests.servers import create_topics
-from worker.adapters.embedded import free_port
-from worker.adapters.kafka_lag import GroupLag, lag_from
-from worker.adapters.kafka_server import ApacheKafka, MissingToolError
+from worker.adapters.broker.kafka_lag import GroupLag, lag_from
+from worker.adapters.local.embedded import free_port
+from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError
 from worker.observe.metrics import Metrics
 
 integration = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Apache Kafka 4.x itself (worker/adapters/kafka_server.py): a KRaft broker + controller
+"""Apache Kafka 4.x itself (worker/adapters/local/kafka_server.py): a KRaft broker + controller
 from Maven Central's jars, started once for the module, doing what tansu cannot:
 transactions with `read_committed` consumers, idempotent producers, topic configs such as
 `max.message.bytes`, and records that outlive a crash and a new broker on the same data.
@@ -23,8 +23,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import MessageSizeTooLargeError, for_code
 
 from tests.server_fixtures import apache_required
-from worker.adapters.kafka_probe import group_coordinator_error
-from worker.adapters.kafka_server import ApacheKafka, MissingToolError, kafka_metadata
+from worker.adapters.broker.kafka_probe import group_coordinator_error
+from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError, kafka_metadata
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ import pytest
 import redis.exceptions
 
 from tests import servers
-from worker.adapters.embedded import free_port
-from worker.adapters.redis_cluster import parse_seeds, slot_of
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.local.embedded import free_port
+from worker.adapters.state.redis_cluster import parse_seeds, slot_of
+from worker.adapters.state.redis_store import RedisStore
 from worker.failures import ConfigError, Kind, classify
 from worker.ports import StateWrite, Stored
 
@@ -404,7 +404,7 @@ def test_every_node_named_is_a_seed_and_failing_ones_are_asked_last() -> None:
     """No server: a CLUSTER SLOTS reply's masters AND replicas are learnt, kept across
     later replies that no longer name them, and asked in order: masters, the other
     known nodes, the URL's seeds, with the nodes whose last attempt failed last."""
-    from worker.adapters.redis_cluster import ClusterClient
+    from worker.adapters.state.redis_cluster import ClusterClient
 
     client = ClusterClient("redis://s1:7000", socket_timeout_s=1, connect_timeout_s=1, retry=None)
     a, b, ra, rb = ("a", 1), ("b", 2), ("ra", 3), ("rb", 4)
@@ -493,7 +493,7 @@ def test_saves_can_wait_for_the_replicas(redis_cluster_url: str, redis_url: str)
     """`wait_replicas`: each master's save pipeline ends with WAIT, in the same round trip.
     Too few replicas in time: NotReplicated (a transient error: the batch is retried, and
     the same writes are accepted again as already applied)."""
-    from worker.adapters.redis_cluster import NotReplicated
+    from worker.adapters.state.redis_cluster import NotReplicated
 
     rids = [f"r{i}" for i in range(60)]
     prefix = f"t{uuid.uuid4().hex[:8]}:"

@@ -19,8 +19,8 @@ import pytest
 from tests.helpers import ListSink, ListSource, chunk
 from tests.test_assignment import encode_record
 from tests.test_loop import REGISTRY
-from worker.adapters.redis_cluster import NotReplicated
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.state.redis_cluster import NotReplicated
+from worker.adapters.state.redis_store import RedisStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.ports import InRecord

@@ -17,8 +17,8 @@ import pytest
 
 from tests import servers
 from tests.integration.harness import ROOT
-from worker.adapters.embedded import redis_server_binary, tansu_binary, tcp_accepts
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.local.embedded import redis_server_binary, tansu_binary, tcp_accepts
+from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored
 
 pytestmark = pytest.mark.integration

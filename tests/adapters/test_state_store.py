@@ -18,8 +18,8 @@ import redis.exceptions
 from redis.asyncio.connection import AbstractConnection
 
 from tests import servers
-from worker.adapters.memory_store import MemoryStore
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.state.memory_store import MemoryStore
+from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored
 from worker.urls import redact_url
 

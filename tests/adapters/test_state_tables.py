@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tests.adapters.test_state_store import Harness
 from tests.adapters.test_state_store import harness as harness  # (the fixture)
-from worker.adapters.memory_store import MemoryStore
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.state.memory_store import MemoryStore
+from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored
 
 Store = MemoryStore | RedisStore

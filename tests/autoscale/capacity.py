@@ -14,7 +14,7 @@ from tests.autoscale.config import PARTITIONS, ROOT, VENV_BIN
 from tests.autoscale.publisher import Publisher
 from tests.autoscale.reader import Reader
 from tests.autoscale.workload import workload
-from worker.adapters.embedded import create_topics, free_port
+from worker.adapters.local.embedded import create_topics, free_port
 from worker.constants import DONE
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.autoscale.config import GRACE_S, ROOT
 from tests.autoscale.console import say
-from worker.adapters.embedded import free_port
+from worker.adapters.local.embedded import free_port
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.adapters.embedded import create_topics
+from worker.adapters.local.embedded import create_topics
 
 
 @dataclass

@@ -17,7 +17,7 @@ from tests.autoscale.config import EVENT_WINDOW_S, GRACE_S, PARTITIONS, ROOT
 from tests.autoscale.hpa import HpaSettings
 from tests.autoscale.result import RunResult
 from tests.autoscale.scaledobject import thresholds
-from worker.adapters import kafka_server
+from worker.adapters.local import kafka_server
 
 
 def machine() -> dict[str, str]:

@@ -5,7 +5,7 @@ consumer lag, KEDA's own Kafka scaler as the oracle of lag, the HPA's rules appl
     .venv/bin/python -m tests.autoscale.run --only eos-dynamic
     .venv/bin/python -m tests.autoscale.run --quick         # shorter phases, smaller burst
 
-One local Apache Kafka (worker/adapters/kafka_server.py) and one redis-server for all runs;
+One local Apache Kafka (worker/adapters/local/kafka_server.py) and one redis-server for all runs;
 each run has its own topics (input: 8 partitions, output, DLQ), consumer group and Redis
 prefix. Per run:
 
@@ -80,8 +80,8 @@ from tests.autoscale.result import RunResult
 from tests.autoscale.scaledobject import compressed_thresholds, scaled_object, trigger_metadata
 from tests.autoscale.verify import verify
 from tests.autoscale.workload import FULL, QUICK, Profile, load_tokenizer, workload
-from worker.adapters import kafka_server
-from worker.adapters.embedded import RedisServer, create_topics
+from worker.adapters.local import kafka_server
+from worker.adapters.local.embedded import RedisServer, create_topics
 
 
 def run_one(

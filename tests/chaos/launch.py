@@ -44,7 +44,7 @@ def install(points: dict[str, Any]) -> None:
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    from worker.adapters.redis_store import RedisStore
+    from worker.adapters.state.redis_store import RedisStore
 
     counts = {"save": 0, "commit": 0, "txn_commit": 0, "txn_send": 0}
     stalled: set[int] = set()  # the producers (by id) whose abort never returns

@@ -26,7 +26,7 @@ from tests.integration.harness import (
 )
 from tests.server_fixtures import TANSU, kafka_plan
 from tests.servers import create_topics
-from worker.adapters import kafka_server
+from worker.adapters.local import kafka_server
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

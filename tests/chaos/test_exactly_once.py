@@ -51,7 +51,7 @@ from tests.integration.harness import (
 )
 from tests.server_fixtures import TANSU, kafka_plan
 from tests.servers import free_port
-from worker.adapters import kafka_server
+from worker.adapters.local import kafka_server
 from worker.constants import CONTROL
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

@@ -23,7 +23,7 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from worker.adapters.kafka_server import DEFAULT_VERSION, starts_from_cache
+from worker.adapters.local.kafka_server import DEFAULT_VERSION, starts_from_cache
 from worker.tools.publisher import sse_records
 
 pytestmark = pytest.mark.integration

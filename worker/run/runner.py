@@ -3,8 +3,8 @@
 The Runner starts the Kafka clients (retrying while the cluster is unreachable), checks
 the topics exist, subscribes, runs the lanes, handles rebalances, signals and backoff, and
 stops cleanly. What a batch does, in which order, is `loop.run_batch`'s alone; the commit
-protocol is `checkpoint.Checkpoint`'s; Kafka's plumbing is `adapters.kafka_source` and
-`adapters.kafka_sink`.
+protocol is `checkpoint.Checkpoint`'s; Kafka's plumbing is `adapters.broker.kafka_source` and
+`adapters.broker.kafka_sink`.
 
 Lanes (`--lanes`, default 2): the assigned partitions are dealt out to a few lanes, each
 running the loop over its own partitions (`getmany(*partitions)`), all on one event loop.
@@ -42,17 +42,17 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.adapters.kafka import (
+from worker.adapters.broker.kafka import (
     check_topics,
     make_consumer,
     make_producer,
     make_transactional_producer,
     security_kwargs,
 )
-from worker.adapters.kafka_lag import GroupLag
-from worker.adapters.kafka_sink import KafkaSink
-from worker.adapters.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
-from worker.adapters.kafka_txn import Transactions
+from worker.adapters.broker.kafka_lag import GroupLag
+from worker.adapters.broker.kafka_sink import KafkaSink
+from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
+from worker.adapters.broker.kafka_txn import Transactions
 from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
 from worker.batch.loop import StepTimeout, bounded, run_batch
 from worker.core.model import Registry

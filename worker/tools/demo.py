@@ -23,8 +23,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from worker.adapters.embedded import RedisServer, create_topics
-from worker.adapters.redis_store import RedisStore
+from worker.adapters.local.embedded import RedisServer, create_topics
+from worker.adapters.state.redis_store import RedisStore
 from worker.config import load_registry
 from worker.constants import (
     CONTROL,

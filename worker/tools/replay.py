@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from worker.adapters.files import FileSink, FileSource
-from worker.adapters.memory_store import MemoryStore
+from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch, run_sync
 from worker.constants import DEFAULT_MAX_RECORD_BYTES

@@ -11,7 +11,7 @@ and what it started on stderr. The two names are the variables a test session re
 default topics: `derender-worker run` exits 2 when its topics are missing, and Apache
 Kafka here creates none implicitly.
 
-The broker is Apache Kafka (worker/adapters/kafka_server.py) when java and mvn are
+The broker is Apache Kafka (worker/adapters/local/kafka_server.py) when java and mvn are
 installed, else tansu; `--kafka` picks one. The first Apache run resolves Kafka's jars
 from Maven Central into ~/.cache/derender-kafka (about a minute, with progress); later
 runs start from that cache in seconds.
@@ -47,18 +47,18 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING
 
-from worker.adapters.embedded import (
+from worker.adapters.local.embedded import (
     LocalServer,
     RedisServer,
     ServerError,
     TansuBroker,
     create_topics,
 )
-from worker.adapters.local_cluster import LocalRedisCluster
+from worker.adapters.local.local_cluster import LocalRedisCluster
 from worker.constants import CONTROL_TOPIC, DLQ_TOPIC, INPUT_TOPIC, OUTPUT_TOPIC
 
 if TYPE_CHECKING:  # imported where used: tansu alone needs none of Apache Kafka's code
-    from worker.adapters.kafka_server import ApacheKafka
+    from worker.adapters.local.kafka_server import ApacheKafka
 
 APACHE, TANSU = "apache", "tansu"
 KINDS = (APACHE, TANSU)
@@ -95,7 +95,7 @@ class _Stopped(BaseException):
 
 def choose_kafka(requested: str | None) -> tuple[str, str]:
     """The broker to start and why."""
-    from worker.adapters.kafka_jars import missing_tools
+    from worker.adapters.local.kafka_jars import missing_tools
 
     if requested is not None:
         if requested not in KINDS:
@@ -112,7 +112,7 @@ def demo_broker() -> tuple[TansuBroker | ApacheKafka, str]:
     start at once from the cache (a machine that ran the tests, `.ci/run` or `servers`
     once), else tansu. The demo must take seconds on any machine, a fresh one included,
     so it never waits a minute for Maven; both speak the protocol the worker uses."""
-    from worker.adapters.kafka_server import DEFAULT_VERSION, ApacheKafka, starts_from_cache
+    from worker.adapters.local.kafka_server import DEFAULT_VERSION, ApacheKafka, starts_from_cache
 
     if starts_from_cache():
         return ApacheKafka(), f"kafka {DEFAULT_VERSION}"
@@ -215,7 +215,7 @@ def _serve(options: Options, kind: str, stack: ExitStack, out: IO[str], note: No
 def _broker(kind: str, options: Options, data: Path | None, note: Note) -> LocalServer:
     if kind == TANSU:
         return TansuBroker(port=options.kafka_port)
-    from worker.adapters.kafka_server import ApacheKafka
+    from worker.adapters.local.kafka_server import ApacheKafka
 
     # Resolves the jars first if they are not cached yet, reporting as it goes.
     return ApacheKafka(
@@ -236,7 +236,7 @@ def _start(stack: ExitStack, server: LocalServer | LocalRedisCluster) -> None:
 def _describe(kind: str) -> str:
     if kind == TANSU:
         return "tansu"
-    from worker.adapters.kafka_jars import DEFAULT_VERSION, jars_resolved
+    from worker.adapters.local.kafka_jars import DEFAULT_VERSION, jars_resolved
 
     cached = "from the cache" if jars_resolved() else "resolved from Maven Central first"
     return f"Apache Kafka {DEFAULT_VERSION}, {cached}"

@@ -25,8 +25,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
-from worker.adapters.embedded import LOCALHOST, LocalServer, ServerError, free_port
-from worker.adapters.kafka_jars import (
+from worker.adapters.broker.kafka_probe import (
+    BrokerMetadata,
+    group_coordinator_error,
+    kafka_metadata,
+)
+from worker.adapters.local.embedded import LOCALHOST, LocalServer, ServerError, free_port
+from worker.adapters.local.kafka_jars import (
     DEFAULT_VERSION,
     MissingToolError,
     Progress,
@@ -39,7 +44,6 @@ from worker.adapters.kafka_jars import (
     missing_tools,
     resolve_jars,
 )
-from worker.adapters.kafka_probe import BrokerMetadata, group_coordinator_error, kafka_metadata
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -465,7 +469,7 @@ class ApacheKafka(LocalServer):
 
 
 def _main() -> None:
-    """python -m worker.adapters.kafka_server: resolve (with progress), start once, stop.
+    """python -m worker.adapters.local.kafka_server: resolve (with progress), start once, stop.
     .ci/run calls it before the tests, so a download or start problem shows up as such."""
 
     def progress(line: str) -> None:

@@ -63,7 +63,7 @@ try:  # an optional speed-up: redis[hiredis] is a dependency, but the store work
 except ImportError:  # pragma: no cover
     hiredis = None  # type: ignore[assignment]
 
-from worker.adapters.redis_cluster import (
+from worker.adapters.state.redis_cluster import (
     Call,
     ClusterClient,
     NotReplicated,
@@ -71,7 +71,7 @@ from worker.adapters.redis_cluster import (
     reset_trips,
     trips_here,
 )
-from worker.adapters.redis_layout import (
+from worker.adapters.state.redis_layout import (
     CAS_SCRIPT,
     CAS_SHA,
     LOAD_SCRIPT,

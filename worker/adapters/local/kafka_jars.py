@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from worker.adapters.embedded import ServerError
+from worker.adapters.local.embedded import ServerError
 
 DEFAULT_VERSION = "4.4.0"
 # Kafka 4.x logs through SLF4J 1.7, and its published POMs bring log4j-api and -core but
@@ -51,7 +51,7 @@ LOG_TAIL_LINES = 30
 
 POM_TEMPLATE = """\
 <?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by worker/adapters/kafka_jars.py: the runtime classpath of an Apache Kafka
+<!-- Written by worker/adapters/local/kafka_jars.py: the runtime classpath of an Apache Kafka
      broker, copied into libs/ by `mvn dependency:copy-dependencies`. -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import quote
 
-from worker.adapters.embedded import (
+from worker.adapters.local.embedded import (
     LOCALHOST,
     LOG_TAIL_LINES,
     START_TIMEOUT_S,

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from worker.adapters.kafka_sink import KafkaSink
-from worker.adapters.kafka_source import past_markers
+from worker.adapters.broker.kafka_sink import KafkaSink
+from worker.adapters.broker.kafka_source import past_markers
 from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")

@@ -125,7 +125,7 @@ class GroupLag:
     `reset`: the worker's `--reset`, which must be the ScaledObject's `offsetResetPolicy`.
     `read_committed` is accepted and ignored: the end is the high watermark under either
     guarantee, as for KEDA. `client_options` go to both aiokafka clients (security_protocol,
-    ssl_context, sasl_*: `worker.adapters.kafka.security_kwargs`). Not thread-safe: use it
+    ssl_context, sasl_*: `worker.adapters.broker.kafka.security_kwargs`). Not thread-safe: use it
     from one event loop, one sample at a time."""
 
     def __init__(
