@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.helpers import Run, chunk, end, registry
+from worker.adapters.state.memory_store import MemoryStore
 from worker.constants import CONTROL, SKIPPED
 from worker.core.model import Registry
 from worker.wire.control import ControlRecord
@@ -228,3 +229,20 @@ def test_chunks_held_back_after_a_stop_leave_a_gap_that_is_no_error(words: Token
     live = _run(words)
     live.feed(chunk("r", 0, [1]), end("r", 9))
     assert [o.kind for o in live.outputs if o.kind == "error"] == ["error"]
+
+
+def test_a_request_id_used_again_after_its_state_expired_is_a_new_request(
+    words: Tokenizer,
+) -> None:
+    """A stopped request's state is a tombstone for the done TTL: later records of that
+    id are skipped; once it expired, seq 0 under the same id opens a new request (with
+    its own stop and its own control record)."""
+    clock = [0.0]
+    run = Run(registry(words), MemoryStore(60, 5, now=lambda: clock[0]), control=True)
+    run.feed(chunk("r", 0, [1, 2, 3], chat_request={"stop": ["two"]}), end("r", 1))
+    run.feed(chunk("r", 0, [1, 2, 3], chat_request={"stop": ["two"]}))  # a repeat: inside
+    assert run.last is not None and run.last.result.results == {"duplicate": 1}
+    clock[0] = 6.0  # past the done TTL
+    run.feed(chunk("r", 0, [1, 2, 3], chat_request={"stop": ["two"]}))
+    assert run.last is not None and run.last.result.results == {"ok": 1}
+    assert [c["seq"] for c in controls(run)] == [0, 0]  # one per life of the id

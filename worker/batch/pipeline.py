@@ -331,7 +331,7 @@ def _stop(
     seq: int,
 ) -> None:
     """Append the control output, if the record ended its live request early."""
-    c = control_output(rid, True, record_type, engine_finished, before, st.state, seq, st.error)
+    c = control_output(rid, record_type, engine_finished, before, st.state, seq, st.error)
     if c is not None:
         st.outputs = [*st.outputs, c]  # (a Step's list may be shared: render.DONE's)
 
@@ -371,7 +371,7 @@ def fail_refused(
         if control and w is not None and not w.done and rec.key not in stopped:
             stopped.add(rec.key)
             before = load_state(w.blob)
-            c = control_output(rec.key, True, "chunk", False, before, st.state, seq, st.error)
+            c = control_output(rec.key, "chunk", False, before, st.state, seq, st.error)
             if c is not None:
                 headers = [(k, v) for k, v in headers if k != H_KIND] + [(H_KIND, c.kind.encode())]
                 errors_out.append(

@@ -50,7 +50,6 @@ def live(state: RequestState | CorruptState | None) -> bool:
 
 def control(
     request_id: str,
-    was_live: bool,
     record_type: str,
     engine_finished: bool,
     before: RequestState | CorruptState | None,
@@ -58,10 +57,11 @@ def control(
     seq: int,
     error: str | None,
 ) -> Output | None:
-    """The control output for a record, if it ended a live request early. `before` is the
+    """The control output for a record applied to a live request (`live`, asked before
+    the step), if it ended that request early. `before` is the
     state object the record was applied to, `after` the step's state, `error` the code of
     the error the step reported (None when it reported none)."""
-    if not was_live or record_type in ("end", "response"):
+    if record_type in ("end", "response"):
         return None
     reason: Reason
     if after is not None and after.status == FAILED and error is not None:
