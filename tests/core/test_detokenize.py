@@ -8,6 +8,7 @@ Between chunks the state goes through msgpack, as it does through Redis.
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -88,6 +89,25 @@ def stream(detok: Detokenizer, chunks: list[list[int]], seed: list[int] | None =
     return deltas
 
 
+def shows_one_shot(streamed: str, one_shot: str) -> bool:
+    """`streamed` is `one_shot`, except that each run of k U+FFFD in `one_shot` may show
+    as 1 to k characters of any kind.
+
+    Why not equal lengths: a byte-fallback decoder turns a whole run of byte pieces into
+    one U+FFFD per byte when the run ends invalid, also the bytes of characters that were
+    whole when they were streamed (`<0xC3> <0xA9>` is "é" until a lone `<0x80>` follows,
+    then "���"), and a run can be any length. A stream cannot take back a sent character
+    and a bounded window cannot see the run's start, so such a run shows as the
+    characters sent while it was valid plus U+FFFD after (vLLM's streaming does the
+    same). Never more characters than the run has bytes: each byte is shown once.
+    """
+    pattern = "".join(
+        f"(?s:.{{1,{len(part)}}})" if part[0] == REPLACEMENT_CHAR else re.escape(part)
+        for part in re.findall(f"{REPLACEMENT_CHAR}+|[^{REPLACEMENT_CHAR}]+", one_shot)
+    )
+    return re.fullmatch(pattern, streamed) is not None
+
+
 TOKENIZERS = ["deepseek", "llama_sp", "synthetic"]
 
 
@@ -109,6 +129,32 @@ def named(request: pytest.FixtureRequest) -> Named:
 _settings = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+
+
+# A space byte piece that an invalid byte run swallows: <0x00> <0x20> <0x80> decode at
+# once to U+FFFD ×3, but a window holding <0x20> alone decodes to "" (SentencePiece strips
+# the output's leading space), so slicing after that window counted the space twice
+# (found by the random-id property below, in make test: "\x00 ��" for "���").
+STRIPPED_SPACE_RUNS = ["<0x00> <0x20> <0x80>", "<0x00> <0x20> <0x21> <0x80>",
+                       "<0x00> <0x20> <0x20> <0x80> ▁a", "▁a <0x20> <0x80> <0x80>",
+                       "<0x20> <0x80>", "<0x20> <0x21> <0x80>"]  # fmt: skip
+
+
+def every_chunking(n: int) -> list[list[int]]:
+    return [[k for k in range(1, n) if mask >> (k - 1) & 1] for mask in range(1 << max(n - 1, 0))]
+
+
+@pytest.mark.parametrize("pieces", STRIPPED_SPACE_RUNS)
+def test_a_space_byte_swallowed_by_an_invalid_run_counts_once(
+    llama_sp: Tokenizer, pieces: str
+) -> None:
+    ids = [llama_sp.token_to_id(p) for p in pieces.split()]
+    one_shot = llama_sp.decode(ids, skip_special_tokens=True)
+    assert REPLACEMENT_CHAR in one_shot
+    detok = Detokenizer(llama_sp, skip_special_tokens=True)
+    for cuts in every_chunking(len(ids)):
+        got = "".join(stream(detok, split(ids, cuts)))
+        assert shows_one_shot(got, one_shot), (cuts, got, one_shot)
 
 
 @_settings
@@ -167,7 +213,8 @@ def test_random_ids_including_broken_utf8_match_one_shot(named: Named, data: st.
     One divergence is inherent to streaming and shared with vLLM's streaming path: a
     byte-fallback decoder turns a whole run of byte pieces into U+FFFD when the run
     ends invalid, including bytes that were a complete character when they were
-    streamed. So the streamed text may differ only where the one-shot text has U+FFFD.
+    streamed. So the streamed text may differ only where the one-shot text has U+FFFD
+    (`shows_one_shot`).
     """
     tok = named.tok
     vocab = tok.get_vocab_size()
@@ -178,8 +225,7 @@ def test_random_ids_including_broken_utf8_match_one_shot(named: Named, data: st.
     if REPLACEMENT_CHAR not in one_shot:
         assert got == one_shot
     else:
-        assert len(got) == len(one_shot)
-        assert all(a == b or b == REPLACEMENT_CHAR for a, b in zip(got, one_shot, strict=True))
+        assert shows_one_shot(got, one_shot), (got, one_shot)
 
 
 @_settings
@@ -295,5 +341,4 @@ def test_invalid_prefix_part_way_through_a_per_id_pass_is_settled(llama_sp: Toke
     cs = ChoiceState(0)
     got = detok.step(cs, ids) + detok.flush(cs)
     one_shot = llama_sp.decode(ids, skip_special_tokens=True)
-    assert len(got) == len(one_shot)
-    assert all(a == b or b == REPLACEMENT_CHAR for a, b in zip(got, one_shot, strict=True))
+    assert shows_one_shot(got, one_shot), (got, one_shot)

@@ -15,7 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests.core.test_detokenize import PIECES, REPLACEMENT_CHAR, Named, split
+from tests.core.test_detokenize import (
+    PIECES,
+    REPLACEMENT_CHAR,
+    STRIPPED_SPACE_RUNS,
+    Named,
+    every_chunking,
+    shows_one_shot,
+    split,
+)
 from tests.core.test_logprobs import chat_content, completion_lp, entry, lp_chunk
 from tests.helpers import Run, end, registry
 from worker.core.logprobs import Position, Resolver
@@ -117,7 +125,8 @@ def test_sampled_bytes_concatenate_to_the_one_shot_decode(
 def test_random_ids_including_broken_utf8(named: Named, data: st.DataObject) -> None:
     """Ids in any order: lone continuation bytes, cut characters. The tokens still add
     up to the one-shot text, except where a byte-fallback run that ends invalid turns
-    bytes into U+FFFD after they were streamed (the same caveat as the text itself)."""
+    bytes into U+FFFD after they were streamed (the same caveat as the text itself,
+    `shows_one_shot`)."""
     tok = named.tok
     vocab = tok.get_vocab_size()
     # Special tokens are left out: the text skips them (skip_special_tokens), so a
@@ -138,24 +147,27 @@ def test_random_ids_including_broken_utf8(named: Named, data: st.DataObject) -> 
     if REPLACEMENT_CHAR not in one_shot:
         assert got == one_shot
     else:
-        assert _same_but_replaced(got, one_shot), (got, one_shot)
+        assert shows_one_shot(got, one_shot), (got, one_shot)
 
 
-def _same_but_replaced(streamed: str, one_shot: str) -> bool:
-    """`streamed` is `one_shot` except where the one-shot decode turned a byte-fallback
-    run into one U+FFFD per byte: there the stream may have sent a character those bytes
-    made while the run was still valid (`\xc2\x80` → U+0080, before a later byte broke the
-    run), which stands for as many U+FFFD as it has UTF-8 bytes."""
-    j = 0
-    for ch in streamed:
-        if j < len(one_shot) and one_shot[j] == ch:
-            j += 1
-            continue
-        width = len(ch.encode("utf-8", "surrogatepass"))
-        if one_shot[j : j + width] != REPLACEMENT_CHAR * width:
-            return False
-        j += width
-    return j == len(one_shot)
+@pytest.mark.parametrize("pieces", STRIPPED_SPACE_RUNS)
+def test_a_space_byte_swallowed_by_an_invalid_run_counts_once(
+    llama_sp: Tokenizer, pieces: str
+) -> None:
+    """The draw `[3, 35, 131]` of the property above, and its kin, under every chunking:
+    the logprob tokens hold one U+FFFD per byte of the run, not one more."""
+    ids = [llama_sp.token_to_id(p) for p in pieces.split()]
+    one_shot = llama_sp.decode(ids, skip_special_tokens=False)
+    for chunk_cuts in every_chunking(len(ids)):
+        run = Run(registry(llama_sp))
+        recs = stream_records(
+            "r", ids, [entry(t, -0.5) for t in ids], chunk_cuts,
+            {"chat_request": {"logprobs": True}},
+        )  # fmt: skip
+        for rec in recs:
+            run.feed(rec)
+        got = "".join(e["token"] for e in chat_content(run))
+        assert shows_one_shot(got, one_shot), (chunk_cuts, got, one_shot)
 
 
 @_settings

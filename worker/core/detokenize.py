@@ -9,12 +9,17 @@ Python object cannot be serialised, so we keep its two lists ourselves:
 
 - `window`: ids already turned into text, kept only as decoder context (a SentencePiece
   decoder strips the leading space of the first piece, so the next piece's space needs a
-  piece before it). Always starts on a character boundary.
+  piece before it). Always starts on a character boundary, and past the output's start
+  never on a byte piece that such a strip removes alone (`<0x20>`): that byte can still
+  join an invalid byte run that follows, and then the one-shot decode shows it as U+FFFD
+  where the window alone showed nothing, so the difference would count it twice.
 - `pending`: ids whose text is not out yet (an unfinished character, or nothing visible).
 
 A step is two one-shot decodes (window, and window + pending + new), one Rust call each
-whatever the record's length; `DecodeStream` runs only when a multi-id record ends in an
-unfinished character, to release the finished part now.
+whatever the record's length; only a multi-id record that ends in an unfinished character
+is walked id by id, to release the finished part now. (`DecodeStream` walks the same loop
+in Rust but keeps the just-emitted ids as its window whatever they are, the `<0x20>`
+above included, so it is not used.)
 
 Byte-level decoders (GPT-2 style: DeepSeek, Llama 3, Qwen) need no window, and there a
 step with nothing pending is usually not a decode at all: the text of one id that is whole
@@ -28,7 +33,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from tokenizers import Tokenizer, decoders
-from tokenizers.decoders import DecodeStream
 
 REPLACEMENT_CHAR = "\ufffd"
 
@@ -67,7 +71,7 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_context_free", "_decode", "_memo", "_partial", "_skip", "_tok")
+    __slots__ = ("_context_free", "_decode", "_lead", "_memo", "_partial", "_skip", "_tok")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
@@ -82,6 +86,8 @@ class Detokenizer:
         # id → its text, for ids whose bytes are whole UTF-8 alone (context-free only).
         self._memo: dict[int, str] = {}
         self._partial: set[int] = set()  # ids that are not whole alone (never memoised)
+        # Byte pieces that may not start a window past the output's start (see above).
+        self._lead = frozenset() if self._context_free else _stripped_bytes(tokenizer)
 
     def decode(self, ids: list[int]) -> str:
         """One-shot decode: the text all chunkings must concatenate to."""
@@ -99,12 +105,12 @@ class Detokenizer:
         if not ids:
             return ""
         if slot.pending:
-            return self._settle(slot, slot.pending + ids, per_id=True)
+            return self._settle(slot, slot.pending + ids)
         if self._context_free:
             text = self._whole(ids)
             if text is not None:
                 return text  # (the window stays empty, nothing is pending)
-        return self._settle(slot, ids, per_id=True)
+        return self._settle(slot, ids)
 
     def _whole(self, ids: list[int]) -> str | None:
         """The text of ids that are each whole UTF-8 alone, from the memo; None when one
@@ -141,35 +147,34 @@ class Detokenizer:
             return ""
         prefix = self.decode(slot.window)
         full = self.decode(slot.window + slot.pending)
-        slot.window = self._next_window(slot.window + slot.pending)
+        slot.window = self._next_window(slot.window, slot.pending)
         slot.pending = []
         return _suffix(full, prefix)
 
     # -- internals ----------------------------------------------------------------------
 
     def _per_id(self, slot: DecodeSlot, todo: list[int]) -> str:
-        stream = DecodeStream(ids=slot.window, skip_special_tokens=self._skip)
+        """Emit `todo` id by id (vLLM's per-token loop): every finished character now,
+        the unfinished tail pending. Sliced by length where an invalid byte run
+        straddles the window's edge, as vLLM does."""
+        decode, skip = self._decode, self._skip
+        window = slot.window
+        prefix: str = decode(window, skip) if window else ""
         parts: list[str] = []
         start = 0  # index in `todo` of the first id not yet emitted
-        window = slot.window
-        for i, token_id in enumerate(todo):
-            try:
-                text = stream.step(self._tok, token_id)
-            except Exception:
-                # "Invalid prefix" again (see `step`), now part-way through: settle the
-                # ids not yet emitted by length, keeping what was already emitted.
-                slot.window, slot.pending = window, todo[start:]
-                return "".join(parts) + self._settle(slot, todo[start:], per_id=False)
-            if text is not None:
-                parts.append(text)
-                window = todo[start : i + 1]
+        for i in range(len(todo)):
+            full: str = decode(window + todo[start : i + 1], skip)
+            if len(full) > len(prefix) and not full.endswith(REPLACEMENT_CHAR):
+                parts.append(full[len(prefix) :])
+                window = self._next_window(window, todo[start : i + 1])
+                prefix = decode(window, skip) if window else ""
                 start = i + 1
-        slot.window = self._next_window(window)
+        slot.window = window
         slot.pending = todo[start:]
         self._bound(slot)
         return "".join(parts)
 
-    def _settle(self, slot: DecodeSlot, todo: list[int], per_id: bool) -> str:
+    def _settle(self, slot: DecodeSlot, todo: list[int]) -> str:
         window = slot.window
         # Two decodes, as many as DecodeStream's own per-token loop does. (Rebuilding a
         # DecodeStream from the window would cost a third: it decodes its new prefix
@@ -178,12 +183,12 @@ class Detokenizer:
         prefix: str = decode(window, skip) if window else ""
         full: str = decode(window + todo, skip)
         if len(full) > len(prefix) and not full.endswith(REPLACEMENT_CHAR):
-            slot.window = self._next_window(todo)
+            slot.window = self._next_window(window, todo)
             slot.pending = []
             # Not a prefix only when an invalid byte run straddles the window edge;
             # vLLM slices by length then, and so do we.
             return full[len(prefix) :]
-        if per_id and len(todo) > 1 and len(full) > len(prefix):
+        if len(todo) > 1 and len(full) > len(prefix):
             # The tail is unfinished, but a prefix of it may not be: go id by id so the
             # client sees every finished character now, as vLLM's per-token loop does.
             return self._per_id(slot, todo)
@@ -202,11 +207,16 @@ class Detokenizer:
         # Otherwise a long unfinished byte run: keep it; flush() resolves it at the end.
         # It cannot exceed one record's token count, which the bounds already cap.
 
-    def _next_window(self, emitted: list[int]) -> list[int]:
-        """The window after `emitted` ids came out as text."""
+    def _next_window(self, window: list[int], emitted: list[int]) -> list[int]:
+        """The window after `emitted` ids came out as text after `window`."""
         if self._context_free:
             return []
-        return self._trim(emitted) if len(emitted) > WINDOW_MAX_IDS else emitted
+        if len(emitted) <= WINDOW_MAX_IDS and (not window or emitted[0] not in self._lead):
+            # The common case: no decode. (An empty `window` is the output's start, where
+            # the strip is the one-shot decode's too, so the ids are the right context.)
+            return emitted
+        # Too long, or starting on a stripped byte: a suffix of everything so far.
+        return self._trim(window + emitted)
 
     def _trim(self, ids: list[int]) -> list[int]:
         """The shortest suffix (≤ WINDOW_MAX_IDS) that still decodes to visible text
@@ -215,9 +225,12 @@ class Detokenizer:
         Starting mid-character would let a byte-fallback decoder merge the window's
         dangling bytes with the next ones, so a suffix whose text starts with U+FFFD
         is not a valid window. An empty-text suffix would lose SentencePiece's leading
-        space of the next piece.
+        space of the next piece, and one starting on a stripped byte its own (`_lead`).
         """
+        lead = self._lead
         for n in range(1, min(len(ids), WINDOW_MAX_IDS) + 1):
+            if ids[-n] in lead:
+                continue
             text = self.decode(ids[-n:])
             if text and not text.startswith(REPLACEMENT_CHAR):
                 return ids[-n:]
@@ -230,3 +243,23 @@ def _suffix(full: str, prefix: str) -> str:
         return full[len(prefix) :]
     # Not a prefix (an invalid byte run changed meaning); emit by length like vLLM.
     return full[len(prefix) :] if len(full) > len(prefix) else ""
+
+
+def _stripped_bytes(tokenizer: Tokenizer) -> frozenset[int]:
+    """Byte-fallback pieces (`<0x20>`, …) whose text alone is not their text after other
+    text: a decoder that strips the output's leading space strips a lone `<0x20>` to
+    nothing. Found by decoding each of the 256 byte pieces after an anchor ("a")."""
+    anchor = tokenizer.encode("a", add_special_tokens=False).ids
+    anchor_text = tokenizer.decode(anchor, skip_special_tokens=False) if anchor else ""
+    if not anchor_text or REPLACEMENT_CHAR in anchor_text:
+        return frozenset()
+    found = set()
+    for byte in range(256):
+        tid = tokenizer.token_to_id(f"<0x{byte:02X}>")
+        if tid is None:
+            continue
+        after = tokenizer.decode([*anchor, tid], skip_special_tokens=False)
+        alone = tokenizer.decode([tid], skip_special_tokens=False)
+        if after.startswith(anchor_text) and after[len(anchor_text) :] != alone:
+            found.add(tid)
+    return frozenset(found)

@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 from tokenizers import Tokenizer
-from tokenizers.decoders import DecodeStream
 
 from worker.core.detokenize import REPLACEMENT_CHAR, Detokenizer
 from worker.core.errors import DerenderError
@@ -255,10 +254,9 @@ class Resolver:
     """Token texts for one tokenizer. Holds no per-request data, only the memo (whose
     contents never change an answer, only its cost)."""
 
-    __slots__ = ("_alone", "_anchor", "_anchor_text", "_detok", "_follow", "_tok")
+    __slots__ = ("_alone", "_anchor", "_anchor_text", "_detok", "_follow")
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        self._tok = tokenizer
         self._detok = Detokenizer(tokenizer, skip_special_tokens=False)
         # A candidate's text after a finished window is its text after any finished
         # text (decoders act locally: byte-level, byte fallback, "▁" → " ", and the
@@ -319,7 +317,7 @@ class Resolver:
         `pending`) before their ids. `final`: the choice ends with the last position, so
         text still held (an unfinished character) is released onto it, as the text
         detokenizer's flush releases it."""
-        feed = _Feed(self._tok, self._detok, window)
+        feed = _Feed(self._detok, window)
         # Ids held by the text detokenizer were held here too, when their record was
         # resolved; feeding them again rebuilds the hold and says nothing new.
         for tid in pending:
@@ -397,32 +395,17 @@ class _Context:
 
 class _Feed:
     """The incremental decoder run one id at a time, with its state visible (`slot`)
-    for the candidates. One `DecodeStream` per record; the text detokenizer's own path
-    takes over if DecodeStream refuses a byte run ("Invalid prefix")."""
+    for the candidates: the text detokenizer's own step, so a token's text is exactly
+    what the text grew by."""
 
-    __slots__ = ("_detok", "_stream", "_tok", "slot")
+    __slots__ = ("_detok", "slot")
 
-    def __init__(self, tok: Tokenizer, detok: Detokenizer, window: list[int]) -> None:
-        self._tok = tok
+    def __init__(self, detok: Detokenizer, window: list[int]) -> None:
         self._detok = detok
-        self._stream: DecodeStream | None = DecodeStream(ids=window, skip_special_tokens=False)
         self.slot = _Slot(window, _NO_IDS)
 
     def step(self, tid: int) -> str:
-        slot = self.slot
-        if self._stream is not None:
-            try:
-                piece = self._stream.step(self._tok, tid)
-            except Exception:
-                self._stream = None
-            else:
-                if piece is None:
-                    slot.pending = [*slot.pending, tid]
-                    return ""
-                slot.window = [*slot.pending, tid]
-                slot.pending = _NO_IDS
-                return str(piece)
-        return self._detok.step(slot, [tid])
+        return self._detok.step(self.slot, [tid])
 
 
 # -- limits and shapes ------------------------------------------------------------------
