@@ -192,6 +192,11 @@ class Metrics:
             self.records.labels(result)
         self.last_turn = time.monotonic()
         self.ready = False
+        # /readyz's answer as a series: an alert sees a worker that is up but not ready
+        # (no assignment yet, a rebalance or a client rebuild that does not end).
+        Gauge(
+            "derender_ready", "1 while /readyz answers 200 (partitions assigned)", registry=r
+        ).set_function(lambda: float(self.ready))
 
     # -- what the loop reports (loop.Observer) --------------------------------------
 
