@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -66,15 +67,28 @@ class RespError(Exception):
 
 class RespConnection:
     """A minimal RESP client over one socket, standard library only: enough to form,
-    inspect and reshard a local cluster (not used by the worker)."""
+    inspect and reshard a local cluster (not used by the worker). `tls`: over TLS (a
+    server started with `--tls-port`); `user`: AUTH as that ACL user."""
 
     def __init__(
-        self, host: str, port: int, timeout_s: float = 10.0, password: str | None = None
+        self,
+        host: str,
+        port: int,
+        timeout_s: float = 10.0,
+        password: str | None = None,
+        *,
+        user: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        try:
+            self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
         self.file = self.sock.makefile("rb")
         if password is not None:
-            self.call("AUTH", password)
+            self.call("AUTH", *((user,) if user else ()), password)
 
     def call(self, *args: object) -> Any:
         out = [f"*{len(args)}\r\n".encode()]
@@ -229,7 +243,10 @@ class LocalRedisCluster:
         appendfsync: str | None = None,
         base_port: int | None = None,
         password: str | None = None,
+        node_factory: Callable[..., ClusterNode] | None = None,
     ) -> None:
+        """`node_factory`: makes each node from ClusterNode's arguments (binary, port,
+        host, node_timeout_ms, appendfsync, password), e.g. a ClusterNode speaking TLS."""
         if masters < 1 or replicas < 0:
             raise ValueError("a cluster needs at least one master")
         self.host = host
@@ -240,9 +257,9 @@ class LocalRedisCluster:
         # On consecutive ports from `base_port`, else on free ones.
         ports = [None if base_port is None else base_port + i for i in range(count)]
         self.password = password
+        make = node_factory or ClusterNode
         self.nodes = [
-            ClusterNode(binary, port, host, node_timeout_ms, appendfsync, password)
-            for port in ports
+            make(binary, port, host, node_timeout_ms, appendfsync, password) for port in ports
         ]
         self.stop_with_parent = False
         self._formed = False

@@ -29,12 +29,12 @@ in standalone mode):
   and retries the batch), and the map is refreshed on the next call. Writes applied before
   the error are accepted again as the same write (see redis_layout.CAS_SCRIPT).
 - A refresh that no node answers raises a credentials refusal if any node gave one
-  (WRONGPASS, NOPERM: `failures.classify` makes it a configuration error), else the last
+  (WRONGPASS, NOPERM: the store tells it as what to fix, redis_access), else the last
   error (a connection error or a timeout: transient).
 
-Seeds: `redis://[user:password@]host1:port1,host2:port2[,…]` (one scheme and one credential
-for all nodes; a node may also be given as a full URL). `rediss://` and the query options
-redis-py reads from a URL (`ssl_cert_reqs`, `ssl_ca_certs`, …) apply to every node.
+Seeds: `redis://[user:password@]host1:port1,host2:port2[,…][?options]` (one scheme and one
+credential for all nodes; a node may also be given as a full URL). `rediss://` and the query
+options redis-py reads from a URL (`ssl_ca_certs`, `ssl_certfile`, …) apply to every node.
 """
 
 from __future__ import annotations
@@ -159,6 +159,9 @@ def parse_seeds(url: str) -> tuple[dict[str, Any], list[Addr]]:
     items = [item.strip() for item in url.split(",") if item.strip()]
     if not items:
         raise ValueError("no Redis Cluster seed node given")
+    if "?" in items[-1] and "?" not in items[0]:  # (the options after the list: all nodes')
+        items[-1], _, query = items[-1].partition("?")
+        items[0] += f"?{query}"
     first = items[0]
     if "://" not in first:
         first = f"redis://{first}"
@@ -247,32 +250,13 @@ class ClusterClient:
         """Read the topology now, rather than at the first call (see the module docstring).
 
         No node answers: the last error, a connection error or a timeout, which the
-        worker retries as a start-up outage. A node refused the credentials or the ACL, or
-        the URL names no Redis Cluster: ConfigError, whose message says what to fix (and
-        names the nodes, never the password)."""
+        worker retries as a start-up outage; a refusal of the credentials or the ACL if a
+        node gave one (the store tells it as what to fix: redis_access). The URL names no
+        Redis Cluster: ConfigError, whose message says what to fix."""
         try:
             await self.refresh()
-        except REFUSED as e:
-            seeds = ",".join(f"{host}:{port}" for host, port in self.seeds)
-            if isinstance(e, AuthenticationError):
-                fix = (
-                    "put the right user and password in --redis-url (DERENDER_REDIS_URL): "
-                    "redis://USER:PASSWORD@host:port,host:port,... (one credential for "
-                    "every node)"
-                )
-                what = "refused the credentials"
-            else:
-                fix = (
-                    "grant the user of --redis-url the commands the store sends (CLUSTER "
-                    "SLOTS, ASKING, SCRIPT LOAD, EVALSHA, INCR, WAIT) on its keys "
-                    "(--state-prefix)"
-                )
-                what = "refused a command to the worker's user"
-            raise ConfigError(
-                f"Redis Cluster at {seeds} {what} ({_first_line(e)}): {fix}"
-            ) from None
         except ResponseError as e:
-            if "cluster support disabled" not in str(e):
+            if isinstance(e, REFUSED) or "cluster support disabled" not in str(e):
                 raise
             seeds = ",".join(f"{host}:{port}" for host, port in self.seeds)
             raise ConfigError(

@@ -48,21 +48,23 @@ reply was lost is not mistaken for a refusal when the caller retries it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import DataError, NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
-try:  # an optional speed-up: redis[hiredis] is a dependency, but the store works without it
-    import hiredis
-except ImportError:  # pragma: no cover
-    hiredis = None  # type: ignore[assignment]
-
+from worker.adapters.state.redis_access import (
+    access,
+    check_url,
+    first_error,
+    probe_commands,
+    refusal,
+)
 from worker.adapters.state.redis_cluster import (
     Call,
     ClusterClient,
@@ -80,6 +82,7 @@ from worker.adapters.state.redis_layout import (
     fields,
     triple,
 )
+from worker.adapters.state.redis_packing import with_hiredis_packing
 from worker.constants import DEFAULT_DONE_TTL_S, DEFAULT_TTL_S, KEY_PREFIX, epoch_key, state_key
 from worker.ports import StateStore, StateWrite, Stored
 from worker.urls import redact_url
@@ -96,41 +99,6 @@ DEFAULT_WAIT_TIMEOUT_S = 1.0
 _NO_RETRY = Retry(NoBackoff(), 0)
 
 MODES = ("standalone", "cluster", "proxy")
-
-
-class _HiredisPacking:
-    """Builds commands with hiredis (C) instead of redis-py's asyncio packer (Python).
-
-    A batch's save is one command of ~3,000 arguments; redis-py packs each one in Python
-    (2.5 ms per 500 writes, a tenth of a whole batch at peak), hiredis in 0.4 ms. The
-    bytes on the wire are the same RESP."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        # Like redis-py: a command name with spaces ("SCRIPT LOAD") is several arguments.
-        head = args[0]
-        if isinstance(head, str):
-            head = head.encode()
-        if b" " in head:
-            args = (*head.split(), *args[1:])
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError:  # (bytearray, memoryview, or a type neither packer takes)
-            args = tuple(bytes(a) if isinstance(a, bytearray | memoryview) else a for a in args)
-            try:
-                return [hiredis.pack_command(args)]
-            except TypeError as exc:
-                raise DataError(f"cannot send {exc}") from None
-
-    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
-        return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
-
-
-def _with_hiredis_packing(client: Redis) -> None:
-    pool = client.connection_pool
-    base: type[AbstractConnection] = pool.connection_class
-    if hiredis is None or issubclass(base, _HiredisPacking):
-        return
-    pool.connection_class = type(f"Hiredis{base.__name__}", (_HiredisPacking, base), {})
 
 
 def _check_replicated(acked: Any, wanted: int, wait_ms: int) -> None:
@@ -177,6 +145,9 @@ class RedisStore:
             raise ValueError(f"redis mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self._url_for_logs = redact_url(url)  # (a seed list is redacted item by item)
+        check_url(url)
+        # What refusals name (server, user, prefix): redis_access.refusal.
+        self._access = access(url, key_prefix, mode, wait_replicas)
         self._ttl_ms = _ttl_ms(ttl_s)
         self._done_ttl_ms = _ttl_ms(done_ttl_s)
         self.key_prefix = key_prefix
@@ -194,7 +165,7 @@ class RedisStore:
                 socket_timeout_s=socket_timeout_s,
                 connect_timeout_s=connect_timeout_s,
                 retry=_NO_RETRY,
-                prepare=_with_hiredis_packing,
+                prepare=with_hiredis_packing,
             )
         else:
             self._client: Redis = Redis.from_url(
@@ -203,7 +174,7 @@ class RedisStore:
                 socket_timeout=socket_timeout_s,
                 socket_connect_timeout=connect_timeout_s,
             )
-            _with_hiredis_packing(self._client)
+            with_hiredis_packing(self._client)
         # Network round trips sent (tests and benchmarks assert 1 per load and per save;
         # in a cluster, one per master touched).
         self._round_trips = 0
@@ -240,11 +211,32 @@ class RedisStore:
     def epoch_key(self, scope: str) -> str:
         return epoch_key(self.key_prefix, scope)
 
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """Redis refusing the credentials, the ACL or TLS: RedisRefused (exit 2), saying
+        what to fix (redis_access). Anything else as it is."""
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            refused = refusal(exc, self._access)
+            if refused is None:
+                raise
+            raise refused from None
+
     async def load_many(
         self,
         request_ids: list[str],
         first_offsets: list[int] | None = None,
         tables_for: AbstractSet[str] = frozenset(),
+    ) -> dict[str, Stored | None]:
+        with self._refusals():
+            return await self._load_many(request_ids, first_offsets, tables_for)
+
+    async def _load_many(
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None,
+        tables_for: AbstractSet[str],
     ) -> dict[str, Stored | None]:
         reset_trips()
         if not request_ids:
@@ -280,6 +272,10 @@ class RedisStore:
         return out
 
     async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        with self._refusals():
+            return await self._save_many(writes)
+
+    async def _save_many(self, writes: list[StateWrite]) -> list[str]:
         reset_trips()
         if not writes:
             return []
@@ -430,6 +426,10 @@ class RedisStore:
         return flags
 
     async def claim_epoch(self, scope: str) -> int:
+        with self._refusals():
+            return await self._claim_epoch(scope)
+
+    async def _claim_epoch(self, scope: str) -> int:
         reset_trips()
         key = self.epoch_key(scope)
         if self._cluster is not None:
@@ -442,13 +442,27 @@ class RedisStore:
         return int(await self._client.incr(key))
 
     async def start(self) -> None:
-        """Connect before the first batch. In cluster mode: read the topology now, so
-        that every node it names is a seed from the start (see redis_cluster). An
-        unreachable cluster raises a connection error or a timeout (transient: retry);
-        refused credentials or ACL raise ConfigError. Standalone and proxy: nothing (the
-        first call connects)."""
-        if self._cluster is not None:
+        """Connect before the first batch, and send every command the store will send,
+        once (redis_access.probe_commands): refused credentials, ACL or TLS raise
+        RedisRefused (exit 2) now, not at the first record. In cluster mode the topology
+        is read first, so that every node it names is a seed from the start. An
+        unreachable Redis raises a connection error or a timeout (transient: retried)."""
+        commands = probe_commands(self.key_prefix, self.mode, self.wait_replicas)
+        with self._refusals():
+            if self._cluster is None:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for script in SCRIPTS:
+                        pipe.script_load(script)
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    first_error(await pipe.execute(raise_on_error=False))
+                self._scripts_loaded = True
+                return
             await self._cluster.start()
+            slot = self._cluster.slot(commands[0][3])  # (every key of the probe's: one slot)
+            calls = [Call(slot, [i]) for i in range(len(commands))]
+            done = await self._cluster.run(calls, lambda parts: commands[parts[0]], SCRIPTS)
+            first_error([call.reply for call in done])
 
     async def close(self) -> None:
         if self._cluster is not None:
