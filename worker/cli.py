@@ -8,11 +8,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from worker import constants
 from worker.config import ConfigError, load_registry
+from worker.failures import ConfigError as RunConfigError
 from worker.observe.logs import PROCESS_INDEX_ENV
-from worker.settings import SettingsError, env_name
+from worker.settings import SettingsError, ToolSecurity, add_security_flags, env_name
 
 
 def tune_gc() -> None:
@@ -268,6 +270,24 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         help="follow the worker's early-stop records and hold back the chunks of a request "
         "it stopped (README: Early stop)",
     )
+    add_security_flags(p)
+
+
+def _kafka_security(args: argparse.Namespace) -> tuple[ToolSecurity, dict[str, Any]]:
+    """`publish` and `tail`: `run`'s security flags, and the aiokafka options they make."""
+    from worker.adapters.broker.kafka import security_kwargs
+    from worker.settings import security_from_args
+
+    sec = security_from_args(args)
+    return sec, security_kwargs(sec)
+
+
+async def _check_login(args: argparse.Namespace, sec: ToolSecurity, kw: dict[str, Any]) -> None:
+    """A refused certificate or login as one line (exit 2), not aiokafka's "Unable to
+    bootstrap" after its retries."""
+    from worker.adapters.broker.kafka_access import check_login
+
+    await check_login(args.bootstrap_servers, sec, kw)
 
 
 def _header(raw: str) -> tuple[str, str]:
@@ -288,6 +308,7 @@ def _publish(args: argparse.Namespace) -> int:
     finally:
         if src is not sys.stdin:
             src.close()
+    sec, kw = _kafka_security(args)
     context = json.loads(args.context) if args.context else None
     if lines and lines[0].lstrip().startswith(SSE_DATA):
         records = list(sse_records(lines, context, args.request_id))
@@ -298,8 +319,9 @@ def _publish(args: argparse.Namespace) -> int:
         headers = dict(args.header)
         if args.traceparent:
             headers["traceparent"] = args.traceparent
+        await _check_login(args, sec, kw)
         async with Publisher(
-            args.bootstrap_servers, args.topic, headers, control_topic=args.control_topic
+            args.bootstrap_servers, args.topic, headers, control_topic=args.control_topic, **kw
         ) as pub:
             for rec in records:
                 await pub.record(rec)
@@ -330,14 +352,17 @@ def _add_tail(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--latest", action="store_true", help="start at the end, not the beginning")
     p.add_argument("--idle-exit-s", type=float, help="stop after this long without records")
     p.add_argument("--requests", type=int, help="stop after this many requests finished")
+    add_security_flags(p)
 
 
 def _tail(args: argparse.Namespace) -> int:
-
     from worker.tools.tail import tail
 
-    done = asyncio.run(
-        tail(
+    sec, kw = _kafka_security(args)
+
+    async def main() -> int:
+        await _check_login(args, sec, kw)
+        return await tail(
             args.bootstrap_servers,
             args.topic,
             sys.stdout,
@@ -345,8 +370,10 @@ def _tail(args: argparse.Namespace) -> int:
             from_beginning=not args.latest,
             idle_exit_s=args.idle_exit_s,
             max_requests=args.requests,
+            **kw,
         )
-    )
+
+    done = asyncio.run(main())
     print(f"tail: {done} requests finished", file=sys.stderr)
     return 0
 
@@ -450,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "servers":
             return _servers(args)
-    except (ConfigError, SettingsError) as exc:
+    except (ConfigError, RunConfigError, SettingsError) as exc:
         print(f"derender-worker: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from worker import constants
 from worker.observe.propagation import pass_header_names
@@ -24,6 +24,21 @@ def env_name(flag: str) -> str:
     """The variable a flag also reads: `--some-flag` → `DERENDER_SOME_FLAG`."""
     return ENV_PREFIX + flag.upper().replace("-", "_")
 
+
+# What the `--<flag>-file` form of a secret flag is called, and its variable.
+SECRET_FILE_SUFFIX = "-file"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# The flags of a Kafka connection's security, shared by `run`, `publish` and `tail`.
+KAFKA_SECURITY_FLAGS = (
+    "security-protocol",
+    "sasl-mechanism",
+    "sasl-username",
+    "sasl-password",
+    "ssl-cafile",
+    "ssl-certfile",
+    "ssl-keyfile",
+)
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -200,7 +215,12 @@ FLAGS: list[Flag] = [
     Flag("security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
     Flag("sasl-mechanism", None, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
     Flag("sasl-username", None, "SASL user name"),
-    Flag("sasl-password", None, "SASL password", secret=True),
+    Flag(
+        "sasl-password",
+        None,
+        "SASL password (prefer the variable or --sasl-password-file: a flag shows in ps)",
+        secret=True,
+    ),
     Flag("ssl-cafile", None, "CA bundle for TLS to the brokers"),
     Flag("ssl-certfile", None, "client certificate (mutual TLS)"),
     Flag("ssl-keyfile", None, "client key (mutual TLS)"),
@@ -285,39 +305,167 @@ class Settings:
 
 
 def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = None) -> None:
+    add_flag_list(parser, FLAGS, environ)
+
+
+def add_flag_list(
+    parser: argparse.ArgumentParser, flags: list[Flag], environ: dict[str, str] | None = None
+) -> None:
+    """Each flag, its `DERENDER_*` variable as its default, and for a secret one also
+    `--<flag>-file` (and `DERENDER_<FLAG>_FILE`): a file holding the value, the way
+    Kubernetes mounts a secret (`read_secret_files` reads it)."""
     env = os.environ if environ is None else environ
-    for f in FLAGS:
+    for f in flags:
         raw = env.get(f.env)
         try:
             default = f.default if raw is None else f.type(raw)
         except ValueError:
             raise SettingsError(f"{f.env}: invalid value {raw!r}") from None
+        shown = "***" if f.secret and f.default else repr(f.default)
         parser.add_argument(
             f"--{f.name}",
             type=f.type,
             default=default,
-            help=f"{f.help} [env {f.env}; default {f.default!r}]",
+            help=f"{f.help} [env {f.env}; default {shown}]",
         )
+        if f.secret:
+            file_flag = f.name + SECRET_FILE_SUFFIX
+            parser.add_argument(
+                f"--{file_flag}",
+                default=env.get(env_name(file_flag)),
+                metavar="PATH",
+                help=f"read --{f.name} from this file (one trailing newline dropped) "
+                f"[env {env_name(file_flag)}]",
+            )
+
+
+def read_secret_files(args: argparse.Namespace, flags: list[Flag]) -> None:
+    """Replace each secret flag's value by its `--<flag>-file`'s content, when given."""
+    for f in flags:
+        if not f.secret:
+            continue
+        file_attr = (f.name + SECRET_FILE_SUFFIX).replace("-", "_")
+        path = getattr(args, file_attr, None)
+        if not path:
+            continue
+        if getattr(args, f.attr) is not None:
+            raise SettingsError(
+                f"--{f.name} and --{f.name}{SECRET_FILE_SUFFIX} are both set "
+                f"({f.env} counts as --{f.name}): keep one"
+            )
+        try:
+            with open(path, encoding="utf-8") as fh:
+                value = fh.read()
+        except OSError as exc:
+            raise SettingsError(
+                f"--{f.name}{SECRET_FILE_SUFFIX}: cannot read {path}: {exc.strerror}"
+            ) from None
+        value = value.removesuffix("\n").removesuffix("\r")
+        if not value:
+            raise SettingsError(f"--{f.name}{SECRET_FILE_SUFFIX}: {path} is empty")
+        setattr(args, f.attr, value)
+
+
+class KafkaSecurity(Protocol):
+    """How a Kafka client connects (`Settings`, or the tools' `ToolSecurity`)."""
+
+    @property
+    def security_protocol(self) -> str: ...
+    @property
+    def sasl_mechanism(self) -> str | None: ...
+    @property
+    def sasl_username(self) -> str | None: ...
+    @property
+    def sasl_password(self) -> str | None: ...
+    @property
+    def ssl_cafile(self) -> str | None: ...
+    @property
+    def ssl_certfile(self) -> str | None: ...
+    @property
+    def ssl_keyfile(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ToolSecurity:
+    """`publish` and `tail`'s Kafka security flags (the same as `run`'s)."""
+
+    security_protocol: str
+    sasl_mechanism: str | None
+    sasl_username: str | None
+    sasl_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+
+    def __repr__(self) -> str:
+        return f"<ToolSecurity {self.security_protocol} {self.sasl_mechanism} ***>"
+
+
+def security_flags() -> list[Flag]:
+    return [f for f in FLAGS if f.name in KAFKA_SECURITY_FLAGS]
+
+
+def add_security_flags(parser: argparse.ArgumentParser) -> None:
+    add_flag_list(parser, security_flags())
+
+
+def security_from_args(args: argparse.Namespace) -> ToolSecurity:
+    read_secret_files(args, security_flags())
+    sec = ToolSecurity(**{f.attr: getattr(args, f.attr) for f in security_flags()})
+    validate_security(sec)
+    return sec
 
 
 def to_env(s: Settings) -> dict[str, str | None]:
     """The settings as `DERENDER_*` variables (None = unset): how a supervisor hands them
     to its worker processes, so that no secret shows on a command line."""
-    return {f.env: None if (v := getattr(s, f.attr)) is None else str(v) for f in FLAGS}
+    env = {f.env: None if (v := getattr(s, f.attr)) is None else str(v) for f in FLAGS}
+    # A secret read from its file is passed on as its value: the file's variable is unset.
+    env |= {env_name(f.name + SECRET_FILE_SUFFIX): None for f in FLAGS if f.secret}
+    return env
 
 
 def from_args(args: argparse.Namespace) -> Settings:
+    read_secret_files(args, FLAGS)
     values = {f.attr: getattr(args, f.attr) for f in FLAGS}
     s = Settings(**values)
     validate(s)
     return s
 
 
+def validate_security(s: KafkaSecurity) -> None:
+    """The Kafka security flags, before anything connects: a typo in a mechanism or a
+    path is a configuration error, not an outage."""
+    if s.security_protocol not in SECURITY_PROTOCOLS:
+        raise SettingsError(
+            f"--security-protocol: unknown protocol {s.security_protocol!r} "
+            f"(expected {', '.join(SECURITY_PROTOCOLS)})"
+        )
+    if s.security_protocol.startswith("SASL"):
+        if s.sasl_mechanism not in SASL_MECHANISMS:
+            raise SettingsError(
+                f"--sasl-mechanism: unknown mechanism {s.sasl_mechanism!r} "
+                f"(expected {', '.join(SASL_MECHANISMS)})"
+            )
+        if not s.sasl_username or s.sasl_password is None:
+            raise SettingsError(
+                f"--security-protocol {s.security_protocol} needs --sasl-username and "
+                "--sasl-password (or --sasl-password-file)"
+            )
+    if s.security_protocol in ("SSL", "SASL_SSL"):
+        for flag, path in (
+            ("--ssl-cafile", s.ssl_cafile),
+            ("--ssl-certfile", s.ssl_certfile),
+            ("--ssl-keyfile", s.ssl_keyfile),
+        ):
+            if path is not None and not os.access(path, os.R_OK):
+                raise SettingsError(f"{flag}: cannot read {path}")
+        if s.ssl_keyfile and not s.ssl_certfile:
+            raise SettingsError("--ssl-keyfile needs --ssl-certfile")
+
+
 def validate(s: Settings) -> None:
-    if s.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise SettingsError(f"--security-protocol: unknown protocol {s.security_protocol!r}")
-    if s.security_protocol.startswith("SASL") and not (s.sasl_mechanism and s.sasl_username):
-        raise SettingsError("SASL needs --sasl-mechanism and --sasl-username")
+    validate_security(s)
     if s.redis_mode not in ("standalone", "cluster", "proxy"):
         raise SettingsError(
             f"--redis-mode: expected standalone, cluster or proxy, got {s.redis_mode!r}"

@@ -43,12 +43,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from worker.adapters.broker.kafka import (
-    check_topics,
+    check_access,
     make_consumer,
     make_producer,
     make_transactional_producer,
     security_kwargs,
 )
+from worker.adapters.broker.kafka_access import access_error
 from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
@@ -122,6 +123,8 @@ class Runner:
         # The lease on the partitions, the lanes' polls and batches in flight.
         self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
         self.run_batch = run_batch  # (in spans, when OTEL_* asks: `run` sets it)
+        # A right the broker refused in a rebalance callback, which aiokafka would swallow.
+        self._refused: BaseException | None = None
 
     def __repr__(self) -> str:
         t = self.totals
@@ -153,6 +156,8 @@ class Runner:
                 await self._start(fresh)
                 try:
                     await self._loop()
+                    if self._refused is not None:
+                        raise self._refused
                     break
                 except ClientsStalled as exc:
                     await self._rebuild(exc)
@@ -161,7 +166,15 @@ class Runner:
             log.error("giving up: %s", exc)
             code = 1
         except ConfigError as exc:
-            log.error("cannot run: %s", exc)
+            # (A right refused mid-run comes as the Kafka error's ConfigError: named here.)
+            refused = access_error(self.s, exc.__cause__) if exc.__cause__ else None
+            log.error("cannot run: %s", refused or exc)
+            code = 2
+        except HANDLED as exc:  # a lane's poll refused (an ACL removed): named, exit 2
+            refused = access_error(self.s, exc)
+            if refused is None:
+                raise
+            log.error("cannot run: %s", refused)
             code = 2
         finally:
             await self._shutdown()
@@ -231,12 +244,14 @@ class Runner:
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
 
     async def _connect(self, exactly_once: bool) -> None:
+        # First, over one connection: a refused login or certificate, a missing topic or
+        # ACL is a ConfigError here (exit 2), not clients retrying until the outage limit.
+        await check_access(self.s)
         if not exactly_once:  # (exactly-once has a producer per partition instead)
             self.producer = make_producer(self.s)
             await self.producer.start()
         self.consumer = make_consumer(self.s)
         await self.consumer.start()
-        await check_topics(self.consumer, self.s)
 
     async def _shutdown(self) -> None:
         """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the
@@ -455,6 +470,9 @@ class Runner:
                     "starting the transactional producers",
                 )
             except HANDLED as exc:
+                if access_error(self.s, exc) is not None:  # (no WRITE on the ids: exit 2)
+                    self._refused = exc
+                    self.request_stop()
                 log.warning("starting transactional producers failed, rejoining: %s", exc)
                 await self.transactions.drop(
                     [tp for tp in assigned if not self.transactions.ready(tp)]

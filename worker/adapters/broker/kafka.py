@@ -8,11 +8,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 
-from worker.failures import ConfigError
-from worker.settings import EXACTLY_ONCE, Settings
+from worker.adapters.broker import kafka_access
+from worker.settings import EXACTLY_ONCE, KafkaSecurity, Settings
 
 
-def security_kwargs(s: Settings) -> dict[str, Any]:
+def security_kwargs(s: KafkaSecurity) -> dict[str, Any]:
     kw: dict[str, Any] = {"security_protocol": s.security_protocol}
     if s.security_protocol in ("SSL", "SASL_SSL"):
         kw["ssl_context"] = create_ssl_context(
@@ -77,14 +77,7 @@ def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaP
     )
 
 
-async def check_topics(consumer: AIOKafkaConsumer, s: Settings) -> None:
-    """A missing topic is a configuration error: waiting will not create it."""
-    existing = await consumer.topics()
-    wanted = [s.input_topic, s.output_topic, s.dlq_topic]
-    wanted += [s.control_topic] if s.control_topic else []
-    missing = [t for t in wanted if t not in existing]
-    if missing:
-        raise ConfigError(
-            f"topic(s) {', '.join(missing)} do not exist on {s.bootstrap_servers} (create "
-            "them, or point --input-topic/--output-topic/--dlq-topic/--control-topic elsewhere)"
-        )
+async def check_access(s: Settings) -> None:
+    """Before the clients start: a refused login, an untrusted certificate, a missing
+    topic or ACL is a ConfigError naming the fix (`kafka_access`)."""
+    await kafka_access.check_access(s, security_kwargs(s))
