@@ -222,10 +222,10 @@ def _stamp(line: str) -> float:
     return when.timestamp()
 
 
-def run_worker(redis_url: str, prefix: str, *extra: str, timeout_s: float = 60) -> Exit:
-    """`derender-worker run` on `redis_url` until it exits. The state store starts before
-    Kafka, so a broker nobody listens on shows what the store's start does on its own;
-    the outage limit is far above what a refusal may take."""
+def start_worker(redis_url: str, prefix: str, *extra: str) -> subprocess.Popen[str]:
+    """`derender-worker run` on `redis_url` (`finish` waits for its end). The state store
+    starts before Kafka, so a broker nobody listens on shows what the store's start does
+    on its own; the outage limit is far above what a refusal may take."""
     argv = [
         sys.executable, "-m", "worker", "run",
         "--redis-url", redis_url,
@@ -236,13 +236,23 @@ def run_worker(redis_url: str, prefix: str, *extra: str, timeout_s: float = 60) 
         *extra,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("DERENDER_")}
-    done = subprocess.run(
-        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    output = done.stdout + done.stderr
+
+
+def finish(proc: subprocess.Popen[str], timeout_s: float = 90) -> Exit:
+    """The worker's exit: its code, whole output, error lines, and how long after its
+    start-up (the settings line) the error came."""
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+        raise AssertionError(f"the worker did not exit within {timeout_s} s:\n{output}") from None
     lines = output.splitlines()
     errors = [x.split(": ", 1)[1] for x in lines if " ERROR derender.worker: " in x]
     started = [_stamp(x) for x in lines if " derender.worker: settings: " in x]
     ended = [_stamp(x) for x in lines if " ERROR derender.worker: cannot run: " in x]
     seconds = ended[0] - started[0] if started and ended else math.inf
-    return Exit(done.returncode, output, errors, seconds)
+    return Exit(proc.returncode, output, errors, seconds)
