@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ops import promql
 from worker.cli import build_parser
 from worker.observe.metrics import Metrics
 from worker.settings import FLAGS
@@ -110,7 +111,7 @@ def test_ports_match_the_metrics_port() -> None:
 
 
 def test_dashboards_and_autoscalers_use_exported_metrics() -> None:
-    names = exported_metric_names()
+    names = exported_metric_names() | promql.exported_names()  # (serve's too)
     exprs = [
         t["expr"]
         for p in json.loads((DEPLOY / "grafana" / "dashboards" / "derender.json").read_text())[
