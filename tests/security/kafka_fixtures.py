@@ -82,9 +82,14 @@ class _CreateAcls(Request[CreateAclsRequest_v1]):  # type: ignore[misc]
         return request_struct_class(self.entries)
 
 
-class _DeleteAcls(_CreateAcls):
+class _DeleteAcls(Request[DeleteAclsRequest_v1]):  # type: ignore[misc]
     API_KEY = 31
-    _CLASSES = (DeleteAclsRequest_v1,)
+
+    def __init__(self, entries: list[Any]) -> None:
+        self.entries = entries
+
+    def build(self, request_struct_class: Any) -> Any:
+        return request_struct_class(self.entries)
 
 
 @dataclass

@@ -154,13 +154,11 @@ def acl_missing(s: Settings, operation: str, kind: str, name: str, hint: str = "
     )
 
 
-def txn_acl_missing(s: Settings, transactional_id: str) -> str:
+def txn_acl_missing(s: Settings) -> str:
+    """Exactly-once's transactional ids: `<prefix><group>-<input topic>-<partition>`."""
+    ids = f"{s.transactional_id_prefix}{s.group_id}-{s.input_topic}-"
     return acl_missing(
-        s,
-        "WRITE",
-        "transactional id",
-        transactional_id,
-        f"{s.transactional_id_prefix} --resource-pattern-type prefixed",
+        s, "WRITE", "transactional id", ids + "*", f"{ids} --resource-pattern-type prefixed"
     )
 
 
@@ -187,8 +185,9 @@ def tls_error(sec: KafkaSecurity, where: str, exc: ssl.SSLError) -> ConfigError:
         )
     if "CERTIFICATE" in str(exc.reason or ""):  # the broker's alert about ours
         return ConfigError(
-            f"the broker at {where} refused this client's TLS certificate ({exc.reason}): it "
-            "wants one its CA signed in --ssl-certfile and --ssl-keyfile"
+            f"the broker at {where} refused the TLS handshake for want of a client "
+            f"certificate it trusts ({exc.reason}): set --ssl-certfile and --ssl-keyfile to "
+            "one its CA signed"
         )
     return ConfigError(
         f"TLS with the broker at {where} failed ({exc.reason or exc}): check "
@@ -342,5 +341,5 @@ def access_error(s: Settings, exc: BaseException) -> ConfigError | None:
     if isinstance(exc, errors.GroupAuthorizationFailedError):
         return ConfigError(acl_missing(s, "READ", "group", s.group_id))
     if isinstance(exc, errors.TransactionalIdAuthorizationFailed):
-        return ConfigError(txn_acl_missing(s, f"{s.transactional_id_prefix}{s.group_id}-…"))
+        return ConfigError(txn_acl_missing(s))
     return None

@@ -1,0 +1,291 @@
+"""Every wrong or missing piece of a Kafka login is a configuration error at start: exit 2
+within seconds of connecting (the outage limit here is five minutes, so a retry loop could
+not pass), one log line naming what to fix, quoted here word for word as README "Security"
+quotes it. A right revoked while the worker runs is named the same way."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import ROOT, WorkerProcess
+from tests.security.kafka_fixtures import (
+    GROUP,
+    LITERAL,
+    READ,
+    TOPIC,
+    WORKER_PASSWORD,
+    WRITE,
+    Acl,
+    SecuredBroker,
+    Topics,
+    run,
+    secured_kafka,  # noqa: F401 (the fixture)
+)
+
+pytestmark = pytest.mark.integration
+
+# From the worker's last line before it connects (the settings) to its refusal: the
+# refusal itself, without Python's start and the tokenizer's load, which on a loaded
+# machine take longer than this. The outage limit below is far past it.
+FAST_S = 5.0
+# How long a worker process may take in all (many start side by side).
+EXIT_TIMEOUT_S = 90.0
+OUTAGE_LIMIT = ["--outage-limit-s", "300"]
+
+
+def _stamp(line: str) -> float:
+    """The time of a text log line (`2026-01-02 03:04:05,678 LEVEL …`)."""
+    return dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+@dataclass
+class Exit:
+    code: int
+    stderr: str
+
+    def line(self, prefix: str) -> str:
+        """The one line that carries `prefix`, from its start on."""
+        found = [ln[ln.index(prefix) :] for ln in self.stderr.splitlines() if prefix in ln]
+        assert len(found) == 1, self.stderr
+        return found[0]
+
+    @property
+    def seconds(self) -> float:
+        """From the settings line (the last before connecting) to the refusal."""
+        lines = self.stderr.splitlines()
+        began = next(_stamp(ln) for ln in lines if " settings: " in ln)
+        return next(_stamp(ln) for ln in lines if "cannot run: " in ln) - began
+
+
+def worker_argv(bootstrap: str, topics: Topics, flags: list[str], redis_url: str) -> list[str]:
+    return [
+        sys.executable, "-m", "worker", "run", "--bootstrap-servers", bootstrap,
+        "--redis-url", redis_url, "--state-prefix", f"sec-{topics.group}:",
+        "--metrics-port", "0", *topics.flags(), *OUTAGE_LIMIT, *flags,
+    ]  # fmt: skip
+
+
+@dataclass
+class Case:
+    """One misconfigured worker: where it connects, its topics and flags, its password."""
+
+    bootstrap: str
+    topics: Topics
+    flags: list[str]
+    password: str | None = WORKER_PASSWORD
+
+
+def _cases(b: SecuredBroker) -> dict[str, Case]:
+    """Every refusal: the worker's topics get every right it needs, but one, or none."""
+
+    def topics(drop: Callable[[Topics], Acl] | None = None) -> Topics:
+        t: Topics = run(b.fresh())
+        acls = [a for a in t.worker_acls() if drop is None or a != drop(t)]
+        assert len(acls) == len(t.worker_acls()) - (drop is not None)
+        run(b.grant(acls))
+        return t
+
+    sasl = b.sasl_flags()
+    granted = topics()
+    missing = f"{granted.dlq}-gone"
+    run(b.grant([(TOPIC, missing, LITERAL, WRITE)]))
+    return {
+        "password": Case(b.sasl, granted, b.sasl_flags("SCRAM-SHA-512"), "not-it"),
+        "mechanism": Case(b.sasl, granted, b.sasl_flags("SCRAM-SHA-1")),
+        "untrusted": Case(b.bad("UNTRUSTED"), granted, sasl),
+        "wronghost": Case(f"localhost:{b.kafka.port_of('WRONGHOST')}", granted, sasl),
+        "no-client-cert": Case(
+            b.mtls, granted, ["--security-protocol", "SSL", "--ssl-cafile", str(b.pki.ca)], None
+        ),
+        "input": Case(b.sasl, topics(lambda t: (TOPIC, t.input, LITERAL, READ)), sasl),
+        "output": Case(b.sasl, topics(lambda t: (TOPIC, t.output, LITERAL, WRITE)), sasl),
+        "dlq": Case(b.sasl, topics(lambda t: (TOPIC, t.dlq, LITERAL, WRITE)), sasl),
+        "group": Case(b.sasl, topics(lambda t: (GROUP, t.group, LITERAL, READ)), sasl),
+        "txn": Case(b.sasl, topics(), [*sasl, "--guarantee", "exactly-once"]),
+        "missing": Case(b.sasl, granted, [*sasl, "--dlq-topic", missing]),
+    }
+
+
+@pytest.fixture(scope="module")
+def exits(
+    secured_kafka: SecuredBroker,  # noqa: F811
+    redis_url: str,
+) -> dict[str, tuple[Case, Exit]]:
+    """Every case's worker, all started at once (each is mostly Python's start and the
+    tokenizer's load: side by side they take the time of a few, not of all)."""
+    cases = _cases(secured_kafka)
+    procs = {}
+    for name, case in cases.items():
+        env = {"DERENDER_SASL_PASSWORD": case.password} if case.password is not None else {}
+        procs[name] = subprocess.Popen(
+            worker_argv(case.bootstrap, case.topics, case.flags, redis_url),
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    out = {}
+    try:
+        for name, proc in procs.items():
+            _, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
+            out[name] = (cases[name], Exit(proc.returncode, err.decode()))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+def refused(exit_: Exit, message: str) -> None:
+    assert exit_.code == 2, exit_.stderr
+    assert exit_.seconds < FAST_S, exit_.stderr
+    assert exit_.line("cannot run: ") == "cannot run: " + message
+
+
+def _acl_line(operation: str, kind: str, flag: str, name: str) -> str:
+    return (
+        f"Kafka ACL missing: User:worker may not {operation.upper()} {kind} '{name}' "
+        f"(kafka-acls --add --allow-principal User:worker --operation {operation} "
+        f"{flag} {name})"
+    )
+
+
+Exits = dict[str, tuple[Case, Exit]]
+
+
+def test_a_wrong_sasl_password(exits: Exits) -> None:
+    case, done = exits["password"]
+    refused(
+        done,
+        f"the broker at {case.bootstrap} refused the SASL login of 'worker' (SCRAM-SHA-512): "
+        "check --sasl-username and --sasl-password",
+    )
+
+
+def test_an_unknown_sasl_mechanism(exits: Exits) -> None:
+    _, done = exits["mechanism"]  # (found before anything connects, or is even logged)
+    assert done.code == 2, done.stderr
+    assert done.stderr.strip() == (
+        "derender-worker: --sasl-mechanism: unknown mechanism 'SCRAM-SHA-1' (expected PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512)"
+    )
+
+
+def test_an_untrusted_broker_certificate(exits: Exits, secured_kafka: SecuredBroker) -> None:  # noqa: F811
+    case, done = exits["untrusted"]
+    refused(
+        done,
+        f"the broker's TLS certificate at {case.bootstrap} is not signed by a CA in "
+        f"{secured_kafka.pki.ca} (unable to get local issuer certificate): set --ssl-cafile "
+        "to the CA that signed it",
+    )
+
+
+def test_a_broker_certificate_for_another_name(exits: Exits) -> None:
+    case, done = exits["wronghost"]
+    refused(
+        done,
+        f"the broker's TLS certificate at {case.bootstrap} is not for that name (Hostname "
+        "mismatch, certificate is not valid for 'localhost'.): list the brokers in "
+        "--bootstrap-servers by a name their certificates carry",
+    )
+
+
+def test_no_client_certificate_for_mutual_tls(exits: Exits) -> None:
+    case, done = exits["no-client-cert"]
+    refused(
+        done,
+        f"the broker at {case.bootstrap} refused the TLS handshake for want of a client "
+        "certificate it trusts (SSLV3_ALERT_BAD_CERTIFICATE): set --ssl-certfile and "
+        "--ssl-keyfile to one its CA signed",
+    )
+
+
+def test_no_read_on_the_input_topic(exits: Exits) -> None:
+    case, done = exits["input"]
+    refused(done, _acl_line("Read", "topic", "--topic", case.topics.input))
+
+
+def test_no_write_on_the_output_topic(exits: Exits) -> None:
+    case, done = exits["output"]
+    refused(done, _acl_line("Write", "topic", "--topic", case.topics.output))
+
+
+def test_no_write_on_the_dead_letter_topic(exits: Exits) -> None:
+    case, done = exits["dlq"]
+    refused(done, _acl_line("Write", "topic", "--topic", case.topics.dlq))
+
+
+def test_no_read_on_the_group(exits: Exits) -> None:
+    case, done = exits["group"]
+    refused(done, _acl_line("Read", "group", "--group", case.topics.group))
+
+
+def test_no_write_on_the_transactional_ids_under_exactly_once(exits: Exits) -> None:
+    case, done = exits["txn"]
+    ids = f"derender-{case.topics.group}-{case.topics.input}-"
+    refused(
+        done,
+        f"Kafka ACL missing: User:worker may not WRITE transactional id '{ids}*' (kafka-acls "
+        "--add --allow-principal User:worker --operation Write --transactional-id "
+        f"{ids} --resource-pattern-type prefixed)",
+    )
+
+
+def test_a_topic_that_does_not_exist(exits: Exits) -> None:
+    """(Kafka says a topic is missing only to a principal that may see it: the others
+    hear that they may not, as for a topic that exists.)"""
+    case, done = exits["missing"]
+    refused(
+        done,
+        f"topic(s) {case.flags[-1]} do not exist on {case.bootstrap} (create them, or point "
+        "--input-topic/--output-topic/--dlq-topic/--control-topic elsewhere)",
+    )
+
+
+@pytest.fixture
+def granted(secured_kafka: SecuredBroker) -> Topics:  # noqa: F811
+    """Fresh topics and group, with every right the worker needs."""
+    topics: Topics = run(secured_kafka.fresh())
+    run(secured_kafka.grant(topics.worker_acls()))
+    return topics
+
+
+def test_a_right_revoked_while_running_is_named(
+    secured_kafka: SecuredBroker,  # noqa: F811
+    granted: Topics,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    b = secured_kafka
+    worker = WorkerProcess(
+        b.sasl, redis_url, granted.input, granted.output, granted.dlq, granted.group,
+        f"sec-{granted.group}:", extra=[*b.sasl_flags(), *OUTAGE_LIMIT],
+        env={"DERENDER_SASL_PASSWORD": WORKER_PASSWORD}, log_path=tmp_path / "w.log",
+    ).start()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "partitions assigned" not in worker.log_text():
+            assert worker.alive and time.monotonic() < deadline, worker.log_tail()
+            time.sleep(0.1)
+        run(b.revoke([(TOPIC, granted.input, LITERAL, READ)]))
+        revoked = time.monotonic()
+        assert worker.proc is not None
+        code = worker.proc.wait(timeout=EXIT_TIMEOUT_S)
+        assert code == 2, worker.log_tail()
+        assert time.monotonic() - revoked < FAST_S, worker.log_tail()
+        line = Exit(code, worker.log_text()).line("cannot run: ")
+        assert line == "cannot run: " + _acl_line("Read", "topic", "--topic", granted.input)
+    finally:
+        if worker.alive:
+            worker.stop()
