@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import tokenizers
@@ -347,6 +348,36 @@ def gen_xlam(tok: Tokenizer) -> str:
     return '[{"name": "f", "arguments": ' + _json_arg(tok) + "}]"
 
 
+def gen_minicpmv_reasoning(tok: Tokenizer) -> str:
+    # MiniCPM-V writes its newlines as `\\n` (escapes.py recovers them).
+    return _prose(tok).replace("\n", "\\n") + "</think>The forecast says sun."
+
+
+def gen_minicpm5(tok: Tokenizer) -> str:
+    # The call is read whole at its end: the long part is the answer before it.
+    return _prose(tok) + '<function name="f"><param name="s">x</param></function>'
+
+
+# The response template transformers ships for Qwen3 (tests/core/parsers/test_response_template.py).
+QWEN3_TEMPLATE: dict[str, Any] = {
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "thinking": {"open": "<think>", "close": "</think>"},
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close": "</tool_call>",
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)"},
+    },
+}
+
+
+def gen_template_reasoning(tok: Tokenizer) -> str:
+    return "<think>" + _prose(tok) + "</think>The forecast says sun."
+
+
 def gen_jamba(tok: Tokenizer) -> str:
     return '<tool_calls>[{"name": "f", "arguments": ' + _json_arg(tok) + "}]</tool_calls>"
 
@@ -536,6 +567,7 @@ def tokenizer(name: str) -> Tokenizer:
 
 
 REASONING, ARGS = "reasoning", "call arguments"  # the phase a generation's windows are in
+CONTENT = "content"  # (formats whose calls are read whole at their end: the answer's text)
 
 
 @dataclass(frozen=True)
@@ -550,6 +582,7 @@ class Format:
     generation: str  # what the long part is
     build: Callable[[Tokenizer], str]
     phase: str  # REASONING or ARGS: what the timed windows must emit
+    template: dict[str, Any] | None = None  # the response_template (hf / beam)
 
 
 _DS, _QWEN = "<｜Assistant｜><think>", "<|im_start|>assistant\n<think>\n"
@@ -625,6 +658,14 @@ FORMATS: list[Format] = [
            '`<parameter name="s">` string', gen_dots, ARGS),
     Format("xLAM", None, "xlam", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
            "JSON call array string argument", gen_xlam, ARGS),
+    Format("MiniCPM-V", "minicpmv", "qwen3_coder", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "reasoning with `\\n` escapes", gen_minicpmv_reasoning, REASONING),
+    Format("MiniCPM5", None, "minicpm5", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "answer before a `<function>` call", gen_minicpm5, CONTENT),
+    Format("response template (hf)", "hf", "hf", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "thinking region", gen_template_reasoning, REASONING, QWEN3_TEMPLATE),
+    Format("response template (beam)", "beam", "beam", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "thinking region", gen_template_reasoning, REASONING, QWEN3_TEMPLATE),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
            "thinking block", gen_inkling_reasoning, REASONING),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
@@ -709,7 +750,8 @@ def make_stream(tok: Tokenizer, spec: ParserSpec, text: str, prompt: str = _DS) 
 
 def format_stream(f: Format) -> Stream:
     tok = tokenizer(f.tokenizer)
-    return make_stream(tok, compile_parser(f.reasoning, f.tools, tok), f.build(tok), f.prompt)
+    spec = compile_parser(f.reasoning, f.tools, tok, response_template=f.template)
+    return make_stream(tok, spec, f.build(tok), f.prompt)
 
 
 # -- A. per-chunk cost at two positions -----------------------------------------------------
@@ -747,7 +789,7 @@ def window_replay(s: Stream, start: int, n: int) -> Callable[[], object]:
     return run
 
 
-_PHASE_EVENT = {REASONING: Reasoning, ARGS: ToolCallArgs}
+_PHASE_EVENT = {REASONING: Reasoning, ARGS: ToolCallArgs, CONTENT: Content}
 _EVENT_NAME: dict[type, str] = {
     Reasoning: "reasoning",
     Content: "content",

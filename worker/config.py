@@ -32,7 +32,12 @@ from typing import Literal
 import msgspec
 
 from worker import constants
-from worker.adapters.tokenizers import TokenizerError, load_tokenizer, primary_eos_ids
+from worker.adapters.tokenizers import (
+    TokenizerError,
+    load_tokenizer,
+    primary_eos_ids,
+    response_template,
+)
 from worker.core.model import Model, Registry
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 
@@ -130,17 +135,21 @@ def load_registry(path: str | Path | None = None) -> Registry:
         eos = entry.eos_token_ids
         if eos is None:
             eos = primary_eos_ids(tok, tok_path)
-        models[name] = Model(
-            name=name,
-            tokenizer=tok,
-            max_model_len=entry.max_model_len,
-            max_logprobs=entry.max_logprobs,
-            eos_token_ids=tuple(eos),
-            reasoning_parser=entry.reasoning_parser,
-            tool_parser=entry.tool_parser,
-            reasoning_field=entry.reasoning_field,
-            strict_tool_calling=entry.strict_tool_calling,
-        )
+        try:
+            models[name] = Model(
+                name=name,
+                tokenizer=tok,
+                max_model_len=entry.max_model_len,
+                max_logprobs=entry.max_logprobs,
+                eos_token_ids=tuple(eos),
+                reasoning_parser=entry.reasoning_parser,
+                tool_parser=entry.tool_parser,
+                reasoning_field=entry.reasoning_field,
+                strict_tool_calling=entry.strict_tool_calling,
+                response_template=response_template(tok_path),
+            )
+        except ValueError as exc:  # hf / beam without a template they can serve
+            raise ConfigError(f"{source}: model {name!r}: {exc}") from None
     default = next((n for n, m in reg.models.items() if m.default), next(iter(reg.models)))
     lim = reg.limits
     for name, value in msgspec.structs.asdict(lim).items():

@@ -65,3 +65,15 @@ def primary_eos_ids(tokenizer: Tokenizer, tokenizer_path: Path) -> list[int]:
         return []
     eos_id = tokenizer.token_to_id(eos)
     return [] if eos_id is None else [int(eos_id)]
+
+
+def response_template(tokenizer_path: Path) -> dict[str, object] | None:
+    """The `response_template` of a `tokenizer_config.json` beside the tokenizer, if any
+    (what vLLM's `hf` / `beam` parsers read)."""
+    cfg_path = tokenizer_path.parent / TOKENIZER_CONFIG_FILE
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    template = cfg.get("response_template") if isinstance(cfg, dict) else None
+    return template if isinstance(template, dict) else None

@@ -33,6 +33,9 @@ class Model:
     # "required" or a named function the model writes its own tool-call format, which
     # is parsed as with "auto". Off: the output is the constrained JSON of those modes.
     strict_tool_calling: bool = True
+    # The tokenizer_config.json's `response_template`: the output format the `hf` /
+    # `beam` parsers read (parsers/response_template.py).
+    response_template: dict[str, object] | None = None
     vocab_size: int = field(init=False)
     # The reasoning and tool-call formats compiled against the tokenizer (markers
     # that are single added tokens are matched by id).
@@ -52,6 +55,7 @@ class Model:
             self.tokenizer,
             reasoning_field=self.reasoning_field,
             strict=self.strict_tool_calling,
+            response_template=self.response_template,
         )
 
     def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:

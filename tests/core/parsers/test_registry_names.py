@@ -28,14 +28,7 @@ ACCEPTED = {"reasoning": set(REASONING_FORMATS), "tool": set(TOOL_FORMATS)}
 
 # (registry, name): registered by vLLM 0.33.0, not accepted yet. One per line, so that
 # each family's change removes its own lines.
-NOT_YET: set[tuple[str, str]] = {
-    ("reasoning", "beam"),
-    ("reasoning", "hf"),
-    ("reasoning", "minicpmv"),
-    ("tool", "beam"),
-    ("tool", "hf"),
-    ("tool", "minicpm5"),
-}
+NOT_YET: set[tuple[str, str]] = set()
 
 
 def test_record_is_vllm_0_33_0() -> None:

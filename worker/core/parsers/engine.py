@@ -32,7 +32,9 @@ from typing import NamedTuple
 from worker.core.parsers import (
     call_list,
     elements,
+    escapes,
     gemma,
+    held,
     json_args,
     params,
     prose,
@@ -84,6 +86,7 @@ from worker.core.parsers.state import (
     TOOLS_NONE,
     CallElements,
     CallGemma,
+    CallHeld,
     CallJson,
     CallList,
     CallParams,
@@ -164,6 +167,11 @@ def feed(
         hidden = run.marked(text, token_ids, final)
     if final:
         run.finish()
+    rf = spec.reasoning
+    if rf is not None and rf.escaped_newlines:
+        out[:] = escapes.recover(st, out, final)
+    if rf is not None and rf.as_content:
+        out[:] = [Content(e.text) if isinstance(e, Reasoning) else e for e in out]
     return Fed(out, hidden)
 
 
@@ -324,6 +332,8 @@ class _Run(Scope):
         if prev == NAME and call is not None and (not act & CALL_END or act & NAME_END):
             name_done(self, call)
         if act & CALL_END:
+            if isinstance(call, CallHeld):
+                call.close = literal  # (given back with the block if it is no call)
             scanners.close_call(self)
         if act & SEGMENT:
             st.rws = ""  # melody drops a segment's trailing whitespace (Cohere)
@@ -339,7 +349,9 @@ class _Run(Scope):
             # (Only tool tables start calls, so the format is there.)
             fmt = self.fmt
             kind = fmt.args if fmt is not None else CallJson
-            scanners.open_call(self, kind, fallback=fmt is not None and fmt.fallback)
+            opened = scanners.open_call(self, kind, fallback=fmt is not None and fmt.fallback)
+            if isinstance(opened, CallHeld):
+                opened.head = literal
         if act & PARAM_START and st.call is not None:
             scanners.param_start(st.call)
         if act & VALUE_START and st.call is not None:
@@ -423,6 +435,8 @@ class _Run(Scope):
                     return elements.feed(self, call, text)
                 case CallGemma():
                     return gemma.feed(self, call, text)
+                case CallHeld():
+                    return held.feed(self, call, text)
                 case CallParams():
                     pass  # the whitespace between parameters
             return len(text)

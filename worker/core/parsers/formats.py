@@ -46,7 +46,9 @@ from worker.core.parsers.markup_formats import (
     dsml,
     qwen3_xml,
 )
+from worker.core.parsers.minicpm_formats import MINICPM_REASONING_FORMATS, MINICPM_TOOL_FORMATS
 from worker.core.parsers.reasoning_formats import REASONING_FORMATS
+from worker.core.parsers.response_template import PLACEHOLDER_REASONING, PLACEHOLDER_TOOLS
 from worker.core.parsers.state import CallVerbatim
 
 _QWEN3_CODER = qwen3_xml("qwen3_coder")
@@ -106,6 +108,13 @@ REASONING_FORMATS.update(COHERE_REASONING_FORMATS)
 # vllm-parsers-0.33.md row 24, the long tail (longtail_formats.py).
 TOOL_FORMATS.update(LONGTAIL_TOOL_FORMATS)
 REASONING_FORMATS.update(LONGTAIL_REASONING_FORMATS)
+# vllm-parsers-0.33.md row 23: `hf` / `beam` are built from the model's response template
+# (response_template.py); these entries only make the names known.
+TOOL_FORMATS.update(PLACEHOLDER_TOOLS)
+REASONING_FORMATS.update(PLACEHOLDER_REASONING)
+# vllm-parsers-0.33.md row 24: MiniCPM-V's reasoning, MiniCPM5's tools (minicpm_formats.py).
+TOOL_FORMATS.update(MINICPM_TOOL_FORMATS)
+REASONING_FORMATS.update(MINICPM_REASONING_FORMATS)
 
 
 def tool_format(name: str, added_tokens: set[str]) -> ToolFormat:

@@ -8,10 +8,18 @@ json_formats.py and markup_formats.py; formats.py names them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from worker.core.parsers.state import Call
+
+if TYPE_CHECKING:
+    from worker.core.parsers.tools import ToolTable
+
+# A held tool block's reader (ToolFormat.held): the block's body and the request's tools
+# give its calls as (name, arguments JSON), or None when the block is no call.
+HeldReader = Callable[[str, "ToolTable"], "list[tuple[str, str]] | None"]
 
 # -- engine states -----------------------------------------------------------------------
 CONTENT = 0
@@ -209,10 +217,24 @@ class ReasoningFormat:
     # trailing whitespace (held in `rws` until text follows; a SEGMENT marker or the end
     # drops it) and, after a TRIM_LEFT marker, its leading whitespace.
     trim_segments: bool = False
+    # Thinking switched off (kwargs) starts in content with the think rules on and the
+    # reasoning they find dropped (MiniCPM-V: a stray `<think>…</think>` is not shown).
+    off_hides: bool = False
+    # Content and reasoning written with literal `\\n` escapes are given real newlines
+    # (MiniCPM-V's tokenizer decodes a newline so; escapes.py).
+    escaped_newlines: bool = False
+    # The whole table as given, when it is no think-tag table (response templates:
+    # response_template.py builds it from the checkpoint's metadata).
+    rules: tuple[tuple[tuple[int, str], Transition], ...] | None = None
+    # What these rules find is content, not reasoning (a response template's thinking
+    # region when only its tool parser is selected: vLLM routes that text to content).
+    as_content: bool = False
 
     def table(self) -> Table:
         if self.frames is not None:
             return self.frames.table()
+        if self.rules is not None:
+            return dict(self.rules)
         t: Table = {}
         for start, end in ((self.start, self.end), *self.spellings):
             t[(REASONING, start)] = Transition(REASONING)  # duplicate start: absorbed
@@ -284,6 +306,14 @@ class ToolFormat:
     # `tool_call_format: "json"`): (key, value, format). compile_parser compiles it as
     # the spec's `variant`; open_parser sets ALT_TOOLS when the request asks for it.
     variant: tuple[str, str, ToolFormat] | None = None
+    # A block read whole when it ends (CallHeld, held.py): this reader gives its calls.
+    held: HeldReader | None = None
+    # A held block that is no call is content, markers included (MiniCPM5); so is every
+    # block when the request parses no tools (response templates).
+    give_back: bool = False
+    suppressed_as_text: bool = False
+    # The request tools' `required` parameter lists are read (ToolSchema.required).
+    required_params: bool = False
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""

@@ -78,9 +78,13 @@ class Parser:
         *,
         reasoning_field: str = REASONING,
         strict: bool = True,
+        response_template: object = None,
     ) -> Parser:
-        """The named formats compiled for a tokenizer (KeyError for an unknown name)."""
-        spec = compile_parser(reasoning_parser, tool_parser, tokenizer)
+        """The named formats compiled for a tokenizer (KeyError for an unknown name;
+        ValueError for `hf` / `beam` without a `response_template` they can serve)."""
+        spec = compile_parser(
+            reasoning_parser, tool_parser, tokenizer, response_template=response_template
+        )
         return cls(spec, reasoning_field, strict)
 
     def open(
@@ -108,13 +112,15 @@ class Parser:
         fmt = self.spec.tools
         if fmt is None or not reads_tools(self.spec, template.mode):
             return []
-        return tool_schemas(request.tools, unions=fmt.type_unions)
+        return tool_schemas(request.tools, unions=fmt.type_unions, required=fmt.required_params)
 
     @property
     def tools_key(self) -> bytes:
         """What, besides the tools' JSON, decides `tool_schemas` (for a memo of it)."""
         fmt = self.spec.tools
-        return b"u" if fmt is not None and fmt.type_unions else b"t"
+        if fmt is None:
+            return b"t"
+        return (b"u" if fmt.type_unions else b"t") + (b"r" if fmt.required_params else b"")
 
     def for_choice(self, template: ParserState, index: int) -> ParserState:
         """Choice `index`'s own state (tool-call ids differ per choice)."""

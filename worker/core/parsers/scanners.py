@@ -12,6 +12,7 @@ then says which module reads it:
 | CallPythonic | pythonic.py | `[f(a=1), …]` |
 | CallGemma | gemma.py | `{key:value}` with `<|"|>` strings |
 | CallElements | elements.py | MiniMax M3's parameter elements |
+| CallHeld | held.py | a block read whole at its end (MiniCPM5, response templates) |
 | CallVerbatim | (none) | every character, as written |
 
 Each module has `feed(scope, call, text) -> used` for the text of the ARGS state and
@@ -23,13 +24,14 @@ matched on the call's type in engine.text itself: one function call less per rec
 
 from __future__ import annotations
 
-from worker.core.parsers import call_list, elements, gemma, json_args, params, pythonic
+from worker.core.parsers import call_list, elements, gemma, held, json_args, params, pythonic
 from worker.core.parsers.calls import HEAD_MAX
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import (
     Call,
     CallElements,
     CallGemma,
+    CallHeld,
     CallJson,
     CallList,
     CallParams,
@@ -73,6 +75,8 @@ def close_call(scope: Scope) -> None:
             gemma.end(scope, call)
         case CallElements():
             elements.end(scope, call)
+        case CallHeld():
+            held.end(scope, call)
         case CallVerbatim():
             pass  # nothing to close: the text was the arguments
 

@@ -64,6 +64,10 @@ def open_parser(
         if thinking is False or (thinking is None and not fmt.thinking_default):
             flags |= NO_REASONING
             state = CONTENT
+    if fmt is not None and fmt.off_hides and request_thinking(request, fmt) is False:
+        # MiniCPM-V: the think rules stay, what they find is not shown.
+        flags |= HIDE_REASONING
+        state = CONTENT
     if fmt is not None and fmt.swap and request is not None and request.chat_template_kwargs:
         kw = request.chat_template_kwargs
         if kw.get("enable_thinking") is False or kw.get("force_nonempty_content") is True:
@@ -89,7 +93,10 @@ def open_parser(
     tools: list[ToolSchema] = []
     if with_tools and request is not None and reads_tools(spec, mode):
         assert spec.tools is not None
-        tools = tool_schemas(request.tools, unions=spec.tools.type_unions)
+        fmt_tools = spec.tools
+        tools = tool_schemas(
+            request.tools, unions=fmt_tools.type_unions, required=fmt_tools.required_params
+        )
     return ParserState(
         state=state,
         mode=mode,
@@ -229,9 +236,12 @@ def thinking_from_kwargs(kwargs: dict[str, Any], fmt: ReasoningFormat) -> bool |
     return any(bool(v) for v in values)
 
 
-def tool_schemas(tools: list[Any] | None, unions: bool = False) -> list[ToolSchema]:
+def tool_schemas(
+    tools: list[Any] | None, unions: bool = False, required: bool = False
+) -> list[ToolSchema]:
     """The request tools' names and parameter types (what argument conversion needs);
-    with `unions`, every type a parameter allows (`integer|string`, MiniMax M3)."""
+    with `unions`, every type a parameter allows (`integer|string`, MiniMax M3); with
+    `required`, the parameters each requires (MiniCPM5 drops calls without them)."""
     type_of = schema_types if unions else schema_type
     out: list[ToolSchema] = []
     for tool in tools or ():
@@ -246,7 +256,11 @@ def tool_schemas(tools: list[Any] | None, unions: bool = False) -> list[ToolSche
         types = {str(k): type_of(v) for k, v in props.items()}
         # MiniMax M3 types nested values by the nested schemas: keep each parameter's.
         schemas = {str(k): v for k, v in props.items() if isinstance(v, dict)} if unions else {}
-        out.append(ToolSchema(fn["name"], types, schemas))
+        needs = params.get("required") if required and isinstance(params, dict) else None
+        if isinstance(needs, list) and all(isinstance(n, str) for n in needs):
+            out.append(ToolSchema(fn["name"], types, schemas, list(needs)))
+        else:
+            out.append(ToolSchema(fn["name"], types, schemas))
     return out
 
 

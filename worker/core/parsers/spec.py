@@ -24,6 +24,7 @@ from worker.core.parsers.grammar import (
     Transition,
 )
 from worker.core.parsers.lexer import Machine, machine
+from worker.core.parsers.response_template import TEMPLATE_PARSERS, template_formats
 
 
 class TokenizerLike(Protocol):
@@ -63,11 +64,21 @@ def compile_parser(
     tokenizer: TokenizerLike,
     reasoning: ReasoningFormat | None = None,
     tools: ToolFormat | None = None,
+    response_template: object = None,
 ) -> ParserSpec:
     """Compile the named formats (or given ones) for a tokenizer.
 
-    Raises KeyError for an unknown parser name (the registry should check at load).
+    Raises KeyError for an unknown parser name (the registry should check at load), and
+    response_template.TemplateError (a ValueError) when `hf` / `beam` are named and the
+    model's `response_template` (from its tokenizer_config.json) cannot be served.
     """
+    if (
+        reasoning is None
+        and tools is None
+        and (reasoning_parser in TEMPLATE_PARSERS or tool_parser in TEMPLATE_PARSERS)
+    ):
+        reasoning, tools = template_formats(reasoning_parser, tool_parser, response_template)
+        reasoning_parser = tool_parser = None
     added: dict[str, tuple[int, bool]] = {}
     for token_id, token in tokenizer.get_added_tokens_decoder().items():
         content = str(getattr(token, "content", token))

@@ -92,6 +92,8 @@ class ToolSchema(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     name: str
     types: dict[str, str] = {}
     params: dict[str, Any] = {}
+    # The parameters the schema requires (ToolFormat.required_params: MiniCPM5).
+    required: list[str] = []
 
 
 class CallBase(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -219,7 +221,31 @@ class CallElements(CallBase, tag=22):
     hold: bool = False
 
 
-Call = CallJson | CallParams | CallList | CallPythonic | CallVerbatim | CallGemma | CallElements
+class CallHeld(CallBase, tag=23):
+    """A block read whole at its end (held.py: MiniCPM5's `<function>` elements, a response
+    template's tool region); `head` is the marker that opened it."""
+
+    body: str = ""  # the block's text so far (bounded by held.HOLD_MAX)
+    close: str = ""  # the marker that closed it ("" while open, or cut by the end)
+
+
+Call = (
+    CallJson
+    | CallParams
+    | CallList
+    | CallPythonic
+    | CallVerbatim
+    | CallGemma
+    | CallElements
+    | CallHeld
+)
+
+
+class Unescape(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """Where one text stream is in the escaped-newline recovery (escapes.py)."""
+
+    closing: str = ""  # inside code or math: the marker that ends it
+    pending: str = ""  # the end of the text, which the next text may change
 
 
 class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -248,3 +274,5 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     # what the messages so far said (MSG_* bits).
     head: str = ""
     msg: int = 0
+    # Escaped-newline recovery of content and reasoning (ReasoningFormat.escaped_newlines).
+    unescape: list[Unescape] = []

@@ -42,6 +42,12 @@ class ToolTable:
         s = self._by_name.get(name)
         return s.types if s is not None else {}
 
+    def required(self, name: str) -> list[str]:
+        """The parameters the tool `name` requires (filled only for formats that check
+        them: `ToolSchema.required`)."""
+        s = self._by_name.get(name)
+        return s.required if s is not None else []
+
     def schema(self, name: str, key: str) -> Any:
         """The JSON Schema of a tool's parameter (None when not declared; filled only for
         formats that type nested values: `ToolSchema.params`)."""
