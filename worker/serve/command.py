@@ -8,10 +8,14 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from worker.settings import Flag, SettingsError
+from worker.settings import Flag, SettingsError, add_flag_list, read_secret_files
+
+# --ssl-cert-reqs: what a client must show (uvicorn's ssl_cert_reqs, as names).
+CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 SERVE_FLAGS: list[Flag] = [
     Flag("host", "0.0.0.0", "address to bind"),
@@ -39,6 +43,23 @@ SERVE_FLAGS: list[Flag] = [
         int,
     ),
     Flag("timeout-keep-alive", 5, "seconds an idle keep-alive connection is kept", int),
+    Flag(
+        "ssl-certfile",
+        None,
+        "serve HTTPS with this certificate (PEM, the chain after it; uvicorn's --ssl-certfile)",
+    ),
+    Flag("ssl-keyfile", None, "the certificate's private key (PEM)"),
+    Flag("ssl-keyfile-password", None, "the password of an encrypted --ssl-keyfile", secret=True),
+    Flag(
+        "ssl-ca-certs",
+        None,
+        "CA bundle that client certificates must be signed by (with --ssl-cert-reqs)",
+    ),
+    Flag(
+        "ssl-cert-reqs",
+        "none",
+        "client certificates: none, optional (checked when shown) or required (mutual TLS)",
+    ),
     Flag("event-loop", "auto", "auto (uvloop when installed, else asyncio), uvloop or asyncio"),
     Flag("log-format", "text", "text or json"),
     Flag("log-level", "INFO", "DEBUG, INFO, WARNING or ERROR"),
@@ -55,6 +76,11 @@ class ServeSettings:
     max_body_bytes: int
     max_output_bytes: int
     timeout_keep_alive: int
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+    ssl_keyfile_password: str | None
+    ssl_ca_certs: str | None
+    ssl_cert_reqs: str
     event_loop: str
     log_format: str
     log_level: str
@@ -68,23 +94,42 @@ class ServeSettings:
 
 
 def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = None) -> None:
-    env = os.environ if environ is None else environ
-    for f in SERVE_FLAGS:
-        raw = env.get(f.env)
-        try:
-            default = f.default if raw is None else f.type(raw)
-        except ValueError:
-            raise SettingsError(f"{f.env}: invalid value {raw!r}") from None
-        shown = "***" if f.secret and f.default else repr(f.default)
-        parser.add_argument(
-            f"--{f.name}",
-            type=f.type,
-            default=default,
-            help=f"{f.help} [env {f.env}; default {shown}]",
+    add_flag_list(parser, SERVE_FLAGS, environ)
+
+
+def tls_options(s: ServeSettings) -> dict[str, Any]:
+    """uvicorn.Config's TLS options (none: plain HTTP)."""
+    if not s.ssl_certfile:
+        return {}
+    return {
+        "ssl_certfile": s.ssl_certfile,
+        "ssl_keyfile": s.ssl_keyfile,
+        "ssl_keyfile_password": s.ssl_keyfile_password,
+        "ssl_ca_certs": s.ssl_ca_certs,
+        "ssl_cert_reqs": CERT_REQS[s.ssl_cert_reqs],
+    }
+
+
+def _check_tls(s: ServeSettings) -> None:
+    if s.ssl_cert_reqs not in CERT_REQS:
+        raise SettingsError(
+            f"--ssl-cert-reqs: expected none, optional or required, got {s.ssl_cert_reqs!r}"
         )
+    if not s.ssl_certfile and (s.ssl_keyfile or s.ssl_ca_certs or s.ssl_cert_reqs != "none"):
+        raise SettingsError("--ssl-keyfile, --ssl-ca-certs and --ssl-cert-reqs need --ssl-certfile")
+    if s.ssl_cert_reqs != "none" and not s.ssl_ca_certs:
+        raise SettingsError(f"--ssl-cert-reqs {s.ssl_cert_reqs} needs --ssl-ca-certs")
+    for flag, path in (
+        ("--ssl-certfile", s.ssl_certfile),
+        ("--ssl-keyfile", s.ssl_keyfile),
+        ("--ssl-ca-certs", s.ssl_ca_certs),
+    ):
+        if path is not None and not os.access(path, os.R_OK):
+            raise SettingsError(f"{flag}: cannot read {path}")
 
 
 def from_args(args: argparse.Namespace) -> ServeSettings:
+    read_secret_files(args, SERVE_FLAGS)
     s = ServeSettings(**{f.attr: getattr(args, f.attr) for f in SERVE_FLAGS})
     if not 0 <= s.port <= 65535:
         raise SettingsError(f"--port: {s.port} is not a port")
@@ -96,6 +141,7 @@ def from_args(args: argparse.Namespace) -> ServeSettings:
         raise SettingsError(f"--log-format: expected text or json, got {s.log_format!r}")
     if s.api_key == "":
         raise SettingsError("--api-key must not be empty")
+    _check_tls(s)
     return s
 
 
@@ -136,12 +182,17 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-        server = await http_server.start(
-            app, s.host, s.port, timeout_keep_alive=s.timeout_keep_alive
-        )
+        try:
+            server = await http_server.start(
+                app, s.host, s.port, timeout_keep_alive=s.timeout_keep_alive, **tls_options(s)
+            )
+        except ssl.SSLError as exc:  # a key that is not the certificate's, a wrong password
+            log.error("cannot serve: TLS: %s (check --ssl-certfile and --ssl-keyfile)", exc)
+            return 2
+        scheme = "https" if s.ssl_certfile else "http"
         # The bound port on stdout (useful with --port 0), and in the log.
-        print(f"DERENDER_SERVE_URL=http://{s.host}:{server.port}", flush=True)
-        log.info("serving on http://%s:%d", s.host, server.port)
+        print(f"DERENDER_SERVE_URL={scheme}://{s.host}:{server.port}", flush=True)
+        log.info("serving on %s://%s:%d", scheme, s.host, server.port)
         await stop.wait()
         server.close()
         await server.wait_closed()
