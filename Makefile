@@ -97,6 +97,15 @@ $(KEDALAG): tests/autoscale/keda/main.go tests/autoscale/keda/go.mod tests/autos
 autoscale: $(STAMP) $(KEDALAG)
 	$(BIN)/python -m tests.autoscale.run $(ARGS)
 
+## Operations checks beyond `make test` (issue 28; .ci/run runs it after `make test`):
+## deploy/k8s/ decoded strictly into upstream k8s.io/api types by tests/ops/k8scheck (Go,
+## from the Go module proxy, built once into ~/.cache/derender-ops: minutes the first time).
+## The rest of tests/ops (promtool, the live Prometheus, KEDA's CRDs) is in `make test`.
+.PHONY: ops-check
+ops-check: $(STAMP)
+	$(BIN)/python -m tests.ops.gomod
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m ops tests/ops
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
