@@ -35,13 +35,13 @@ type object interface{ GetObjectMeta() metav1.Object }
 // The kinds deploy/k8s/ ships (and their near relatives), by apiVersion/kind. Anything
 // else is refused: a typo in apiVersion must not pass as "unknown, skipped".
 var kinds = map[string]func() object{
-	"v1/ConfigMap":                          func() object { return &corev1.ConfigMap{} },
-	"v1/Secret":                             func() object { return &corev1.Secret{} },
-	"v1/Service":                            func() object { return &corev1.Service{} },
-	"v1/ServiceAccount":                     func() object { return &corev1.ServiceAccount{} },
-	"apps/v1/Deployment":                    func() object { return &appsv1.Deployment{} },
-	"apps/v1/StatefulSet":                   func() object { return &appsv1.StatefulSet{} },
-	"policy/v1/PodDisruptionBudget":         func() object { return &policyv1.PodDisruptionBudget{} },
+	"v1/ConfigMap":                           func() object { return &corev1.ConfigMap{} },
+	"v1/Secret":                              func() object { return &corev1.Secret{} },
+	"v1/Service":                             func() object { return &corev1.Service{} },
+	"v1/ServiceAccount":                      func() object { return &corev1.ServiceAccount{} },
+	"apps/v1/Deployment":                     func() object { return &appsv1.Deployment{} },
+	"apps/v1/StatefulSet":                    func() object { return &appsv1.StatefulSet{} },
+	"policy/v1/PodDisruptionBudget":          func() object { return &policyv1.PodDisruptionBudget{} },
 	"autoscaling/v2/HorizontalPodAutoscaler": func() object { return &autoscalingv2.HorizontalPodAutoscaler{} },
 }
 
