@@ -222,6 +222,20 @@ def _stamp(line: str) -> float:
     return when.timestamp()
 
 
+def tiny_registry(out: Path) -> Path:
+    """A model registry of a two-token tokenizer: for workers that stop before any record,
+    it starts a third faster than the default DeepSeek V4 entry."""
+    from tokenizers import Tokenizer, models
+
+    out.mkdir(parents=True, exist_ok=True)
+    Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(
+        str(out / "tokenizer.json")
+    )
+    registry = out / "models.toml"
+    registry.write_text(f'[models.tiny]\ntokenizer = "{out / "tokenizer.json"}"\n')
+    return registry
+
+
 def start_worker(redis_url: str, prefix: str, *extra: str) -> subprocess.Popen[str]:
     """`derender-worker run` on `redis_url` (`finish` waits for its end). The state store
     starts before Kafka, so a broker nobody listens on shows what the store's start does

@@ -23,6 +23,7 @@ from tests.security.redis_fixtures import (
     finish,
     secure_cluster,
     start_worker,
+    tiny_registry,
     worker_user,
 )
 from worker.adapters.local.embedded import ServerError
@@ -134,7 +135,8 @@ def exits(
         "cluster password": Case(cluster_url(cluster, pki, "worker", WRONG), on_cluster),
         "cluster keys": Case(cluster_url(cluster, pki, "worker", PASSWORD), on_cluster, "other:"),
     }
-    procs = {name: start_worker(c.url, c.prefix, *c.extra) for name, c in cases.items()}
+    models = ("--models", str(tiny_registry(tmp_path_factory.mktemp("models"))))
+    procs = {name: start_worker(c.url, c.prefix, *c.extra, *models) for name, c in cases.items()}
     yield procs
     for proc in procs.values():  # (a test not run leaves its worker: end it, close its pipe)
         if proc.poll() is None:
