@@ -348,7 +348,7 @@ def read_secret_files(args: argparse.Namespace, flags: list[Flag]) -> None:
         path = getattr(args, file_attr, None)
         if not path:
             continue
-        if getattr(args, f.attr) is not None:
+        if getattr(args, f.attr) not in (None, f.default):
             raise SettingsError(
                 f"--{f.name} and --{f.name}{SECRET_FILE_SUFFIX} are both set "
                 f"({f.env} counts as --{f.name}): keep one"

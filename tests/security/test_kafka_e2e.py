@@ -47,7 +47,8 @@ def _tool(*args: str, env: dict[str, str], timeout: float = DEADLINE_S) -> subpr
 
 
 def _metric(port: int, name: str) -> float | None:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        body = r.read().decode()
     for line in body.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])

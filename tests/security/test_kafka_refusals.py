@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ FAST_S = 5.0
 # How long a worker process may take in all (many start side by side).
 EXIT_TIMEOUT_S = 90.0
 OUTAGE_LIMIT = ["--outage-limit-s", "300"]
+WRONG_PASSWORD = f"wrong-{uuid.uuid4().hex}"
 
 
 def _stamp(line: str) -> float:
@@ -99,7 +101,7 @@ def _cases(b: SecuredBroker) -> dict[str, Case]:
     missing = f"{granted.dlq}-gone"
     run(b.grant([(TOPIC, missing, LITERAL, WRITE)]))
     return {
-        "password": Case(b.sasl, granted, b.sasl_flags("SCRAM-SHA-512"), "not-it"),
+        "password": Case(b.sasl, granted, b.sasl_flags("SCRAM-SHA-512"), WRONG_PASSWORD),
         "mechanism": Case(b.sasl, granted, b.sasl_flags("SCRAM-SHA-1")),
         "untrusted": Case(b.bad("UNTRUSTED"), granted, sasl),
         "wronghost": Case(f"localhost:{b.kafka.port_of('WRONGHOST')}", granted, sasl),
@@ -170,6 +172,7 @@ def test_a_wrong_sasl_password(exits: Exits) -> None:
         f"the broker at {case.bootstrap} refused the SASL login of 'worker' (SCRAM-SHA-512): "
         "check --sasl-username and --sasl-password",
     )
+    assert WRONG_PASSWORD not in done.stderr  # (nor the right one, anywhere: test_secrets)
 
 
 def test_an_unknown_sasl_mechanism(exits: Exits) -> None:
