@@ -157,3 +157,17 @@ def test_compose_runs_two_workers_with_kafka_redis_prometheus_grafana() -> None:
     assert len(workers) == 2
     kafka_env = services["kafka"]["environment"]
     assert "controller" in kafka_env["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
+
+
+def test_prometheus_scrapes_serve_on_the_port_compose_gives_it() -> None:
+    from worker.serve.command import SERVE_FLAGS
+
+    port = next(f.default for f in SERVE_FLAGS if f.name == "port")
+    prom = docs(DEPLOY / "prometheus" / "prometheus.yml")[0]
+    jobs = {j["job_name"]: j for j in prom["scrape_configs"]}
+    assert set(jobs) == {"derender-worker", "derender-serve"}
+    (target,) = jobs["derender-serve"]["static_configs"][0]["targets"]
+    assert target == f"serve:{port}"
+    serve = docs(DEPLOY / "compose.yaml")[0]["services"]["serve"]
+    assert serve["command"] == ["serve", "--port", str(port)]
+    assert prom["rule_files"] == ["rules/*.yml"]
