@@ -129,3 +129,13 @@ FOLDERS: dict[str, Callable[[], Files]] = {
     "dots": dots,
     "xlam": xlam,
 }
+
+
+def _more() -> None:
+    # MiniCPM-V, MiniCPM5 and the response-template parsers (recorded_minicpm.py).
+    from tests.peer.recorded_minicpm import FOLDERS as MINICPM
+
+    FOLDERS.update(MINICPM)
+
+
+_more()

@@ -300,8 +300,10 @@ def parser(
     req: ChatRequest | None = None,
     prompt: list[int] | None = None,
     strict: bool = True,
+    template: dict[str, Any] | None = None,
 ) -> Parser:
-    return Parser(compile_parser(reasoning, tools, tok), tok, req, prompt, strict)
+    spec = compile_parser(reasoning, tools, tok, response_template=template)
+    return Parser(spec, tok, req, prompt, strict)
 
 
 def expect(

@@ -289,6 +289,7 @@ class Setup:
     strict: bool = True  # the model's strict_tool_calling
     kwargs: dict[str, Any] | None = None  # chat_template_kwargs
     strip_values: bool = False  # the format strips string values (Step-3)
+    template: dict[str, Any] | None = None  # the checkpoint's response_template (hf, beam)
 
 
 MARKER_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
+from xml.sax.saxutils import escape
 
 from tokenizers import Tokenizer
 
 from tests import synthetic_longtail as lt
+from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
+
+_QUOTE = {'"': "&quot;"}
 
 
 class _Call(Protocol):
@@ -20,6 +24,7 @@ class _Call(Protocol):
 
 
 class _Conversation(Protocol):
+    reasoning: str
     content: str
     calls: tuple[_Call, ...]
 
@@ -115,6 +120,42 @@ def render_xlam(conv: _Conversation) -> str:
     if not conv.calls:
         return conv.content
     return "[" + ", ".join(_objects(conv)) + "]"
+
+
+def render_minicpm5(conv: _Conversation) -> str:
+    """MiniCPM5: one `<function>` element per call; values as XML text (strings as they
+    are, others as JSON), escaped."""
+    text = conv.content
+    for c in conv.calls:
+        params = "".join(
+            f'<param name="{escape(k, _QUOTE)}">'
+            + escape(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+            + "</param>"
+            for k, v in c.args.items()
+        )
+        text += f'<function name="{c.name}">{params}</function>'
+    return text
+
+
+def render_template(conv: _Conversation) -> str:
+    """The Qwen3 response template (the prompt opened `<think>`): hermes' calls."""
+    text = conv.reasoning + "</think>" + conv.content
+    for c in conv.calls:
+        body = json.dumps({"name": c.name, "arguments": c.args}, ensure_ascii=False)
+        text += f"<tool_call>\n{body}\n</tool_call>"
+    return text
+
+
+def render_minicpmv(conv: _Conversation) -> str:
+    """MiniCPM-V: Qwen3's reasoning (the prompt opened `<think>`) and Qwen3-Coder calls."""
+    text = conv.reasoning + "</think>" + conv.content
+    for c in conv.calls:
+        params = "".join(
+            f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+            for k, v in c.args.items()
+        )
+        text += f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>"
+    return text
 
 
 # Tokenizer key (Setup.tokenizer) → the family's synthetic tokenizer.
@@ -218,6 +259,40 @@ def longtail_setups(setup: Callable[..., Any]) -> dict[str, Any]:
             reasoning=False,
             content_with_calls=False,
             markers=('{"name"', "<tool_call>"),
+        ),
+        # MiniCPM-V (minicpm_formats.py) with its qwen3_coder calls, the real Qwen3 vocabulary.
+        setup(
+            "minicpmv",
+            "minicpmv",
+            "qwen3_coder",
+            "xlam",
+            render_minicpmv,
+            "<|im_start|>assistant\n<think>\n",
+            markers=("</think>", "<tool_call>", "<function=", "<parameter="),
+        ),
+        # MiniCPM5 (minicpm_formats.py): the real Qwen3 vocabulary, the markup text.
+        setup(
+            "minicpm5",
+            None,
+            "minicpm5",
+            "xlam",
+            render_minicpm5,
+            reasoning=False,
+            markers=("<function", "<param", "</function>"),
+        ),
+        # The response-template parsers with the Qwen3 template transformers ships.
+        *(
+            setup(
+                name,
+                name,
+                name,
+                "xlam",
+                render_template,
+                "<|im_start|>assistant\n<think>\n",
+                markers=("<tool_call>", "</think>"),
+                template=QWEN3_TEMPLATE,
+            )
+            for name in ("hf", "beam")
         ),
     ]
     return {s.name: s for s in made}

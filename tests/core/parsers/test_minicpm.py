@@ -77,10 +77,11 @@ def _fn(name: str, *params: tuple[str, str]) -> str:
             None,
             [("get_weather", {"city": "Y", "days": 2})],
         ),
-        # Two calls.
+        # Two calls; the whitespace between them is no content (vLLM's whole answer has
+        # none with calls).
         (
             _fn("get_weather", ("city", "A")) + "\n" + _fn("f"),
-            "\n",
+            None,
             [("get_weather", {"city": "A"}), ("f", {})],
         ),
     ],

@@ -44,7 +44,9 @@ from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.core.parsers.samples_longtail import LONGTAIL_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
-from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser, escapes
+from worker.core.parsers.response_template import template_formats
+from worker.core.parsers.state import Unescape
 
 # Text pieces: nothing here, alone or joined, spells a marker of any format.
 PIECES = [
@@ -156,12 +158,24 @@ def truth(setup: Setup, conv: Conversation) -> Result:
     elif conv.calls and not conv.content.strip() and not _framed(setup):
         content = None  # whitespace-only text before a call is not sent
     fmt = REASONING_FORMATS.get(setup.reasoning_parser or "")
+    if setup.template is not None:  # (hf / beam: the format is the template's)
+        fmt = template_formats(setup.reasoning_parser, setup.tool_parser, setup.template)[0]
     reasoning = (
         conv.reasoning.rstrip() if fmt is not None and fmt.strip_trailing else conv.reasoning
     )
     if fmt is not None and fmt.trim_segments:  # melody's trimming (Cohere)
         reasoning, content = cohere_truth(setup.name, conv)
+    if setup.template is not None and calls and content:
+        content = content.rstrip()  # the template's `\s*<tool_call>` swallows it
+    if fmt is not None and fmt.escaped_newlines:
+        # MiniCPM-V: `\n` written in the text is a newline (escapes.py; its rules are
+        # pinned against vLLM's examples in test_minicpm.py).
+        reasoning, content = _unescaped(reasoning), _unescaped(content)
     return Result(reasoning or None, content or None, calls)  # type: ignore[arg-type]
+
+
+def _unescaped(text: str | None) -> str | None:
+    return None if text is None else escapes._feed(Unescape(), text, final=True)
 
 
 def _framed(setup: Setup) -> bool:
@@ -197,7 +211,7 @@ def _tokenizer(key: str) -> Tokenizer:
 @functools.cache
 def _spec(name: str, key: str, tok: Tokenizer) -> Any:
     s = SETUPS[name]
-    return compile_parser(s.reasoning_parser, s.tool_parser, tok)
+    return compile_parser(s.reasoning_parser, s.tool_parser, tok, response_template=s.template)
 
 
 def _normal(r: Result) -> tuple[Any, ...]:

@@ -164,3 +164,13 @@ def test_the_registry_reads_the_template_beside_the_tokenizer(tmp_path: Any) -> 
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     model = load_registry(reg).models["m"]
     assert model.parser.spec.tools is not None and model.parser.spec.tools.name == "hf"
+
+
+def test_a_leading_whitespace_pattern_swallows_the_whitespace_before_it() -> None:
+    """`\\s*<tool_call>` / `\\s*<|im_end|>`: the whitespace right before the delimiter is
+    not content (held until it is known what follows: at the end it is content)."""
+    text = "<think>r</think>Checking.\n\n" + CALL + "\n" + CALL + "\nDone. \n<|im_end|>tail  "
+    call = ("get_weather", {"city": "Tokyo", "days": 3})
+    expect(_p("hf", "hf"), text, "r", "Checking.\nDone.tail  ", [call, call])
+    # With tools off the region is content as written, its whitespace too.
+    expect(_p("hf", "hf", tool_choice="none"), "A \n" + CALL, None, "A \n" + CALL, [])

@@ -327,6 +327,8 @@ class _Run(Scope):
                 return
         act = tr.act
         call = st.call
+        if st.cws and prev == CONTENT:
+            prose.held_cws(self, literal, bool(act & CALL_START))
         if act & PARAM_END and call is not None:
             scanners.param_end(self, call)
         if prev == NAME and call is not None and (not act & CALL_END or act & NAME_END):
@@ -485,6 +487,9 @@ class _Run(Scope):
             elif st.state == NAME:
                 st.call.skip = True  # a name that never ended is no call
             scanners.close_call(self)
+        if st.cws:  # (vLLM's output ends without the EOS text: nothing swallows it)
+            self.out.append(Content(st.cws))
+            st.cws = ""
         if st.ws:
             if not st.calls:
                 self.out.append(Content(st.ws))

@@ -229,6 +229,10 @@ class ReasoningFormat:
     # What these rules find is content, not reasoning (a response template's thinking
     # region when only its tool parser is selected: vLLM routes that text to content).
     as_content: bool = False
+    # Markers that drop the whitespace right before them (a template delimiter written
+    # `\\s*<marker>`): content's trailing whitespace is held until it is known whether
+    # one of them follows (prose.py, `ParserState.cws`).
+    swallow_ws: tuple[str, ...] = ()
 
     def table(self) -> Table:
         if self.frames is not None:
@@ -314,6 +318,8 @@ class ToolFormat:
     suppressed_as_text: bool = False
     # The request tools' `required` parameter lists are read (ToolSchema.required).
     required_params: bool = False
+    # As ReasoningFormat.swallow_ws (a call's opener swallows only when calls are parsed).
+    swallow_ws: tuple[str, ...] = ()
 
     def opens(self) -> set[str]:
         """Markers that open a tool block from content (what may end reasoning)."""

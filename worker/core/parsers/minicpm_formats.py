@@ -184,6 +184,8 @@ def _value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:
+        return text  # (vLLM: any other failure of the JSON reading keeps the text)
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -198,7 +200,6 @@ MINICPM5 = ToolFormat(
     },
     CallHeld,
     schema=True,
-    keep_whitespace=True,
     forced=FORCED_JSON,  # vLLM: no structural tag
     text_markers=("<function", "</function>"),
     held=minicpm5_calls,

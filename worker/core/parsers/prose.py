@@ -195,8 +195,37 @@ def _answer(scope: Scope, text: str) -> int:
             text, st.ws = st.ws + text, ""
     else:
         st.started = True
+    if swallows(scope):
+        # The trailing whitespace waits: a marker that swallows it may follow.
+        n = len(text)
+        text, st.cws = st.cws + text, ""
+        body = text.rstrip()
+        if len(text) - len(body) <= WS_HOLD_MAX:
+            text, st.cws = body, text[len(body) :]
+        if text:
+            scope.out.append(Content(text))
+        return n
     scope.out.append(Content(text))
     return len(text)
+
+
+def swallows(scope: Scope) -> bool:
+    """Whether some marker of the format drops the whitespace before it."""
+    rf, fmt = scope.spec.reasoning, scope.fmt
+    return bool((rf is not None and rf.swallow_ws) or (fmt is not None and fmt.swallow_ws))
+
+
+def held_cws(scope: Scope, literal: str, call_start: bool) -> None:
+    """A marker ends the content: the whitespace held before it is dropped when the
+    marker swallows it, else sent."""
+    st = scope.st
+    rf, fmt = scope.spec.reasoning, scope.fmt
+    dropped = (rf is not None and literal in rf.swallow_ws) or (
+        fmt is not None and literal in fmt.swallow_ws and (not call_start or st.mode == TOOLS_AUTO)
+    )
+    if not dropped:
+        scope.out.append(Content(st.cws))
+    st.cws = ""
 
 
 def _sniff(scope: Scope, first: str, lead: str) -> bool:

@@ -88,9 +88,11 @@ def formats(
     if tools and tool is None:
         raise TemplateError(f"--tool-call-parser {name} requires a tool_calls field")
     content = fields.get(CONTENT_FIELD, {})
-    drop = _delimiters(content, "close") if content else []
-    t_open = _delimiters(thinking, "open") if thinking else []
-    t_close = _delimiters(thinking, "close") if thinking else []
+    drop, drop_ws = _delimiters(content, "close") if content else ([], False)
+    t_open, t_open_ws = _delimiters(thinking, "open") if thinking else ([], False)
+    t_close, t_close_ws = _delimiters(thinking, "close") if thinking else ([], False)
+    # Delimiters written `\s*…` drop the whitespace before them (outside other regions).
+    swallow = tuple((drop if drop_ws else []) + (t_open if t_open_ws else []))
     rfmt = None
     if thinking is not None and (reasoning or tools):
         rules: Table = {(CONTENT, m): Transition(REASONING) for m in t_open}
@@ -102,19 +104,21 @@ def formats(
             t_close[0] if t_close else "",
             thinking_default=False,
             from_kwargs=False,
-            strip_trailing=False,
+            # A closer written `\s*…` drops the reasoning's trailing whitespace.
+            strip_trailing=t_close_ws,
             text_match=True,
             rules=tuple(rules.items()),
             # Only the tool parser selected: the thinking region is content, its
             # delimiters dropped, as vLLM routes it.
             as_content=not reasoning,
+            swallow_ws=swallow,
         )
     tfmt = None
     if tools and tool is not None:
-        table: Table = {
-            (CONTENT, m): Transition(ARGS, CALL_START) for m in _delimiters(tool, "open")
-        }
-        table.update({(ARGS, m): Transition(CONTENT, CALL_END) for m in _delimiters(tool, "close")})
+        c_open, c_open_ws = _delimiters(tool, "open")
+        c_close, _ = _delimiters(tool, "close")
+        table: Table = {(CONTENT, m): Transition(ARGS, CALL_START) for m in c_open}
+        table.update({(ARGS, m): Transition(CONTENT, CALL_END) for m in c_close})
         table.update({(CONTENT, m): Transition(CONTENT) for m in drop})
         reader = _reader(tool)
         tfmt = ToolFormat(
@@ -128,6 +132,7 @@ def formats(
             text_markers=tuple(sorted({m for (_, m) in table})),
             held=reader,
             suppressed_as_text=True,
+            swallow_ws=swallow + tuple(c_open if c_open_ws else []),
         )
     return rfmt, tfmt
 
@@ -172,31 +177,28 @@ def _fields(template: Any) -> dict[str, dict[str, Any]]:
     return fields
 
 
-def _delimiters(field: dict[str, Any], which: str) -> list[str]:
-    """A field's opening or closing delimiters as literals ([] when it has none)."""
+def _delimiters(field: dict[str, Any], which: str) -> tuple[list[str], bool]:
+    """A field's opening or closing delimiters as literals ([] when it has none), and
+    whether they drop the whitespace before them (a pattern's leading `\\s*`)."""
     if which in field:
         raw = field[which]
         items = [raw] if isinstance(raw, str) else raw
-        if (
-            not isinstance(items, list)
-            or not items
-            or not all(isinstance(s, str) and s for s in items)
-        ):
+        if not isinstance(items, list) or not items:
             raise TemplateError(f"response_template: bad {which!r} delimiter {raw!r}")
-        return list(dict.fromkeys(items))
+        if not all(isinstance(item, str) and item for item in items):
+            raise TemplateError(f"response_template: bad {which!r} delimiter {raw!r}")
+        return list(dict.fromkeys(items)), False
     pattern = field.get(which + "_pattern")
     if pattern is None:
-        return []
+        return [], False
     literals = _pattern_literals(pattern) if isinstance(pattern, str) else None
     if literals is None:
         raise TemplateError(f"response_template: delimiter pattern {pattern!r} is not served")
-    return literals
+    return literals, pattern.startswith(_LEADING_WS)
 
 
 def _pattern_literals(pattern: str) -> list[str] | None:
-    """The literals of `\\s*(?:A|B)` / `A|B` / `A` (escapes only), else None. The leading
-    `\\s*` (whitespace swallowed before the delimiter) is not kept: that whitespace stays
-    text (README hf-leading-whitespace)."""
+    """The literals of `\\s*(?:A|B)` / `A|B` / `A` (escapes only), else None."""
     body = pattern.removeprefix(_LEADING_WS)
     if body.startswith("(?:") and body.endswith(")"):
         body = body[3:-1]

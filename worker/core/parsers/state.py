@@ -276,3 +276,6 @@ class ParserState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     msg: int = 0
     # Escaped-newline recovery of content and reasoning (ReasoningFormat.escaped_newlines).
     unescape: list[Unescape] = []
+    # Content's trailing whitespace, held while a marker that swallows it may follow
+    # (ReasoningFormat / ToolFormat.swallow_ws), capped at prose.WS_HOLD_MAX.
+    cws: str = ""
