@@ -15,7 +15,12 @@ becomes `RedisRefused`, a configuration error (exit 2) whose one line says what 
   missing permission stops the worker before its first batch, not at its first record;
 - `refusal`: an error raised by any call (at start, or later: a permission revoked while
   the worker runs) as RedisRefused, or None when it is not a refusal (a connection lost,
-  a timeout: those stay transient).
+  a timeout: those stay transient);
+- `tls_verdict`: at start, a connection reset on TLS told apart from an outage. A server
+  that wants a client certificate and got none sends its alert after the handshake (TLS
+  1.3) and closes; the client has already sent its first command, which the server never
+  reads, so the kernel may answer with a reset that overtakes the alert (a quarter of
+  the time here). A second connection that only listens gets the alert every time.
 
 Messages name the server, the user and the prefix, never a password (redis-py's error
 texts carry none; the URL is never quoted).
@@ -23,6 +28,8 @@ texts carry none; the URL is never quoted).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import os
 import re
@@ -65,6 +72,8 @@ _CLIENT_CERT_REFUSED = (
     "TLSV1_ALERT_DECRYPT_ERROR",
 )
 _NO_TLS_HERE = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG")
+# How long `tls_verdict` listens: an alert comes at once, silence means accepted.
+VERDICT_WAIT_S = 1.0
 _RUN_COMMAND = re.compile(r"permissions to run the '([^']+)' command")
 
 
@@ -262,4 +271,34 @@ def refusal(exc: BaseException, a: Access) -> RedisRefused | None:
                     f"{a.where} does not speak TLS on that port ({reason}): use redis:// or "
                     "the server's tls-port"
                 )
+    return None
+
+
+async def tls_verdict(exc: BaseException, pool: ConnectionPool) -> BaseException | None:
+    """When `exc` is a TLS connection reset by the server: the error a connection that
+    sends nothing gets from the same server (its TLS alert), or None (no TLS, no reset,
+    or the server stays silent: an outage after all)."""
+    if not any(isinstance(e, ConnectionResetError) for e in _chain(exc)):
+        return None
+    conn = pool.make_connection()  # type: ignore[no-untyped-call]
+    context = getattr(conn, "ssl_context", None)
+    if context is None:
+        return None
+    try:
+        async with asyncio.timeout(2 * VERDICT_WAIT_S):
+            reader, writer = await asyncio.open_connection(conn.host, conn.port, ssl=context.get())
+    except (OSError, TimeoutError) as e:
+        return e if isinstance(e, ssl.SSLError) else None
+    try:
+        async with asyncio.timeout(VERDICT_WAIT_S):
+            await reader.read(1)
+    except ssl.SSLError as e:
+        return e
+    except (OSError, TimeoutError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(VERDICT_WAIT_S):
+                await writer.wait_closed()
     return None

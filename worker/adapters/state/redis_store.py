@@ -64,6 +64,7 @@ from worker.adapters.state.redis_access import (
     first_error,
     probe_commands,
     refusal,
+    tls_verdict,
 )
 from worker.adapters.state.redis_cluster import (
     Call,
@@ -448,6 +449,18 @@ class RedisStore:
         RedisRefused (exit 2) now, not at the first record. In cluster mode the topology
         is read first, so that every node it names is a seed from the start. An
         unreachable Redis raises a connection error or a timeout (transient: retried)."""
+        try:
+            await self._probe()
+        except (RedisError, OSError) as exc:
+            cluster = self._cluster
+            pool = (cluster.client(cluster.seeds[0]) if cluster else self._client).connection_pool
+            verdict = await tls_verdict(exc, pool)
+            refused = refusal(verdict, self._access) if verdict is not None else None
+            if refused is None:
+                raise
+            raise refused from None
+
+    async def _probe(self) -> None:
         commands = probe_commands(self.key_prefix, self.mode, self.wait_replicas)
         with self._refusals():
             if self._cluster is None:
