@@ -71,7 +71,6 @@ _CLIENT_CERT_REFUSED = (
     "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
     "TLSV1_ALERT_DECRYPT_ERROR",
 )
-_NO_TLS_HERE = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG")
 # How long `tls_verdict` listens: an alert comes at once, silence means accepted.
 VERDICT_WAIT_S = 1.0
 _RUN_COMMAND = re.compile(r"permissions to run the '([^']+)' command")
@@ -265,11 +264,6 @@ def refusal(exc: BaseException, a: Access) -> RedisRefused | None:
                     f"{a.where} refused the worker's client certificate ({reason}): give one "
                     "signed by a CA the server trusts (its tls-ca-cert-file) as ssl_certfile and "
                     "ssl_keyfile in --redis-url"
-                )
-            if reason in _NO_TLS_HERE:
-                return RedisRefused(
-                    f"{a.where} does not speak TLS on that port ({reason}): use redis:// or "
-                    "the server's tls-port"
                 )
     return None
 
