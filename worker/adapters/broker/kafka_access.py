@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import errors
@@ -35,6 +34,7 @@ from aiokafka.conn import AIOKafkaConnection, create_conn
 from aiokafka.protocol.admin import DescribeGroupsRequest_v3, DescribeGroupsResponse_v3
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
+from aiokafka.protocol.metadata import MetadataRequest_v4, MetadataRequest_v5
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Schema, String
 
 from worker.failures import ConfigError
@@ -43,6 +43,8 @@ from worker.settings import KafkaSecurity, Settings
 # Kafka's AclOperation codes: an authorized_operations field is a bit set of them.
 READ, WRITE, DESCRIBE = 3, 4, 8
 OPERATION_NAMES = {READ: "READ", WRITE: "WRITE", DESCRIBE: "DESCRIBE"}
+# An authorized_operations the broker did not compute (not asked, or not known).
+OPERATIONS_UNKNOWN = -(2**31)
 # Kafka error codes the answers below carry.
 UNKNOWN_TOPIC = 3
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -107,14 +109,19 @@ class MetadataRequest_v8(RequestStruct):  # type: ignore[misc]
     )
 
 
-class Metadata(Request[MetadataRequest_v8]):  # type: ignore[misc]
+class Metadata(Request[MetadataRequest_v4 | MetadataRequest_v5 | MetadataRequest_v8]):  # type: ignore[misc]
+    """Metadata of `topics` (never created by asking), with the caller's rights on each
+    where the broker tells them (v8+; a broker that stops earlier answers without)."""
+
     API_KEY = 3
 
     def __init__(self, topics: list[str]) -> None:
         self.topics = topics
 
-    def build(self, request_struct_class: type[MetadataRequest_v8]) -> MetadataRequest_v8:
-        return request_struct_class(self.topics, False, False, True)
+    def build(self, request_struct_class: Any) -> Any:
+        if request_struct_class.API_VERSION >= 8:
+            return request_struct_class(self.topics, False, False, True)
+        return request_struct_class(self.topics, False)
 
 
 class _DescribeGroupsV3(DescribeGroupsRequest_v3):  # type: ignore[misc]
@@ -270,11 +277,18 @@ async def check_login(bootstrap: str, sec: KafkaSecurity, kw: dict[str, Any]) ->
     conn.close()
 
 
-def _check_topics(s: Settings, topics: Iterable[Any]) -> None:
+def _allowed(operations: int | None, op: int) -> bool:
+    """Whether `op` is in a broker's authorized_operations (unknown: assumed so, and a
+    refusal shows where it happens)."""
+    return operations is None or operations == OPERATIONS_UNKNOWN or bool(operations >> op & 1)
+
+
+def _check_topics(s: Settings, meta: Any) -> None:
     wants = {s.input_topic: READ, s.output_topic: WRITE, s.dlq_topic: WRITE}
     if s.control_topic:
         wants[s.control_topic] = WRITE
-    answered = {t[1]: (t[0], t[-1]) for t in topics}
+    with_rights = meta.API_VERSION >= 8
+    answered = {t[1]: (t[0], t[-1] if with_rights else None) for t in meta.topics}
     missing = [t for t in wants if answered.get(t, (UNKNOWN_TOPIC, 0))[0] == UNKNOWN_TOPIC]
     if missing:
         raise ConfigError(
@@ -283,7 +297,7 @@ def _check_topics(s: Settings, topics: Iterable[Any]) -> None:
         )
     for topic, op in wants.items():
         code, allowed = answered[topic]
-        if code == TOPIC_AUTHORIZATION_FAILED or (code == 0 and not allowed >> op & 1):
+        if code == TOPIC_AUTHORIZATION_FAILED or (code == 0 and not _allowed(allowed, op)):
             raise ConfigError(acl_missing(s, OPERATION_NAMES[op], "topic", topic))
         if code:
             raise errors.for_code(code)(f"metadata of topic {topic!r}")
@@ -301,12 +315,14 @@ async def _check_group(s: Settings, conn: AIOKafkaConnection, kw: dict[str, Any]
         coordinator, _ = await connect(at, s, kw, s.request_timeout_ms, "derender-worker")
     try:
         described = await coordinator.send(DescribeGroup(s.group_id))
+    except (NotImplementedError, errors.IncompatibleBrokerVersion):
+        return  # (a broker without DescribeGroups v3: the join will tell)
     finally:
         if coordinator is not conn:
             coordinator.close()
     group = described.groups[0]
     code, allowed = group[0], group[-1]
-    if code == GROUP_AUTHORIZATION_FAILED or (code == 0 and not allowed >> READ & 1):
+    if code == GROUP_AUTHORIZATION_FAILED or (code == 0 and not _allowed(allowed, READ)):
         raise ConfigError(acl_missing(s, "READ", "group", s.group_id))
     if code:
         raise errors.for_code(code)(f"describing group {s.group_id!r}")
@@ -322,7 +338,7 @@ async def check_access(s: Settings, kw: dict[str, Any]) -> None:
         topics = [s.input_topic, s.output_topic, s.dlq_topic]
         topics += [s.control_topic] if s.control_topic else []
         meta = await conn.send(Metadata(topics))
-        _check_topics(s, meta.topics)
+        _check_topics(s, meta)
         await _check_group(s, conn, kw)
     finally:
         conn.close()
