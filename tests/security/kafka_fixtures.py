@@ -16,6 +16,7 @@ it one broker per session (pytest would otherwise start one per importing module
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import create_conn
 from aiokafka.helpers import create_ssl_context
@@ -150,6 +152,18 @@ class SecuredBroker:
         filters = [(rt, name, pt, principal, "*", op, ALLOW) for rt, name, pt, op in acls]
         reply = await self._send(_DeleteAcls(filters))
         assert all(r[0] == 0 and r[2] for r in reply.filter_responses), reply
+
+    async def publish(self, topic: str, records: list[dict[str, Any]]) -> None:
+        """Records keyed by request id, as the test's admin."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.sasl, **self.admin_kwargs())
+        await producer.start()
+        try:
+            for r in records:
+                await producer.send_and_wait(
+                    topic, json.dumps(r).encode(), key=r["request_id"].encode()
+                )
+        finally:
+            await producer.stop()
 
     async def fresh(self, partitions: int = 2) -> Topics:
         """New topics and a group name, unique to the caller; no ACL on them yet."""

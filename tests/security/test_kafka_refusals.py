@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tokenizers import Tokenizer
 
-from tests.integration.harness import ROOT, WorkerProcess
+from tests.integration.harness import ROOT, WorkerProcess, make_generations
 from tests.security.kafka_fixtures import (
     GROUP,
     LITERAL,
@@ -264,12 +265,17 @@ def granted(secured_kafka: SecuredBroker) -> Topics:  # noqa: F811
     return topics
 
 
+@pytest.mark.parametrize("right", ["read-input", "write-output"])
 def test_a_right_revoked_while_running_is_named(
+    right: str,
     secured_kafka: SecuredBroker,  # noqa: F811
     granted: Topics,
     redis_url: str,
+    deepseek: Tokenizer,
     tmp_path: Path,
 ) -> None:
+    """READ on the input is refused at the next fetch; WRITE on the output at the next
+    batch's produce (one is published after the revocation)."""
     b = secured_kafka
     worker = WorkerProcess(
         b.sasl, redis_url, granted.input, granted.output, granted.dlq, granted.group,
@@ -281,14 +287,20 @@ def test_a_right_revoked_while_running_is_named(
         while "partitions assigned" not in worker.log_text():
             assert worker.alive and time.monotonic() < deadline, worker.log_tail()
             time.sleep(0.1)
-        run(b.revoke([(TOPIC, granted.input, LITERAL, READ)]))
+        if right == "read-input":
+            run(b.revoke([(TOPIC, granted.input, LITERAL, READ)]))
+            expected = _acl_line("Read", "topic", "--topic", granted.input)
+        else:
+            run(b.revoke([(TOPIC, granted.output, LITERAL, WRITE)]))
+            gen = make_generations(deepseek, 1, seed=3, prefix="revoked")[0]
+            run(b.publish(granted.input, gen.records))
+            expected = _acl_line("Write", "topic", "--topic", granted.output)
         revoked = time.monotonic()
         assert worker.proc is not None
         code = worker.proc.wait(timeout=EXIT_TIMEOUT_S)
         assert code == 2, worker.log_tail()
         assert time.monotonic() - revoked < FAST_S, worker.log_tail()
-        line = Exit(code, worker.log_text()).line("cannot run: ")
-        assert line == "cannot run: " + _acl_line("Read", "topic", "--topic", granted.input)
+        assert Exit(code, worker.log_text()).line("cannot run: ") == "cannot run: " + expected
     finally:
         if worker.alive:
             worker.stop()
