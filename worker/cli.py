@@ -131,10 +131,15 @@ def _run(args: argparse.Namespace) -> int:
     from worker.observe.logs import configure
     from worker.observe.metrics import Metrics, serve
     from worker.run.runner import Runner
-    from worker.settings import from_args
+    from worker.settings import FLAGS, from_args, secret_values
 
     settings = from_args(args)
-    configure(settings.log_format, settings.log_level, os.environ.get(PROCESS_INDEX_ENV))
+    configure(
+        settings.log_format,
+        settings.log_level,
+        os.environ.get(PROCESS_INDEX_ENV),
+        secret_values(FLAGS, settings),
+    )
     log = logging.getLogger("derender.worker")
     if settings.processes > 1:
         from worker.run.processes import Supervisor

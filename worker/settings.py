@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from worker import constants
 from worker.observe.propagation import pass_header_names
@@ -364,6 +366,26 @@ def read_secret_files(args: argparse.Namespace, flags: list[Flag]) -> None:
         if not value:
             raise SettingsError(f"--{f.name}{SECRET_FILE_SUFFIX}: {path} is empty")
         setattr(args, f.attr, value)
+
+
+def secret_values(flags: list[Flag], values: object) -> list[str]:
+    """The strings of `values`' secret flags the logs must never show: each value, and
+    the passwords inside a URL (`redis://user:pw@…`, a seed list, `ssl_password=`)."""
+    out: list[str] = []
+    for f in flags:
+        value = getattr(values, f.attr, None) if f.secret else None
+        if not value:
+            continue
+        out.append(str(value))
+        for item in str(value).split(","):
+            try:
+                password = urlsplit(item.strip()).password
+            except ValueError:
+                password = None
+            if password:
+                out += [password, unquote(password)]
+            out += re.findall(r"[?&]ssl_password=([^&,]*)", item)
+    return out
 
 
 class KafkaSecurity(Protocol):

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 
 from worker.constants import ENV_PREFIX
 
@@ -34,14 +35,43 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
-def configure(fmt: str = "text", level: str = "INFO", process: str | None = None) -> None:
-    """`process`: the index of a worker process under `run --processes` (None: alone)."""
+class Redacting(logging.Formatter):
+    """Another formatter's lines with every secret replaced by `***`: whatever a library
+    puts in a message or an exception (a URL, a config it echoes at DEBUG), the values
+    of the secret flags never reach the log. Secrets shorter than `MIN_SECRET` are left
+    alone (they would mask ordinary words), so a real secret is longer."""
+
+    MIN_SECRET = 4
+
+    def __init__(self, inner: logging.Formatter, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        # Longest first: a secret that contains another is masked whole.
+        self.secrets = sorted({s for s in secrets if len(s) >= self.MIN_SECRET}, key=len)[::-1]
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = self.inner.format(record)
+        for secret in self.secrets:
+            line = line.replace(secret, "***")
+        return line
+
+
+def configure(
+    fmt: str = "text",
+    level: str = "INFO",
+    process: str | None = None,
+    secrets: Sequence[str] = (),
+) -> None:
+    """`process`: the index of a worker process under `run --processes` (None: alone);
+    `secrets`: values never to show (`settings.secret_values`)."""
     handler = logging.StreamHandler(sys.stderr)
+    formatter: logging.Formatter
     if fmt == "json":
-        handler.setFormatter(JsonFormatter(process))
+        formatter = JsonFormatter(process)
     else:
         name = "%(name)s" if process is None else f"%(name)s[{process}]"
-        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {name}: %(message)s"))
+        formatter = logging.Formatter(f"%(asctime)s %(levelname)s {name}: %(message)s")
+    handler.setFormatter(Redacting(formatter, secrets) if secrets else formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

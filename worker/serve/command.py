@@ -12,7 +12,13 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from worker.settings import Flag, SettingsError, add_flag_list, read_secret_files
+from worker.settings import (
+    Flag,
+    SettingsError,
+    add_flag_list,
+    read_secret_files,
+    secret_values,
+)
 
 # --ssl-cert-reqs: what a client must show (uvicorn's ssl_cert_reqs, as names).
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -153,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from worker.serve.app import build_app
 
     s = from_args(args)
-    configure(s.log_format, s.log_level, None)
+    configure(s.log_format, s.log_level, None, secret_values(SERVE_FLAGS, s))
     log = logging.getLogger("derender.serve")
     registry = load_registry(s.models)
     registry.max_output_bytes = s.max_output_bytes
