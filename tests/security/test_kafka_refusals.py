@@ -109,6 +109,7 @@ def _cases(b: SecuredBroker) -> dict[str, Case]:
         "no-client-cert": Case(
             b.mtls, granted, ["--security-protocol", "SSL", "--ssl-cafile", str(b.pki.ca)], None
         ),
+        "plaintext": Case(b.sasl, granted, [], None),
         "input": Case(b.sasl, topics(lambda t: (TOPIC, t.input, LITERAL, READ)), sasl),
         "output": Case(b.sasl, topics(lambda t: (TOPIC, t.output, LITERAL, WRITE)), sasl),
         "dlq": Case(b.sasl, topics(lambda t: (TOPIC, t.dlq, LITERAL, WRITE)), sasl),
@@ -212,6 +213,15 @@ def test_no_client_certificate_for_mutual_tls(exits: Exits) -> None:
         f"the broker at {case.bootstrap} refused the TLS handshake for want of a client "
         "certificate it trusts (SSLV3_ALERT_BAD_CERTIFICATE): set --ssl-certfile and "
         "--ssl-keyfile to one its CA signed",
+    )
+
+
+def test_plaintext_to_a_tls_listener(exits: Exits) -> None:
+    case, done = exits["plaintext"]
+    refused(
+        done,
+        f"the broker at {case.bootstrap} speaks TLS: set --security-protocol SSL or SASL_SSL "
+        "(and --ssl-cafile)",
     )
 
 
