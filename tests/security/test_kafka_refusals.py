@@ -314,3 +314,33 @@ def test_a_right_revoked_while_running_is_named(
     finally:
         if worker.alive:
             worker.stop()
+
+
+def test_publish_and_tail_name_a_refused_login(
+    secured_kafka: SecuredBroker,  # noqa: F811
+) -> None:
+    b = secured_kafka
+    env = {**os.environ, "DERENDER_SASL_PASSWORD": WRONG_PASSWORD}
+    tools = {
+        "publish": ["publish", os.devnull, "--topic", "any"],
+        "tail": ["tail", "--topic", "any"],
+    }
+    procs = {}
+    for name, args in tools.items():
+        argv = [sys.executable, "-m", "worker", *args, "--bootstrap-servers", b.sasl]
+        procs[name] = subprocess.Popen(
+            [*argv, *b.sasl_flags()],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
+        assert proc.returncode == 2, f"{name}: {err}"
+        assert err.strip() == (
+            f"derender-worker: the broker at {b.sasl} refused the SASL login of 'worker' "
+            "(SCRAM-SHA-512): check --sasl-username and --sasl-password"
+        ), name
+        assert WRONG_PASSWORD not in out + err
