@@ -128,10 +128,11 @@ def _run(args: argparse.Namespace) -> int:
     import logging
 
     from worker.adapters.state.redis_store import RedisStore
+    from worker.flags import secret_values
     from worker.observe.logs import configure
     from worker.observe.metrics import Metrics, serve
     from worker.run.runner import Runner
-    from worker.settings import FLAGS, from_args, secret_values
+    from worker.settings import FLAGS, from_args
 
     settings = from_args(args)
     configure(

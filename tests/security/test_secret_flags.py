@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from worker.flags import SettingsError, env_name, secret_values
 from worker.observe.logs import Redacting
-from worker.settings import (
-    FLAGS,
-    SettingsError,
-    add_flags,
-    env_name,
-    from_args,
-    secret_values,
-    to_env,
-)
+from worker.settings import FLAGS, add_flags, from_args, to_env
 
 
 def _settings(argv: list[str], environ: dict[str, str] | None = None) -> argparse.Namespace:

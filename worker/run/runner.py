@@ -49,7 +49,7 @@ from worker.adapters.broker.kafka import (
     make_transactional_producer,
     security_kwargs,
 )
-from worker.adapters.broker.kafka_access import access_error
+from worker.adapters.broker.kafka_access import refusal
 from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
@@ -123,8 +123,6 @@ class Runner:
         # The lease on the partitions, the lanes' polls and batches in flight.
         self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
         self.run_batch = run_batch  # (in spans, when OTEL_* asks: `run` sets it)
-        # A right the broker refused in a rebalance callback, which aiokafka would swallow.
-        self._refused: BaseException | None = None
 
     def __repr__(self) -> str:
         t = self.totals
@@ -156,8 +154,6 @@ class Runner:
                 await self._start(fresh)
                 try:
                     await self._loop()
-                    if self._refused is not None:
-                        raise self._refused
                     break
                 except ClientsStalled as exc:
                     await self._rebuild(exc)
@@ -165,14 +161,8 @@ class Runner:
         except OutageTooLong as exc:
             log.error("giving up: %s", exc)
             code = 1
-        except ConfigError as exc:
-            # (A right refused mid-run comes as the Kafka error's ConfigError: named here.)
-            refused = access_error(self.s, exc.__cause__) if exc.__cause__ else None
-            log.error("cannot run: %s", refused or exc)
-            code = 2
-        except HANDLED as exc:  # a lane's poll refused (an ACL removed): named, exit 2
-            refused = access_error(self.s, exc)
-            if refused is None:
+        except (ConfigError, *HANDLED) as exc:  # (a right refused mid-run: named)
+            if (refused := refusal(self.s, exc)) is None:
                 raise
             log.error("cannot run: %s", refused)
             code = 2
@@ -244,9 +234,7 @@ class Runner:
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
 
     async def _connect(self, exactly_once: bool) -> None:
-        # First, over one connection: a refused login or certificate, a missing topic or
-        # ACL is a ConfigError here (exit 2), not clients retrying until the outage limit.
-        await check_access(self.s)
+        await check_access(self.s)  # (a refused login or right: exit 2, not an outage)
         if not exactly_once:  # (exactly-once has a producer per partition instead)
             self.producer = make_producer(self.s)
             await self.producer.start()
@@ -470,9 +458,6 @@ class Runner:
                     "starting the transactional producers",
                 )
             except HANDLED as exc:
-                if access_error(self.s, exc) is not None:  # (no WRITE on the ids: exit 2)
-                    self._refused = exc
-                    self.request_stop()
                 log.warning("starting transactional producers failed, rejoining: %s", exc)
                 await self.transactions.drop(
                     [tp for tp in assigned if not self.transactions.ready(tp)]

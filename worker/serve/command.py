@@ -12,13 +12,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from worker.settings import (
-    Flag,
-    SettingsError,
-    add_flag_list,
-    read_secret_files,
-    secret_values,
-)
+from worker.flags import Flag, SettingsError, add_flag_list, read_secret_files, secret_values
 
 # --ssl-cert-reqs: what a client must show (uvicorn's ssl_cert_reqs, as names).
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}

@@ -344,6 +344,15 @@ async def check_access(s: Settings, kw: dict[str, Any]) -> None:
         conn.close()
 
 
+def refusal(s: Settings, exc: BaseException) -> ConfigError | None:
+    """What `run` exits 2 with: a ConfigError (a right refused mid-run named by its cause,
+    as `access_error` names it), a Kafka error that is a refused right, or None (another
+    error, which is not a configuration's)."""
+    if isinstance(exc, ConfigError):
+        return (access_error(s, exc.__cause__) if exc.__cause__ else None) or exc
+    return access_error(s, exc)
+
+
 def access_error(s: Settings, exc: BaseException) -> ConfigError | None:
     """A right refused while running (an ACL removed, a transactional id not allowed),
     as the line that names it; None for any other error."""

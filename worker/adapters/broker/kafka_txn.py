@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
 
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import past_markers
@@ -80,8 +80,14 @@ class Transactions:
         # Partitions whose transaction failed: their producer is gone until the group is
         # rejoined (a zombie must not start a new one: that would fence the real owner).
         self.lost: set[TopicPartition] = set()
+        # A transactional id the broker refuses (no WRITE ACL): see `open`.
+        self.refused: TransactionalIdAuthorizationFailed | None = None
 
     def ready(self, tp: TopicPartition) -> bool:
+        """Whether a lane may poll `tp`; raises the broker's refusal of our transactional
+        ids (`open`), which ends the worker with the ACL it lacks."""
+        if self.refused is not None:
+            raise self.refused
         return tp in self._sinks
 
     # -- assignment -----------------------------------------------------------------
@@ -123,6 +129,12 @@ class Transactions:
                 producer, self.output_topic, self.dlq_topic, self.control_topic
             )
         self.lost.difference_update(partitions)
+        if isinstance(failed, TransactionalIdAuthorizationFailed):
+            # Neither waiting nor rejoining mends it, and the rebalance callback that
+            # calls `open` could only log it (aiokafka swallows a listener's errors): it
+            # is kept for the lanes, whose next poll asks `ready`.
+            self.refused = failed
+            return
         if failed is not None:
             raise failed
 
