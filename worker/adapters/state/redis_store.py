@@ -43,7 +43,9 @@ Errors: a connection or timeout error is raised to the caller, which backs off a
 the whole batch. redis-py's own retry loop is switched off (`_NO_RETRY`): it would re-send
 a whole pipeline behind the caller's back. Re-sending is harmless anyway, because the script
 accepts the exact same write again (same seq, epoch and blob) as already applied: a save whose
-reply was lost is not mistaken for a refusal when the caller retries it.
+reply was lost is not mistaken for a refusal when the caller retries it. Redis refusing the
+credentials, the ACL or TLS raises RedisRefused instead, a configuration error naming the fix
+(redis_access.py); `start` sends every command once, so that shows before the first batch.
 """
 
 from __future__ import annotations
