@@ -3,8 +3,9 @@
 `secured_kafka` (session) starts `kafka_security.SecuredKafka` with certificates made by
 `certs.make_pki` in a temporary folder: SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
 mutual TLS, two listeners with a wrong certificate (UNTRUSTED: signed by another CA;
-WRONGHOST: for another name), ACLs enforced. Users: `admin` (a super user) and `worker`,
-whose client certificate (CN=worker) maps to the same principal, User:worker.
+WRONGHOST: for another name), one enabling SCRAM-SHA-512 only (SCRAMONLY), ACLs
+enforced. Users: `admin` (a super user) and `worker`, whose client certificate
+(CN=worker) maps to the same principal, User:worker.
 
 Tests share the broker and the principal; each uses its own topics and group (`fresh`),
 so the ACLs one test grants or revokes on its own resources never touch another's.
@@ -197,10 +198,12 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredB
         server=KeyPair(pki.server.cert, pki.server.key),
         users={ADMIN: ADMIN_PASSWORD, WORKER: WORKER_PASSWORD},
         super_users=(ADMIN,),
-        bad_certs={
+        listeners={
             "UNTRUSTED": KeyPair(pki.untrusted_server.cert, pki.untrusted_server.key),
             "WRONGHOST": KeyPair(pki.wrong_host_server.cert, pki.wrong_host_server.key),
+            "SCRAMONLY": KeyPair(pki.server.cert, pki.server.key),
         },
+        mechanisms={"SCRAMONLY": ["SCRAM-SHA-512"]},
     )
     kafka.start()
     broker = SecuredBroker(kafka, pki, base)

@@ -110,6 +110,7 @@ def _cases(b: SecuredBroker) -> dict[str, Case]:
             b.mtls, granted, ["--security-protocol", "SSL", "--ssl-cafile", str(b.pki.ca)], None
         ),
         "plaintext": Case(b.sasl, granted, [], None),
+        "not-enabled": Case(b.bad("SCRAMONLY"), granted, b.sasl_flags("PLAIN")),
         "input": Case(b.sasl, topics(lambda t: (TOPIC, t.input, LITERAL, READ)), sasl),
         "output": Case(b.sasl, topics(lambda t: (TOPIC, t.output, LITERAL, WRITE)), sasl),
         "dlq": Case(b.sasl, topics(lambda t: (TOPIC, t.dlq, LITERAL, WRITE)), sasl),
@@ -213,6 +214,15 @@ def test_no_client_certificate_for_mutual_tls(exits: Exits) -> None:
         f"the broker at {case.bootstrap} refused the TLS handshake for want of a client "
         "certificate it trusts (SSLV3_ALERT_BAD_CERTIFICATE): set --ssl-certfile and "
         "--ssl-keyfile to one its CA signed",
+    )
+
+
+def test_a_mechanism_the_broker_does_not_enable(exits: Exits) -> None:
+    case, done = exits["not-enabled"]
+    refused(
+        done,
+        f"the broker at {case.bootstrap} does not enable SASL mechanism PLAIN: set "
+        "--sasl-mechanism to one it does",
     )
 
 

@@ -11,9 +11,10 @@ private network; its principal, User:ANONYMOUS, is a super user):
   so the users exist before the broker first serves);
 - `MTLS` (`mtls_port`): TLS with `ssl.client.auth=required`; a client certificate's
   `CN=<name>` becomes the principal `User:<name>`, the same principal as SASL's;
-- any number of `bad_certs` listeners (`port_of(name)`): SASL_SSL like the first, but
-  presenting another certificate (one no trusted CA signed, one for another host name),
-  so a client's refusal of a broker can be tested against a real one;
+- any number of `listeners` more (`port_of(name)`): SASL_SSL like the first, but each
+  presenting its own certificate (one no trusted CA signed, one for another host name:
+  a client's refusal of a broker is tested against a real one) and, when `mechanisms`
+  names it, enabling only those SASL mechanisms;
 - ACLs enforced: `StandardAuthorizer`, `allow.everyone.if.no.acl.found=false`, the
   `super_users` (and ANONYMOUS) allowed everything.
 
@@ -61,7 +62,9 @@ class SecuredKafka(ApacheKafka):
 
     `users`: name → password (each gets PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512);
     `server`: the broker's certificate, signed by `ca`, which also verifies client
-    certificates on the MTLS listener; `bad_certs`: listener name → another certificate."""
+    certificates on the MTLS listener; `listeners`: more SASL_SSL listeners, name → the
+    certificate it presents; `mechanisms`: listener name → the only SASL mechanisms it
+    enables (default: all of MECHANISMS)."""
 
     def __init__(
         self,
@@ -70,7 +73,8 @@ class SecuredKafka(ApacheKafka):
         server: KeyPair,
         users: Mapping[str, str],
         super_users: Sequence[str] = ("admin",),
-        bad_certs: Mapping[str, KeyPair] | None = None,
+        listeners: Mapping[str, KeyPair] | None = None,
+        mechanisms: Mapping[str, Sequence[str]] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -78,16 +82,17 @@ class SecuredKafka(ApacheKafka):
         self.server = server
         self.users = dict(users)
         self.super_users = tuple(super_users)
-        self.bad_certs = dict(bad_certs or {})
+        self.listeners = dict(listeners or {})
+        self.mechanisms = dict(mechanisms or {})
         reserved = {SASL_LISTENER, MTLS_LISTENER, "PLAINTEXT", "CONTROLLER"}
-        if reserved & set(self.bad_certs) or any(not n.isalpha() for n in self.bad_certs):
-            raise ValueError(f"bad_certs: listener names must be letters, not {reserved}")
+        if reserved & set(self.listeners) or any(not n.isalpha() for n in self.listeners):
+            raise ValueError(f"listeners: names must be letters, and not {reserved}")
         self.sasl_port = free_port(self.host)
         self.mtls_port = free_port(self.host)
-        self._ports = {name: free_port(self.host) for name in self.bad_certs}
+        self._ports = {name: free_port(self.host) for name in self.listeners}
 
     def port_of(self, listener: str) -> int:
-        """The port of a `bad_certs` listener."""
+        """The port of one of `listeners`."""
         return self._ports[listener]
 
     @property
@@ -115,6 +120,8 @@ class SecuredKafka(ApacheKafka):
         }
         for mechanism in SCRAM_MECHANISMS:
             props[f"{prefix}{mechanism.lower()}.sasl.jaas.config"] = f"{SCRAM_MODULE} required;"
+        if name in self.mechanisms:
+            props[prefix + "sasl.enabled.mechanisms"] = ",".join(self.mechanisms[name])
         return props
 
     def properties(self) -> dict[str, str]:
@@ -138,7 +145,7 @@ class SecuredKafka(ApacheKafka):
             "ssl.principal.mapping.rules": PRINCIPAL_MAPPING,
             **self._sasl_listener(SASL_LISTENER, self.server),
         }
-        for name, pair in self.bad_certs.items():
+        for name, pair in self.listeners.items():
             props |= self._sasl_listener(name, pair)
         mtls = f"listener.name.{MTLS_LISTENER.lower()}."
         props |= {
