@@ -61,6 +61,10 @@ RECORDED_FOLDERS = (
     "plamo3",
     "dots",
     "xlam",
+    # MiniCPM and the response-template parsers (tests/peer/recorded_minicpm.py).
+    "minicpmv",
+    "minicpm5",
+    "template",
     "granite",
     "olmo3",
     "step3",
@@ -217,6 +221,12 @@ RECORDED_SPECS = {
         _recorded("plamo3", "plamo3", "plamo3", "plamo3"),
         _recorded("dots", "dots", None, "dots"),
         _recorded("xlam", "xlam", None, "xlam"),
+        # MiniCPM-V (served with qwen3_coder: vLLM has no minicpmv tool parser), MiniCPM5,
+        # and one folder with a response_template under the hf and the beam parsers.
+        _recorded("minicpmv", "minicpmv", "minicpmv", "qwen3_coder"),
+        _recorded("minicpm5", "minicpm5", None, "minicpm5"),
+        _recorded("hf", "template", "hf", "hf"),
+        _recorded("beam", "template", "beam", "beam"),
         # Cohere Command A: one folder, the cmd3 and the cmd4 parsers (vLLM runs both
         # through the cohere_melody library, which the peer venv needs).
         _recorded("cohere_command3", "cohere", "cohere_command3", "cohere_command3"),

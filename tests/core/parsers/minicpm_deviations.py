@@ -60,9 +60,61 @@ MINICPM_FAMILIES: dict[
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
 
+STRIP = (
+    "README content-strip-with-tools: vLLM's whole response strips the content around calls, "
+    "its stream keeps it"
+)
+PLAIN = (
+    "markers written as ordinary tokens are text, as vLLM streams them (its whole response "
+    "matches them by text)"
+)
+
+CALL_CONTENT = (
+    "README minicpm5-content: vLLM's whole response drops all content once a call is made "
+    "(its stream sends that text, with the call's markup, `</function` in it); we keep the "
+    "text the model wrote outside the call, as the stream's text before the call is sent "
+    "before the call is known"
+)
+
+WHOLE_PROMPT = (
+    "README hf-whole-prompt: vLLM's whole response parses the output without the prompt, "
+    "so the reasoning the template's `<think>` opened comes out as content, `</think>` "
+    "and all; its stream reads the prompt, as we do (our answer is its stream's)"
+)
+# The template cases (tests/peer/probe_minicpm.template_cases) with thinking on; hf refuses
+# `parallel_tool_calls: false`, beam answers it.
+_PROMPT_OPENED = (
+    "reasoning then answer",
+    "call after reasoning",
+    "text and whitespace around calls",
+    "string arguments typed",
+    "invalid json",
+    "no arguments",
+    "unknown tool",
+    "tool tag inside reasoning",
+    "cut call, complete json",
+    "cut call mid-value",
+    "cut in reasoning",
+    "think again after end",
+    "im_end inside",
+    "include_reasoning false",
+    "tool_choice none",
+    "no tools + call",
+    "markers as plain tokens",
+)
+
 MINICPM_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
-    "minicpmv": {},
-    "minicpm5": {},
-    "hf": {},
-    "beam": {},
+    "minicpmv": {
+        "call after reasoning": (STREAM, STRIP),
+        "markers as plain tokens": (STREAM, PLAIN),
+    },
+    "minicpm5": {
+        "text before call": ({"content": "Let me check. "}, CALL_CONTENT),
+        "text after call": ({"content": " Done."}, CALL_CONTENT),
+        "think then call": ({"content": "<think>r</think>"}, CALL_CONTENT),
+        "content ws around call": ({"content": "  Checking.    "}, CALL_CONTENT),
+    },
+    # Every case whose prompt opened `<think>` (thinking on): vLLM's stream, exactly.
+    "hf": dict.fromkeys(_PROMPT_OPENED, (STREAM, WHOLE_PROMPT)),
+    "beam": dict.fromkeys((*_PROMPT_OPENED, "parallel_tool_calls false"), (STREAM, WHOLE_PROMPT)),
 }

@@ -75,6 +75,7 @@ from tests.core.parsers.cohere_deviations import COHERE_DEVIATIONS, COHERE_FAMIL
 from tests.core.parsers.family_deviations import FAMILY_DEVIATIONS
 from tests.core.parsers.harness import Result, merge, parser, request
 from tests.core.parsers.longtail_deviations import LONGTAIL_DEVIATIONS, LONGTAIL_FAMILIES
+from tests.core.parsers.minicpm_deviations import MINICPM_DEVIATIONS, MINICPM_FAMILIES
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 
@@ -87,6 +88,7 @@ class Family:
     tools: str
     tokenizer: Callable[[], Tokenizer]
     eos: int
+    template: dict[str, Any] | None = None  # the folder's response_template (hf, beam)
 
 
 FAMILIES: dict[str, Family] = {
@@ -436,6 +438,9 @@ DEVIATIONS.update(COHERE_DEVIATIONS)
 # The long tail: Phi-4-mini, InternLM2, Jamba, … (longtail_deviations.py).
 FAMILIES.update({name: Family(*fam) for name, fam in LONGTAIL_FAMILIES.items()})
 DEVIATIONS.update(LONGTAIL_DEVIATIONS)
+# MiniCPM-V, MiniCPM5, the response-template parsers (minicpm_deviations.py).
+FAMILIES.update({name: Family(*fam) for name, fam in MINICPM_FAMILIES.items()})
+DEVIATIONS.update(MINICPM_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 
@@ -573,6 +578,7 @@ def check_answer(family: str, case: dict[str, Any]) -> None:
         fam.tools,
         req=request(**case["request"]),
         prompt=case["prompt_tail_ids"],
+        template=fam.template,
     )
     want = _want(family, case)
     forced = _forced(case["request"])

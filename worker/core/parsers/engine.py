@@ -32,7 +32,6 @@ from typing import NamedTuple
 from worker.core.parsers import (
     call_list,
     elements,
-    escapes,
     gemma,
     held,
     json_args,
@@ -83,6 +82,7 @@ from worker.core.parsers.state import (
     MSG_JOIN,
     MSG_NAMED,
     NO_REASONING,
+    THINK_OFF,
     TOOLS_NONE,
     CallElements,
     CallGemma,
@@ -168,10 +168,8 @@ def feed(
     if final:
         run.finish()
     rf = spec.reasoning
-    if rf is not None and rf.escaped_newlines:
-        out[:] = escapes.recover(st, out, final)
-    if rf is not None and rf.as_content:
-        out[:] = [Content(e.text) if isinstance(e, Reasoning) else e for e in out]
+    if rf is not None and (rf.escaped_newlines or rf.as_content):
+        out[:] = prose.rewritten(rf, st, out, final)
     return Fed(out, hidden)
 
 
@@ -320,10 +318,14 @@ class _Run(Scope):
     def transition(self, tr: Transition, literal: str) -> None:
         st = self.st
         prev = st.state
-        if prev == CONTENT and tr.to == REASONING and st.reasoned:
+        if prev == CONTENT and tr.to == REASONING:
             rf = self.spec.reasoning
-            if rf is not None and rf.opens_once:
-                self.text(literal)  # the one block is over: the marker is text
+            if rf is not None and (
+                (rf.opens_once and st.reasoned) or (rf.off_hides and not st.flags & THINK_OFF)
+            ):
+                # The one block is over (or, MiniCPM-V thinking, the grammar has no way
+                # back into reasoning): the marker is text.
+                self.text(literal)
                 return
         act = tr.act
         call = st.call

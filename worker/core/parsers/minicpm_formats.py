@@ -52,8 +52,8 @@ MINICPMV = replace(
     name="minicpmv",
     off_is_plain=False,
     off_hides=True,
-    # Thinking off, a `<think>` in the content opens (hidden) reasoning; vLLM's thinking
-    # grammar keeps one after `</think>` as text (README minicpmv-think-again).
+    # Thinking off, a `<think>` in the content opens (hidden) reasoning; thinking on, one
+    # after `</think>` is text (engine.transition: THINK_OFF), as in vLLM's two grammars.
     reenter=True,
     escaped_newlines=True,
     more=tuple(

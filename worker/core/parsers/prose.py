@@ -13,10 +13,19 @@ held, all bounded:
 
 from __future__ import annotations
 
-from worker.core.parsers import frames, scanners
+from worker.core.parsers import escapes, frames, scanners
 from worker.core.parsers.calls import header
-from worker.core.parsers.events import Content, Reasoning, send_args
-from worker.core.parsers.grammar import ARGS, CONTENT, DROP, FRAME, GAP, PREAMBLE, REASONING
+from worker.core.parsers.events import Content, Event, Reasoning, send_args
+from worker.core.parsers.grammar import (
+    ARGS,
+    CONTENT,
+    DROP,
+    FRAME,
+    GAP,
+    PREAMBLE,
+    REASONING,
+    ReasoningFormat,
+)
 from worker.core.parsers.muse import MuseFrames
 from worker.core.parsers.scope import Scope
 from worker.core.parsers.state import (
@@ -37,6 +46,7 @@ from worker.core.parsers.state import (
     CallList,
     CallPythonic,
     CallVerbatim,
+    ParserState,
 )
 
 # Whitespace-only content is held while a tool call may follow (it is dropped then,
@@ -348,3 +358,17 @@ def unframe(scope: Scope) -> None:
     if st.msg & MSG_CONTENT:
         st.msg |= MSG_JOIN
     framed(scope, head)
+
+
+# -- a feed's events rewritten --------------------------------------------------------------
+
+
+def rewritten(rf: ReasoningFormat, st: ParserState, out: list[Event], final: bool) -> list[Event]:
+    """A record's events as the reasoning format rewrites them: escaped newlines recovered
+    (MiniCPM-V), reasoning given as content (a template's thinking region without its
+    reasoning parser)."""
+    if rf.escaped_newlines:
+        out = escapes.recover(st, out, final)
+    if rf.as_content:
+        out = [Content(e.text) if isinstance(e, Reasoning) else e for e in out]
+    return out

@@ -28,6 +28,7 @@ from worker.core.parsers.state import (
     NO_REASONING,
     NO_TOOLS,
     SINGLE_CALL,
+    THINK_OFF,
     TOOLS_AUTO,
     TOOLS_NAMED,
     TOOLS_NONE,
@@ -66,7 +67,7 @@ def open_parser(
             state = CONTENT
     if fmt is not None and fmt.off_hides and request_thinking(request, fmt) is False:
         # MiniCPM-V: the think rules stay, what they find is not shown.
-        flags |= HIDE_REASONING
+        flags |= HIDE_REASONING | THINK_OFF
         state = CONTENT
     if fmt is not None and fmt.swap and request is not None and request.chat_template_kwargs:
         kw = request.chat_template_kwargs

@@ -65,6 +65,9 @@ LEFT_TRIM = 256
 # The request picked the tool format's variant (ToolFormat.variant): ParserSpec.variant
 # parses it.
 ALT_TOOLS = 512
+# Thinking was switched off for a format that then hides what its think rules find
+# (ReasoningFormat.off_hides): only then does a start marker in content open reasoning.
+THINK_OFF = 1024
 
 
 # ParserState.msg (message frames)
