@@ -374,6 +374,13 @@ QWEN3_TEMPLATE: dict[str, Any] = {
 }
 
 
+def gen_template_answer(tok: Tokenizer) -> str:
+    # The answer's trailing whitespace is held each record (`\s*<tool_call>` may follow).
+    return (
+        "<think>r</think>" + _prose(tok) + '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
+    )
+
+
 def gen_template_reasoning(tok: Tokenizer) -> str:
     return "<think>" + _prose(tok) + "</think>The forecast says sun."
 
@@ -664,6 +671,9 @@ FORMATS: list[Format] = [
            "answer before a `<function>` call", gen_minicpm5, CONTENT),
     Format("response template (hf)", "hf", "hf", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
            "thinking region", gen_template_reasoning, REASONING, QWEN3_TEMPLATE),
+    Format("response template (hf)", "hf", "hf", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
+           "answer before a call (`\\s*<tool_call>`)", gen_template_answer, CONTENT,
+           QWEN3_TEMPLATE),
     Format("response template (beam)", "beam", "beam", "Qwen3 (xLAM)", "<|im_start|>assistant\n",
            "thinking region", gen_template_reasoning, REASONING, QWEN3_TEMPLATE),
     Format("Inkling", "inkling", "inkling", "Inkling (synthetic)", "<|message_model|>",
