@@ -285,7 +285,7 @@ def granted(secured_kafka: SecuredBroker) -> Topics:  # noqa: F811
     return topics
 
 
-@pytest.mark.parametrize("right", ["read-input", "write-output"])
+@pytest.mark.parametrize("right", ["read-input", "write-output", "read-group"])
 def test_a_right_revoked_while_running_is_named(
     right: str,
     secured_kafka: SecuredBroker,  # noqa: F811
@@ -295,7 +295,8 @@ def test_a_right_revoked_while_running_is_named(
     tmp_path: Path,
 ) -> None:
     """READ on the input is refused at the next fetch; WRITE on the output at the next
-    batch's produce (one is published after the revocation)."""
+    batch's produce, READ on the group at its commit or the next heartbeat (a request is
+    published after the revocation)."""
     b = secured_kafka
     worker = WorkerProcess(
         b.sasl, redis_url, granted.input, granted.output, granted.dlq, granted.group,
@@ -310,11 +311,16 @@ def test_a_right_revoked_while_running_is_named(
         if right == "read-input":
             run(b.revoke([(TOPIC, granted.input, LITERAL, READ)]))
             expected = _acl_line("Read", "topic", "--topic", granted.input)
-        else:
+        elif right == "write-output":
             run(b.revoke([(TOPIC, granted.output, LITERAL, WRITE)]))
             gen = make_generations(deepseek, 1, seed=3, prefix="revoked")[0]
             run(b.publish(granted.input, gen.records))
             expected = _acl_line("Write", "topic", "--topic", granted.output)
+        else:
+            run(b.revoke([(GROUP, granted.group, LITERAL, READ)]))
+            gen = make_generations(deepseek, 1, seed=4, prefix="revoked")[0]
+            run(b.publish(granted.input, gen.records))
+            expected = _acl_line("Read", "group", "--group", granted.group)
         revoked = time.monotonic()
         assert worker.proc is not None
         code = worker.proc.wait(timeout=EXIT_TIMEOUT_S)
