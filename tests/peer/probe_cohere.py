@@ -4,32 +4,20 @@ reads.
 
 Per case: the output text encoded with `synthetic_cohere.cohere_tokenizer()` (markers are
 its special tokens; `<|END_OF_TURN_TOKEN|>`, the EOS, appended when the case finishes with
-`stop`), the chat rendered by vLLM (the prompt's last 12 ids kept), the ids derendered
-whole (one call) and streamed (one token a chunk), each folded as test_recorded.py folds
-it. The server is `<name>-recorded` of `vllm_server.RECORDED_SPECS` (the `cohere` folder
-of recorded_models.py; vLLM's parser needs `cohere-melody` in the peer venv).
+`stop`), recorded by recorder.py (the rendered prompt, whole and 1-token streamed
+derender). The server is `<name>-recorded` of `vllm_server.RECORDED_SPECS` (the `cohere`
+folder of recorded_models.py; vLLM's parser needs `cohere-melody` in the peer venv).
 
 usage: python -m tests.peer.probe_cohere cohere_command3|cohere_command4
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
-import time
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from tests.peer.drive import Case, Gen, run_vllm
-from tests.peer.recorded_models import write_folder
-from tests.peer.test_recorded import TAIL, stream_answer, whole_answer
-from tests.peer.vllm_server import PEER_HOME, RECORDED_SPECS, Peer, Server
+from tests.peer.recorder import Piece, Probe, from_pieces, main
 from tests.synthetic_cohere import cohere_tokenizer
-
-OUT = Path(__file__).parent.parent / "core" / "parsers" / "vllm_answers"
-MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -83,8 +71,8 @@ THINK_OFF = {"chat_template_kwargs": {"enable_thinking": False}}
 CITES = f"{SR}The <co>sky is blue</co: 0:[1,2]> today, <co>x</co: 1:[0]>.{ER}"
 
 # (label, output text, request, finish)
-Probe = tuple[str, str, dict[str, Any], str]
-COMMON: list[Probe] = [
+Case = tuple[str, str, dict[str, Any], str]  # label, output text, request, finish
+COMMON: list[Case] = [
     ("reasoning + response", f"{ST}Let me think.{ET}{SR}Hello there.{ER}", {}, "stop"),
     ("response only", f"{SR}Hello there.{ER}", {}, "stop"),
     ("plain text", "Hello there.", {}, "stop"),
@@ -123,12 +111,12 @@ COMMON: list[Probe] = [
     ("second thinking block", f"{ST}a{ET}{SR}b{ER}{ST}c{ET}{SR}d{ER}", {}, "stop"),
     ("empty output", "", {}, "stop"),
 ]  # fmt: skip
-CMD4_ONLY: list[Probe] = [
+CMD4_ONLY: list[Case] = [
     ("no start marker", f"Thinking here.{ET}{STX}Answer.{ETX}", {}, "stop"),
     ("text markers", f"{ST}Plan.{ET}{STX}Hello.{ETX}", {}, "stop"),
     ("text markers + call", f"Plan.{ET}" + CALL, T, "stop"),
 ]
-CMD3_ONLY: list[Probe] = [
+CMD3_ONLY: list[Case] = [
     ("text markers are no markers", f"{STX}Hello.{ETX}", {}, "stop"),
 ]
 CASES = {
@@ -137,65 +125,14 @@ CASES = {
 }
 
 
-def _ask(peer: Peer, served: str, name: str, case: dict[str, Any]) -> dict[str, Any]:
-    chat = {"model": served, "messages": case["messages"], **case["request"]}
-    prompt = peer.render_chat(chat)
-    ids = list(case["output_ids"])
-    whole = Case(name, name, "chat", False, chat, [[Gen(ids, case["finish_in"])]],
-                 prompts=[prompt], extra={"model": served})  # fmt: skip
-    streamed = replace(
-        whole, stream=True, outputs=[[Gen(ids, case["finish_in"], cuts=[1] * len(ids) or [0])]]
-    )
-    got = []
-    for c in (whole, streamed):
-        res = run_vllm(peer, c)
-        if res.status != 200:
-            raise RuntimeError(f"{name}: HTTP {res.status}: {res.error}")
-        got.append(res)
-    assert got[0].body is not None
-    return {
-        "prompt_tail_ids": prompt[-TAIL:],
-        "whole": whole_answer(got[0].body),
-        "stream": stream_answer(got[1].chunks),
-    }
+def _cases(family: str) -> Probe:
+    def cases() -> list[tuple[str, list[Piece], dict[str, Any], str]]:
+        return [(label, [text], req, finish) for label, text, req, finish in CASES[family]]
+
+    return Probe(TOOLS, from_pieces(cohere_tokenizer, "<|END_OF_TURN_TOKEN|>", cases))
 
 
-def record(family: str) -> Path:
-    spec = RECORDED_SPECS[f"{family}-recorded"]
-    for line in write_folder(PEER_HOME / "models", spec.model_dir.name):
-        print(line, flush=True)
-    tok = cohere_tokenizer()
-    eos = tok.token_to_id("<|END_OF_TURN_TOKEN|>")
-    server = Server(spec, Path(tempfile.mkdtemp(prefix="probe-")))
-    lines = [json.dumps({"tool_sets": {"@0": TOOLS}}, separators=(",", ":"))]
-    try:
-        server.wait_ready(time.monotonic() + 300)
-        peer = Peer(server)
-        for label, text, req, finish in CASES[family]:
-            ids = tok.encode(text, add_special_tokens=False).ids
-            if finish == "stop":
-                ids = [*ids, eos]
-            case: dict[str, Any] = {
-                "label": label,
-                "output_ids": ids,
-                "finish_in": finish,
-                "request": req,
-            }
-            live_req = {**req, "tools": TOOLS} if req.get("tools") == "@0" else req
-            live = {**case, "request": live_req, "messages": MESSAGES}
-            case.update(_ask(peer, spec.served_name, label, live))
-            print(label, json.dumps(case["whole"], ensure_ascii=False), flush=True)
-            lines.append(json.dumps(case, ensure_ascii=False, separators=(",", ":")))
-        peer.close()
-    finally:
-        server.stop()
-    out = OUT / f"{family}.jsonl"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
-
+PROBES = {family: _cases(family) for family in CASES}
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(__doc__.rsplit("usage:", 1)[1].strip(), file=sys.stderr)
-        sys.exit(2)
-    print(record(sys.argv[1]))
+    sys.exit(main(PROBES, sys.argv[1:], (__doc__ or "").rsplit("usage:", 1)[1]))

@@ -1,7 +1,8 @@
 """How the answers of MiniCPM-V, MiniCPM5 and the response-template parsers
-(`tests/core/parsers/vllm_answers/{minicpmv,minicpm5,hf,beam}.jsonl`) were recorded: as
-`probe_longtail.py` records the long tail's (the same request and recording code; these
-cases and folders, `recorded_minicpm.py`).
+(`tests/core/parsers/vllm_answers/{minicpmv,minicpm5,hf,beam}.jsonl`) were recorded: these
+cases, on the folders of `recorded_minicpm.py`, by recorder.py (as the long tail's; a case
+vLLM refuses is left out: hf refuses tool_choice "required" / named and
+`parallel_tool_calls: false`, beam "required" / named with this template).
 
 usage: python -m tests.peer.probe_minicpm FAMILY [FAMILY ...]
 (needs `tests/peer/setup_peer.sh`'s venv and the folders; starts one server at a time.)
@@ -13,8 +14,9 @@ import json
 import sys
 from typing import Any
 
-from tests.peer import probe_longtail as pl
-from tests.peer.probe_longtail import AUTO, NAMED, NO_TOOLS, NONE, REQUIRED, CaseSpec, Plain, W
+from tests import synthetic_longtail as lt
+from tests.peer.cases_longtail import AUTO, NAMED, NO_TOOLS, NONE, REQUIRED, TOOLS, W
+from tests.peer.recorder import CaseSpec, Plain, Probe, from_pieces, main
 
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
 HIDE = {"include_reasoning": False}
@@ -193,24 +195,17 @@ def template_cases() -> list[CaseSpec]:
     ]
 
 
-pl.PROBES.update(
-    {
-        "minicpmv": (pl.lt.xlam_tokenizer, "<|im_end|>", minicpmv_cases),
-        "minicpm5": (pl.lt.xlam_tokenizer, "<|im_end|>", minicpm5_cases),
-        "hf": (pl.lt.xlam_tokenizer, "<|im_end|>", template_cases),
-        "beam": (pl.lt.xlam_tokenizer, "<|im_end|>", template_cases),
-    }
-)
+def _probe(cases: object) -> Probe:
+    # The real Qwen3 vocabulary (xlam_tokenizer is it, unchanged); EOS `<|im_end|>`.
+    return Probe(TOOLS, from_pieces(lt.xlam_tokenizer, "<|im_end|>", cases), skip_refused=True)  # type: ignore[arg-type]
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__.rsplit("usage:", 1)[1].strip(), file=sys.stderr)
-        return 2
-    for family in argv:
-        print(f"{family}: {pl.record(family)}", flush=True)
-    return 0
-
+PROBES: dict[str, Probe] = {
+    "minicpmv": _probe(minicpmv_cases),
+    "minicpm5": _probe(minicpm5_cases),
+    "hf": _probe(template_cases),
+    "beam": _probe(template_cases),
+}
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(PROBES, sys.argv[1:], (__doc__ or "").rsplit("usage:", 1)[1]))
