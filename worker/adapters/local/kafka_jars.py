@@ -11,11 +11,13 @@ lets mvn copy the runtime classpath into
 The first resolution downloads 45 jars (45 MB, plus Maven's own plugins into ~/.m2, 65 MB
 in all) in about 40 s, reporting progress every few seconds; afterwards it returns at once.
 The broker itself (and the class-data archive recorded on top of these jars) is
-`kafka_server`'s. Only the standard library is imported here.
+`kafka_server`'s. So are the broker's two small text formats at the end (a KRaft cluster
+id, a .properties file). Only the standard library is imported here.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import os
@@ -289,3 +291,27 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+# The broker's small text formats --------------------------------------------------------
+
+
+def new_cluster_id() -> str:
+    """A random Kafka cluster id: 16 bytes in URL-safe base64 without padding, as
+    `kafka-storage random-uuid` prints (and, like it, never starting with '-', which a
+    command line would take for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties file as Kafka writes them (key=value lines, # comments)."""
+    result: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            result[key.strip()] = value.strip()
+    return result

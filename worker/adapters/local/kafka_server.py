@@ -16,7 +16,6 @@ failed start quotes the log's tail, and it is ready when it answers a Metadata r
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
@@ -42,6 +41,8 @@ from worker.adapters.local.kafka_jars import (
     java_binary,
     kafka_home,
     missing_tools,
+    new_cluster_id,
+    read_properties,
     resolve_jars,
 )
 
@@ -172,27 +173,6 @@ def _record_class_archive(home: Path, version: str, archive: Path, progress: Pro
 
 
 # The broker ------------------------------------------------------------------------------
-
-
-def new_cluster_id() -> str:
-    """A random Kafka cluster id: 16 bytes in URL-safe base64 without padding, as
-    `kafka-storage random-uuid` prints (and, like it, never starting with '-', which a
-    command line would take for an option)."""
-    while True:
-        text = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java .properties file as Kafka writes them (key=value lines, # comments)."""
-    result: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            key, _, value = line.partition("=")
-            result[key.strip()] = value.strip()
-    return result
 
 
 class ApacheKafka(LocalServer):
