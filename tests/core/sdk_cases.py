@@ -62,6 +62,7 @@ def registry() -> Registry:
             reasoning_parser=s.reasoning_parser,
             tool_parser=s.tool_parser,
             strict_tool_calling=s.strict,
+            response_template=s.template,
         )
     return Registry(models, default=PLAIN)
 

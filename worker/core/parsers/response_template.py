@@ -12,7 +12,11 @@ template that has none gets one); its closer, if any, is dropped (`<|im_end|>`).
 `formats(template, reasoning, tools)` turns one into the engine's table entries: a
 `ReasoningFormat` whose whole table is the template's (`rules`) and a `ToolFormat` whose
 regions are read whole when they close (held.py, with `calls` here). Every delimiter is
-matched on text, as vLLM matches it on the decoded text.
+matched on text, as vLLM matches it on the decoded text; one written `\\s*…` drops the
+whitespace before it (`swallow_ws`: content's trailing whitespace waits for the next
+marker, prose.py). The start state comes from the prompt's last think marker, as vLLM's
+stream reads the prompt's tail after the start anchor (its whole response reads no prompt:
+README hf-whole-prompt).
 
 What vLLM does that the tables do not (each refused when the model is loaded, so a
 template is either served as vLLM serves it or not at all; README "hf / beam"):
