@@ -40,6 +40,7 @@ from worker.batch.pipeline import (
     fail_refused,
     process_batch,
 )
+from worker.batch.warm import WarmStates
 from worker.constants import DLQ
 from worker.core.model import Registry
 from worker.ports import (
@@ -127,9 +128,11 @@ async def run_batch(
     observer: Observer = SILENT,
     step_timeout_s: float | None = None,
     control: bool = False,
+    warm: WarmStates | None = None,
 ) -> BatchReport:
     """Steps 1–6 above for one batch. `control`: requests ended early also get a
-    `control` output (`--control-topic`; the sink routes it)."""
+    `control` output (`--control-topic`; the sink routes it). `warm`: the decoded states
+    to reuse (batch/warm.py; None: the process's own)."""
     limit = step_timeout_s
     t0 = time.perf_counter()
     # 1) decode
@@ -157,7 +160,7 @@ async def run_batch(
     # (A store that waits for replicas confirms every touched state: process_batch says why.)
     confirm = getattr(checkpoint.store, "wait_replicas", 0) > 0
     result = process_batch(
-        decoded, stored, registry, epochs, checkpoint.offsets(batch), held, confirm, control
+        decoded, stored, registry, epochs, checkpoint.offsets(batch), held, confirm, control, warm
     )
     t3 = time.perf_counter()
     observer.stage("core", t3 - t2)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from worker.batch.warm import WarmStates
 from worker.constants import (
     CONTROL,
     DLQ,
@@ -33,7 +34,7 @@ from worker.core.control import live as still_live
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
 from worker.core.render import Output
-from worker.core.state import DONE, CorruptState, RequestState, load_state
+from worker.core.state import ACTIVE, DONE, CorruptState, RequestState, load_state
 from worker.core.tables import Tables
 from worker.ports import InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.wire.inbound import BadRecord, ChunkRecord, decode_record, read_head
@@ -42,16 +43,16 @@ log = logging.getLogger("derender.pipeline")
 
 DUPLICATE = derender.DUPLICATE
 
+# The process's warm states (batch/warm.py), shared by its lanes: process_batch runs whole
+# between two awaits, and a state is reused only for the very bytes it was saved as.
+WARM = WarmStates()
+
 
 class Decoded(msgspec.Struct):  # (collected: a BadRecord's traceback can make a cycle)
     record: InRecord
     chunk: ChunkRecord | None
     bad: BadRecord | None
     request_id: str | None  # the chunk's, or the bad record's when it could be read
-
-
-def _good(rec: InRecord, chunk: ChunkRecord) -> Decoded:
-    return Decoded(rec, chunk, None, chunk.request_id)
 
 
 def _bad(rec: InRecord, bad: BadRecord) -> Decoded:
@@ -80,12 +81,9 @@ def _seq_or_none(seq: int | None) -> int | None:
 _UNDECODABLE = (RecursionError, ValueError)
 
 
-def _decode(value: bytes, key: str | None) -> ChunkRecord:
-    try:
-        return decode_record(value, key)
-    except _UNDECODABLE as exc:  # (BadRecord itself is no ValueError: it passes through)
-        what = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise BadRecord(f"invalid ChunkRecord: {what}") from None
+def _undecodable(exc: RecursionError | ValueError) -> BadRecord:
+    what = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return BadRecord(f"invalid ChunkRecord: {what}")
 
 
 def _head(value: bytes) -> tuple[str | None, int | None]:
@@ -114,7 +112,10 @@ def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded
             decoded.append(_bad(rec, bad))
             continue
         try:
-            chunk = _decode(rec.value, rec.key)
+            try:
+                chunk = decode_record(rec.value, rec.key)
+            except _UNDECODABLE as exc:  # (BadRecord is no ValueError: it passes through)
+                raise _undecodable(exc) from None
         except BadRecord as bad:
             bad.seq = _seq_or_none(bad.seq)  # an out-of-range seq is no readable seq
             decoded.append(_bad(rec, bad))
@@ -126,7 +127,7 @@ def decode_batch(records: list[InRecord], max_record_bytes: int) -> list[Decoded
             )
             decoded.append(_bad(rec, out_of_range))
             continue
-        decoded.append(_good(rec, chunk))
+        decoded.append(Decoded(rec, chunk, None, chunk.request_id))
     return decoded
 
 
@@ -184,6 +185,7 @@ def process_batch(
     held: Mapping[str, Tables] | None = None,
     confirm: bool = False,
     control: bool = False,
+    warm: WarmStates | None = None,
 ) -> BatchResult:
     """Step every record in order against the loaded states; nothing here does I/O.
 
@@ -201,7 +203,11 @@ def process_batch(
     lost those records when the master died before its replica had them (issue #24).
 
     `control` (`--control-topic`): a record that ended a live request before its engine
-    did also yields a `control` output (worker/core/control.py), after its others."""
+    did also yields a `control` output (worker/core/control.py), after its others.
+
+    `warm`: the states this process saved last, decoded (batch/warm.py; the process's own
+    by default): a state loaded back as the very blob saved is not decoded again."""
+    warm = WARM if warm is None else warm
     result = BatchResult()
     partition_of = result.partitions
     owned = epochs or {}
@@ -215,6 +221,7 @@ def process_batch(
     tables_of: dict[str, bytes | Tables] = dict(held or {})
     opened: dict[str, bytes] = {}
     results = result.results
+    counts: dict[str, int] = {}  # (a plain dict, added to `results` once: Counter's += is Python)
     tokens = 0
 
     def current(
@@ -224,7 +231,7 @@ def process_batch(
         if entry is None:
             partition_of[rid] = partition
             s = stored.get(rid)
-            entry = live[rid] = (None, None) if s is None else (load_state(s.blob), s.seq)
+            entry = live[rid] = (None, None) if s is None else (warm.take(rid, s.blob), s.seq)
             if s is not None and s.tables is not None:
                 tables_of[rid] = s.tables
         return entry
@@ -260,13 +267,14 @@ def process_batch(
             if was_live and bad.seq is not None:
                 _stop(st, rid, "invalid", False, state, bad.seq)
             if not bad.dead_letter:  # (a dead letter is counted once, as "dlq")
-                results[st.result] += 1
+                counts[st.result] = counts.get(st.result, 0) + 1
             seq = str(bad.seq) if bad.seq is not None else UNKNOWN_SEQ
         else:
             rec = d.chunk
             assert rec is not None
             rid = rec.request_id
-            state, loaded = current(rid, d.record.partition)
+            entry = live.get(rid)  # (inline: the request's second record on is the usual case)
+            state, loaded = entry if entry is not None else current(rid, d.record.partition)
             was_live = control and still_live(state)
             st = derender.step(
                 state, rec, registry, d.record.timestamp_ms, tables=tables_of.get(rid)
@@ -287,7 +295,7 @@ def process_batch(
                 for c in chunk.choices:
                     if c.token_ids:
                         tokens += len(c.token_ids)
-            results[st.result] += 1
+            counts[st.result] = counts.get(st.result, 0) + 1
             seq = str(rec.seq)
         if st.outputs:
             _emit(result, rid, seq, st.outputs, partition_of[rid], d.record.headers)
@@ -296,6 +304,7 @@ def process_batch(
         if st.blob is not None:
             blobs[rid] = st.blob
     result.tokens = tokens
+    results.update(counts)
     if confirm:
         for rid, (state, _) in live.items():
             s = stored.get(rid)
@@ -319,6 +328,8 @@ def process_batch(
             last,
             opened.get(rid, b""),
         )
+        if state.status == ACTIVE:  # (its next records come in a later batch)
+            warm.keep(rid, blob, state)
     return result
 
 

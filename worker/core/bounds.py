@@ -31,11 +31,16 @@ MAX_N_SEQUENCES = 16384
 
 
 def check_ids(ids: list[int], model: Model, what: str) -> None:
-    if len(ids) > model.max_model_len:
+    count = len(ids)
+    if count > model.max_model_len:
         raise DerenderError(
-            f"{what} length ({len(ids)}) exceeds max_model_len ({model.max_model_len}).",
+            f"{what} length ({count}) exceeds max_model_len ({model.max_model_len}).",
             param=what,
         )
+    # A streamed record's usual single id: one comparison, not a min and a max over a list
+    # (a bad one falls through to the message below).
+    if count == 1 and 0 <= ids[0] < model.vocab_size:
+        return
     if ids and (min(ids) < 0 or max(ids) >= model.vocab_size):
         bad = next(i for i in ids if i < 0 or i >= model.vocab_size)
         raise DerenderError(
@@ -128,7 +133,8 @@ def check_chunk(chunk: GenerateStreamResponse, model: Model) -> None:
             raise DerenderError("choice index must not be negative", param="index")
         if choice.token_ids:
             check_ids(choice.token_ids, model, "token_ids")
-        check_logprobs(choice.logprobs, choice.index, model)
+        if choice.logprobs is not None:
+            check_logprobs(choice.logprobs, choice.index, model)
 
 
 def check_generate_outputs(count: int) -> None:

@@ -67,7 +67,9 @@ def decode_choice(
     # The decoder state before these ids is where their logprob texts start from (the
     # lists are replaced, never changed in place, so keeping them is enough).
     window, pending, held = cs.window, cs.pending, cs.held
-    text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, tables, model)
+    text_ids = ids
+    if finish == FINISH_STOP:  # (only then can a stop token end the text)
+        text_ids, stop_reason = _token_stop(ids, finish, stop_reason, opts, tables, model)
     text = detok.step(cs, text_ids)
     if final:
         text += flushed(detok, cs, finish)

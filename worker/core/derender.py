@@ -143,7 +143,8 @@ def step(
             outputs = echo_chunks(known, record, model)  # the prompt comes first
         # 3) + 4) The payload: its bounds first, then the tokenizer work.
         if record.type == "chunk":
-            outputs += on_chunk(known, record.request_id, record.generate_chunk, model, tabs)
+            said = on_chunk(known, record.request_id, record.generate_chunk, model, tabs)
+            outputs = outputs + said if outputs else said  # (on_chunk's list is its own)
         elif record.type == "response":
             outputs += on_response(known, record, model, tabs)
         else:

@@ -4,6 +4,8 @@ Every payload (a streamed chunk, the usage chunk, a whole response) starts with 
 header, `id`, `object`, `created`, `model`, and carries `usage`. `header` writes it for
 all four body types (chat or completion, chunk or whole), so the two APIs cannot drift
 apart; the callers only say which choices (and, whole, which extra fields) go in it.
+(A chat chunk, the one body built per streamed record, is built inline in `chunk` with
+the same fields: a call less per record.)
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ _CHUNKS: dict[str, tuple[Callable[..., Any], str]] = {
     "chat": (out.ChatCompletionChunk, "chat.completion.chunk"),
     "completion": (out.CompletionChunk, "text_completion"),
 }
+_CHAT_CHUNK = _CHUNKS["chat"][1]
 _WHOLE: dict[str, tuple[Callable[..., Any], str]] = {
     "chat": (out.ChatCompletion, "chat.completion"),
     "completion": (out.Completion, "text_completion"),
@@ -99,18 +102,27 @@ def chunk(
     """A streamed chunk of the request's API, one choice per piece (and the record's
     engine `metrics`, when it had any)."""
     u = request_usage(state) if state.opts.continuous_usage_stats else UNSET
-    choices: list[out.ChatChunkChoice] | list[out.CompletionChunkChoice]
+    body: Any
     if state.api == "chat":
-        choices = [
-            out.ChatChunkChoice(
-                index=p.index,
-                delta=_delta(p),
-                logprobs=p.logprobs if isinstance(p.logprobs, out.ChatLogprobs) else None,
-                finish_reason=p.finish_reason,
-                stop_reason=p.stop_reason,
-            )
-            for p in pieces
-        ]
+        # The hot path (once per streamed record): positional Struct calls and the body
+        # built here, with the very fields `header` writes.
+        body = out.ChatCompletionChunk(
+            request_id,
+            _CHAT_CHUNK,
+            state.created,
+            state.model,
+            [
+                out.ChatChunkChoice(
+                    p.index,
+                    _delta(p),
+                    p.logprobs if type(p.logprobs) is out.ChatLogprobs else None,
+                    p.finish_reason,
+                    p.stop_reason,
+                )
+                for p in pieces
+            ],
+            u,
+        )
     else:
         choices = [
             out.CompletionChunkChoice(
@@ -122,7 +134,7 @@ def chunk(
             )
             for p in pieces
         ]
-    body = header(state, request_id, whole=False, choices=choices, usage=u)
+        body = header(state, request_id, whole=False, choices=choices, usage=u)
     if metrics is not None:
         body.metrics = metrics
     return Output(CHUNK, out.encode(body))

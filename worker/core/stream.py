@@ -34,14 +34,20 @@ def on_chunk(
     if chunk is None:
         raise DerenderError("a `chunk` record needs `generate_chunk`", param="generate_chunk")
     check_chunk(chunk, model)
-    metrics = full_metrics(chunk.metrics, "generate_chunk.metrics")
+    # (The calls below are skipped where they would return at once: this runs once per
+    # streamed record, and a Python call costs more than the test.)
+    metrics = None
+    if chunk.metrics is not None:
+        metrics = full_metrics(chunk.metrics, "generate_chunk.metrics")
     # A usage-only event opens nothing (vLLM's chat server opens at the first output;
     # serve's clients send usage events without a choice's stream_state).
-    outputs = _opening(state, request_id) if chunk.choices else []
+    outputs = _opening(state, request_id) if chunk.choices and not state.opened else []
     if chunk.choices:
         choice = chunk.choices[0]
-        ids = choice.token_ids or []
-        positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
+        positions = None
+        if choice.logprobs is not None:  # (none: no positions, nothing to check)
+            ids = choice.token_ids or []
+            positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
         piece = _advance(state, choice, positions, model, tables)
         if piece is not None:
             outputs.append(render.chunk(state, request_id, [piece], metrics))
@@ -132,7 +138,11 @@ def _advance(
 ) -> Piece | None:
     """Detokenize one choice's new ids, apply stops, resolve logprobs; None when there
     is nothing to say."""
-    cs = state.choice(choice.index) or _new_choice(state, choice.index)
+    index = choice.index
+    choices = state.choices  # (n = 1, the usual request: its one choice, without a call)
+    cs = choices[0] if len(choices) == 1 and choices[0].index == index else state.choice(index)
+    if cs is None:
+        cs = _new_choice(state, index)
     ids = choice.token_ids or []
     cs.tokens += len(ids)
     if cs.done:
@@ -151,7 +161,8 @@ def _advance(
                 cs.parser, emit, d.text_ids, finish is not None, tables.tools
             )
             emit = ""  # the text is in the delta, split (markers never show)
-            resolved = unhidden(resolved, hidden)
+            if resolved:
+                resolved = unhidden(resolved, hidden)
             if finish is not None:
                 finish = model.parser.finish(cs.parser, finish)
         if resolved:
