@@ -14,8 +14,10 @@ core → outputs and headers → state writes: `run_batch` minus the servers). P
 the default registry (DeepSeek V4's reasoning and tool parsers); parsers off is the same
 model and tokenizer without them.
 
-Figures are process CPU (`time.process_time`) per record, best of N, on one pinned core;
-the stage split is the loop's own stage timer (`Observer.stage`) of the best run.
+Figures are process CPU (`time.process_time`) per record, best of N, on one pinned core,
+with the collector tuned as the worker tunes it (`cli.tune_gc`; `--gc-default`: CPython's
+own, about 1 µs a record more); the stage split is process CPU read as each of the loop's
+stages ends (`Observer.stage`), of the best run.
 
 `--against TREE` runs this same script in TREE (another checkout, e.g. `git worktree add
 /tmp/before <commit>`) and here, in alternating child processes, so a burst of other work
@@ -56,6 +58,7 @@ from tests.helpers import ListSink, ListSource
 from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch, run_sync
+from worker.cli import tune_gc
 from worker.config import DEFAULT_REGISTRY_TOML, load_registry
 from worker.core.model import Registry
 from worker.ports import InRecord
@@ -107,13 +110,20 @@ def records(reg: Registry, requests: int, words: int, per: int, seed: int) -> li
 
 
 class Stages:
-    """The loop's stage timer (`Observer`), summed over a run."""
+    """The loop's stages (`Observer.stage`, called as each ends), in process CPU summed
+    over a run: the loop's own wall-clock figure counts whatever else the machine ran."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.last = time.process_time()
+
+    def start(self) -> None:
+        self.last = time.process_time()
 
     def stage(self, name: str, seconds: float) -> None:
-        self.seconds[name] += seconds
+        now = time.process_time()
+        self.seconds[name] += now - self.last
+        self.last = now
 
     def round_trip(self, kind: str, count: int = 1) -> None:
         pass
@@ -131,6 +141,8 @@ def run_all(reg: Registry, values: list[bytes], stages: Stages | None = None) ->
     writes = []
     for i in range(0, len(values), BATCH):
         batch = source.batch([InRecord(v) for v in values[i : i + BATCH]])
+        if stages is not None:
+            stages.start()
         report = run_sync(
             run_batch(
                 batch,
@@ -158,10 +170,13 @@ def digest(sink: Any, writes: list[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def measure(requests: int, words: int, rounds: int) -> dict[str, Any]:
-    """Every case, `rounds` runs each, round robin; best process CPU per record."""
+def measure(requests: int, words: int, rounds: int, gc_default: bool) -> dict[str, Any]:
+    """Every case, `rounds` runs each, round robin; best process CPU per record. The
+    collector is tuned as the worker tunes it (`cli.tune_gc`), unless `gc_default`."""
     regs = registries()
     work = {c: (regs[c[0]], records(regs[c[0]], requests, words, c[1], seed=1)) for c in CASES}
+    if not gc_default:
+        tune_gc()
     out: dict[str, Any] = {}
     for case, (reg, values) in work.items():  # warm-up, and the digest
         out[f"{case[0]}/{case[1]}"] = {
@@ -172,7 +187,7 @@ def measure(requests: int, words: int, rounds: int) -> dict[str, Any]:
     split: dict[tuple[str, int], dict[str, float]] = {}
     for _ in range(rounds):
         for case, (reg, values) in work.items():
-            gc.collect()
+            gc.collect(0)  # (the young generation only: what tune_gc froze stays frozen)
             stages = Stages()
             t0 = time.process_time()
             run_all(reg, values, stages)
@@ -204,12 +219,13 @@ def commit_of(tree: Path) -> str:
 def child(tree: Path, args: argparse.Namespace, rounds: int) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--json", "--tree", str(tree), "--rounds", str(rounds)]
     cmd += ["--quick"] if args.quick else []
+    cmd += ["--gc-default"] if args.gc_default else []
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     return json.loads(run.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
-STAGES = ["decode", "core", "produce", "redis_save", "commit", "redis_load"]
+STAGES = ["decode", "redis_load", "core", "produce", "redis_save", "commit"]
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -226,7 +242,11 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             a, b = (results[n][case]["us"] for n in names)
             row.append(f"{b / a:.2f}×")
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Stage split (µs/record, the loop's stage timer, best run):", ""]
+    lines += [
+        "",
+        "Stage split (µs of process CPU per record, read as each stage ends; best run):",
+        "",
+    ]
     lines.append("| case | tree | " + " | ".join(STAGES) + " |")
     lines.append("|" + "---|" * (len(STAGES) + 2))
     for case in results[names[0]]:
@@ -247,12 +267,15 @@ def main() -> None:
     ap.add_argument("--against", help="another checkout: run both, alternating, side by side")
     ap.add_argument("--alternations", type=int, default=3)
     ap.add_argument("--out", help="write the Markdown report here")
+    ap.add_argument(
+        "--gc-default", action="store_true", help="CPython's collector as is, not the worker's"
+    )
     args = ap.parse_args()
     requests, words = (100, 30) if args.quick else (300, 30)
     rounds = args.rounds or (2 if args.quick else 5)
     pinned = pin_one_core(1)
     if args.json:
-        print(json.dumps(measure(requests, words, rounds)))
+        print(json.dumps(measure(requests, words, rounds, args.gc_default)))
         return
     trees = (
         {"this": Path(args.tree or REPO)}
@@ -281,7 +304,9 @@ def main() -> None:
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min) at the end; "
         f"code: {desc}.\n\n"
         f"{requests} interleaved chat requests (~{2 * words} words each, `</think>` in the "
-        f"middle, usage on), {BATCH}-record batches, `MemoryStore`, a list sink. Process CPU "
+        f"middle, usage on), {BATCH}-record batches, `MemoryStore`, a list sink; "
+        + ("CPython's default collector" if args.gc_default else "the worker's collector settings")
+        + " (`cli.tune_gc`). Process CPU "
         f"per record, best of {rounds * alternations} runs"
         + (
             f" ({alternations} alternations of the two trees; the digests of their outputs "
