@@ -290,6 +290,10 @@ class Setup:
     kwargs: dict[str, Any] | None = None  # chat_template_kwargs
     strip_values: bool = False  # the format strips string values (Step-3)
     template: dict[str, Any] | None = None  # the checkpoint's response_template (hf, beam)
+    # Texts no argument value may hold: a format whose regions end at the first match of
+    # their closer's text (hf / beam, as vLLM's response-template parser) cannot carry one
+    # inside a value; test_response_template pins what both then say.
+    closers: tuple[str, ...] = ()
 
 
 MARKER_TOKENIZERS: dict[str, Callable[[], Tokenizer]] = {

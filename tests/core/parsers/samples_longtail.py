@@ -291,6 +291,7 @@ def longtail_setups(setup: Callable[..., Any]) -> dict[str, Any]:
                 "<|im_start|>assistant\n<think>\n",
                 markers=("<tool_call>", "</think>"),
                 template=QWEN3_TEMPLATE,
+                closers=("</tool_call>",),
             )
             for name in ("hf", "beam")
         ),

@@ -134,6 +134,8 @@ def conversations(draw: st.DrawFn, setup: Setup) -> Conversation:
             if setup.many_calls
             else st.lists(st.builds(Call, st.sampled_from(NAMES), arguments()), max_size=1)
         )
+    if setup.closers:
+        calls = [c for c in calls if not any(x in json.dumps(c.args) for x in setup.closers)]
     if setup.name == "required" or (calls and not setup.content_with_calls):
         content = ""
     else:

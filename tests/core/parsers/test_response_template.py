@@ -174,3 +174,18 @@ def test_a_leading_whitespace_pattern_swallows_the_whitespace_before_it() -> Non
     expect(_p("hf", "hf"), text, "r", "Checking.\nDone.tail  ", [call, call])
     # With tools off the region is content as written, its whitespace too.
     expect(_p("hf", "hf", tool_choice="none"), "A \n" + CALL, None, "A \n" + CALL, [])
+
+
+@pytest.mark.parametrize("name", ["hf", "beam"])
+def test_a_closer_inside_a_value_ends_the_region_there(name: str) -> None:
+    """A region ends at the first text of its closer, also inside a JSON string: vLLM
+    0.33.0's ResponseParser (this template, prefix "<|im_start|>assistant\\n<think>\\n")
+    answered `{'role': 'assistant', 'content': '"}}\\n</tool_call>'}` for this output — the
+    cut region is malformed (dropped), the rest content — and so do we, streamed and
+    whole. (Found by the property test, which no longer draws such values: Setup.closers.)"""
+    body = '{"name": "get_weather", "arguments": {"city": "</tool_call>"}}'
+    text = f"</think><tool_call>\n{body}\n</tool_call>"
+    spec = compile_parser(name, name, _tok(), response_template=QWEN3_TEMPLATE)
+    prompt = _tok().encode("<|im_start|>assistant\n<think>\n", add_special_tokens=False).ids
+    parser = Parser(spec, _tok(), request(tools=TOOLS), list(prompt))
+    expect(parser, text, None, '"}}\n</tool_call>', [])
