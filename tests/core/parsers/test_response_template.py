@@ -13,28 +13,11 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import Parser, expect, request, tool
+from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import compile_parser
 from worker.core.parsers.response_template import TemplateError
 
-QWEN3_TEMPLATE: dict[str, Any] = {
-    "defaults": {"role": "assistant"},
-    "start_anchor": "<|im_start|>assistant\n",
-    "fields": {
-        "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
-        "tool_calls": {
-            "open_pattern": r"\s*<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
-        "content": {
-            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
-            "content": "text",
-        },
-    },
-}
 TOOLS = [tool("get_weather", city="string", days="integer")]
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo", "days": "3"}}</tool_call>'
 
