@@ -20,14 +20,16 @@ from aiokafka.errors import (
 from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tests.helpers import chunk, end
+from tests.helpers import ListSink, ListSource, chunk, end
 from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.config import load_registry
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.failures import ConfigError, Kind, classify
+from worker.observe.metrics import Metrics
 from worker.ports import Batch, InRecord, OutputsRefused, OutRecord, Partition, StateWrite, Stored
+from worker.run.accounts import Accounts
 from worker.run.runner import Runner
 from worker.settings import add_flags, from_args
 
@@ -228,3 +230,19 @@ def _runner(*argv: str) -> Runner:
     parser = argparse.ArgumentParser()
     add_flags(parser, environ={})
     return Runner(from_args(parser.parse_args(list(argv))), REGISTRY, MemoryStore())
+
+
+def test_failed_requests_are_counted_by_error_code() -> None:
+    """`derender_errors_total{code}`: a record of a request never opened (state_missing),
+    an invalid record with a request id (invalid_record, also dead-lettered) and a good
+    request (no error) in one batch."""
+    bad = {"request_id": "c", "seq": 0, "type": "chunk", "generate_chunk": "not an object"}
+    batch = _batch([(0, chunk("a", 0, [100])), (0, chunk("b", 3, [101])), (1, bad)])
+    report = _run(batch, MemoryStore(), ListSink(), ListSource())
+    assert report.result.errors == {"state_missing": 1, "invalid_record": 1}
+    metrics = Metrics()
+    Accounts(metrics, 60.0).batch(report)
+    text = metrics.exposition().decode()
+    assert 'derender_errors_total{code="state_missing"} 1.0' in text
+    assert 'derender_errors_total{code="invalid_record"} 1.0' in text
+    assert 'derender_errors_total{code="sequence_gap"} 0.0' in text  # exported from the start

@@ -67,6 +67,8 @@ class BatchResult:
     # request_id → the partition its records came from (a refused write rewinds it).
     partitions: dict[str, Partition] = field(default_factory=dict)
     results: Counter[str] = field(default_factory=Counter)
+    # Records that failed their request, by error code (`Step.error`, CONTRACT.md §5).
+    errors: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
 
 
@@ -222,6 +224,7 @@ def process_batch(
     opened: dict[str, bytes] = {}
     results = result.results
     counts: dict[str, int] = {}  # (a plain dict, added to `results` once: Counter's += is Python)
+    failed: dict[str, int] = {}  # the same for `errors`
     tokens = 0
 
     def current(
@@ -297,6 +300,8 @@ def process_batch(
                         tokens += len(c.token_ids)
             counts[st.result] = counts.get(st.result, 0) + 1
             seq = str(rec.seq)
+        if st.error is not None:
+            failed[st.error] = failed.get(st.error, 0) + 1
         if st.outputs:
             _emit(result, rid, seq, st.outputs, partition_of[rid], d.record.headers)
         if st.result != DUPLICATE:
@@ -305,6 +310,8 @@ def process_batch(
             blobs[rid] = st.blob
     result.tokens = tokens
     results.update(counts)
+    if failed:
+        result.errors.update(failed)
     if confirm:
         for rid, (state, _) in live.items():
             s = stored.get(rid)

@@ -12,6 +12,16 @@ INVALID_RECORD = "invalid_record"
 # The core failed on a record (a bug or a tokenizer failure, not bad input): the request
 # fails, its partition goes on.
 INTERNAL_ERROR = "internal_error"
+# Every code a request can fail with (the worker counts failures by code from the start).
+CODES = (
+    INVALID_REQUEST,
+    MODEL_NOT_FOUND,
+    SEQUENCE_GAP,
+    STATE_MISSING,
+    STATE_CORRUPT,
+    INVALID_RECORD,
+    INTERNAL_ERROR,
+)
 
 
 class DerenderError(Exception):

@@ -23,6 +23,7 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
 from worker.constants import RESULTS, STAGES
+from worker.core.errors import CODES
 from worker.observe import http_server
 from worker.observe.http_server import HttpServer
 from worker.ports import InRecord, StateWrite
@@ -114,6 +115,12 @@ class Metrics:
             "derender_records", "input records by result", ["result"], registry=r
         )
         self.outputs = Counter("derender_outputs", "output records by kind", ["kind"], registry=r)
+        self.errors = Counter(
+            "derender_errors",
+            "records that failed their request, by error code (CONTRACT.md §5)",
+            ["code"],
+            registry=r,
+        )
         self.tokens = Counter("derender_tokens", "generated token ids consumed", registry=r)
         self.batch_size = Histogram(
             "derender_batch_records", "records per batch", buckets=_BATCH, registry=r
@@ -190,6 +197,8 @@ class Metrics:
             self.stage_seconds.labels(stage)
         for result in RESULTS:
             self.records.labels(result)
+        for code in CODES:
+            self.errors.labels(code)
         self.last_turn = time.monotonic()
         self.ready = False
         # /readyz's answer as a series: an alert sees a worker that is up but not ready

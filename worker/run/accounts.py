@@ -51,6 +51,8 @@ class Accounts:
         m.tokens.inc(result.tokens)
         for k, v in result.results.items():
             m.records.labels(k).inc(v)
+        for code, n in result.errors.items():
+            m.errors.labels(code).inc(n)
         # One increment per kind, not per output (a labelled increment costs ~1.8 µs).
         for kind, n in Counter(o.kind for o in result.outputs).items():
             m.outputs.labels(kind).inc(n)
