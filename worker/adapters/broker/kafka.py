@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
 
 from worker.adapters.broker import kafka_access
@@ -23,6 +24,18 @@ def security_kwargs(s: KafkaSecurity) -> dict[str, Any]:
         kw["sasl_plain_username"] = s.sasl_username
         kw["sasl_plain_password"] = s.sasl_password
     return kw
+
+
+def check_bootstrapped(consumer: AIOKafkaConsumer) -> None:
+    """Raise KafkaConnectionError when the started consumer knows no broker.
+
+    aiokafka's bootstrap succeeds on a MetadataResponse that lists no brokers (a KRaft
+    broker just resumed from a freeze answered so, in the chaos suite), and the group
+    coordinator then dies on an assertion ("Did we not perform bootstrap?"): the consumer
+    never joins, and nothing reports it. Failing the connect instead makes it an outage
+    the runner retries. (`_client.cluster` is aiokafka's; no public call says this.)"""
+    if not consumer._client.cluster.brokers():
+        raise KafkaConnectionError("the broker's metadata lists no brokers yet")
 
 
 def make_consumer(s: Settings) -> AIOKafkaConsumer:
