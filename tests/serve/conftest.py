@@ -22,6 +22,7 @@ from worker.config import load_registry
 from worker.core.model import Registry
 from worker.observe import http_server
 from worker.serve.app import build_app
+from worker.serve.protocol import OneWriteProtocol
 
 MODELS_TOML = """
 [models."deepseek-v4"]
@@ -62,7 +63,7 @@ class LiveServer:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             try:
-                self._server = await http_server.start(app, "127.0.0.1", 0)
+                self._server = await http_server.start(app, "127.0.0.1", 0, http=OneWriteProtocol)
             except BaseException as exc:
                 self._error = exc
                 raise

@@ -90,7 +90,8 @@ async def start(app: Any, host: str, port: int, **options: Any) -> HttpServer:
         host=host,
         port=port,
         loop="none",  # the caller's loop (uvloop under `run` and `serve`)
-        http=_http_impl(),
+        # (`http`: a protocol class of the caller's; serve's writes each answer at once)
+        http=options.pop("http", None) or _http_impl(),
         lifespan="off",
         log_config=None,  # the worker's own logging (worker/observe/logs.py) stays as it is
         access_log=False,

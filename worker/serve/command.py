@@ -151,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from worker.observe import http_server
     from worker.observe.logs import configure
     from worker.serve.app import build_app
+    from worker.serve.protocol import OneWriteProtocol
 
     s = from_args(args)
     configure(s.log_format, s.log_level, None, secret_values(SERVE_FLAGS, s))
@@ -184,7 +185,12 @@ def run(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, stop.set)
         try:
             server = await http_server.start(
-                app, s.host, s.port, timeout_keep_alive=s.timeout_keep_alive, **tls_options(s)
+                app,
+                s.host,
+                s.port,
+                http=OneWriteProtocol,
+                timeout_keep_alive=s.timeout_keep_alive,
+                **tls_options(s),
             )
         except ssl.SSLError as exc:  # a key that is not the certificate's, a wrong password
             log.error("cannot serve: TLS: %s (check --ssl-certfile and --ssl-keyfile)", exc)
