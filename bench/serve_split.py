@@ -1,226 +1,158 @@
-"""Where one `serve` POST's CPU goes: serve_bench's streams, in-process, split by stage.
+"""Where one `serve` POST's CPU goes: serve_bench's load on a real server, sampled by py-spy.
 
-    python bench/serve_split.py [--tokens 50] [--streams 200] [--tools 0]
+    python bench/serve_split.py [--tokens 50] [--clients 8] [--seconds 10] [--rate 500]
 
-The same bodies `serve_bench.py` sends (DeepSeek V4 parsers on, 1-token chunks, each call
-carrying the previous answer's stream_state) go through the ASGI app `serve` runs
-(`build_app`), called directly (no socket, no HTTP parser), with the stages below timed by
-wrappers around the functions that do them (the wrappers cost ~0.1 µs each: small beside
-the figures). What the app does not do — uvicorn's httptools parsing, the ASGI message
-dicts, uvloop's socket reads and writes, the event loop's wake-ups — is the server's CPU
-per POST in serve_bench minus the app's time here: pass that figure as `--server-us` to get
-the HTTP line. `--tools N` puts N function tools in the chat_request (an agent's request:
-the tables are then non-empty and ride in the state envelope).
+`serve` starts as serve_bench starts it; `--clients` keep-alive connections stream
+`--tokens`-token DeepSeek V4 outputs in 1-token chunks (parsers on, each call carrying the
+previous answer's stream_state: serve_bench's bodies). py-spy samples the server
+(`record --format raw --nonblocking`) while /proc counts its CPU; each sample's stack goes
+to the first stage below that any of its frames names, and a stage's µs per POST is its
+share of the samples × the server's CPU per POST. No wrappers in the server (they would
+cost more than the stages they time).
 
-Stages:
-- body: the endpoint's body Struct (msgspec) and the generate_chunk's head;
-- envelope: stream_state open (base64, msgpack, BLAKE2b tag) and seal;
-- record: the ChunkRecord the driver builds, decoded again by the loop (decode_batch);
-- tables: the TableCache (held / stored / of / tool_schemas);
-- core: process_batch less the tables (state decode, detokenize, parsers, render, state encode);
-- response: the driver's answer bytes (the chunk, the empty chunk, or merged chunks);
-- glue: the rest of the app (ASGI headers and body, metrics, the loop's other steps).
+Stages (a sample is the stage of its deepest frame that one of them names):
+- tables: the request's tables (core/tables.py's TableCache: held, stored, of);
+- envelope: stream_state open and seal (serve/stream_state.py: base64, msgpack, BLAKE2b);
+- record decoding: the ChunkRecord the driver builds, decoded by the loop (decode_batch);
+- core: process_batch less the tables (state decode, detokenize, parsers, render, encode);
+- response building: the answer's chunk (serve/chunks.py, the driver's last lines);
+- loop glue: run_batch's other steps (checkpoint, bounds, the adapters);
+- body decoding: the endpoint's body Struct and the generate_chunk's head (msgspec);
+- driver glue: the rest of serve/driver.py (the record's bytes, the answer's bytes);
+- ASGI endpoint: serve/app.py (headers, body, metrics, the two ASGI sends);
+- HTTP: everything else — uvicorn's protocol and cycle, httptools, the ASGI task, uvloop's
+  reads, writes and wake-ups (the write's send(2) is most of it).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
+import os
+import subprocess
 import sys
+import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable
+from collections import Counter
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import serve_bench as sb  # noqa: E402
 
-from worker.batch import loop as batch_loop  # noqa: E402
-from worker.batch.loop import run_sync  # noqa: E402
-from worker.config import load_registry  # noqa: E402
-from worker.serve import app as serve_app  # noqa: E402
-from worker.serve import driver as serve_driver  # noqa: E402
-from worker.serve import wire  # noqa: E402
 
-SPENT: dict[str, float] = defaultdict(float)
-_clock = time.thread_time  # CPU, not wall: the machine is shared
+def _driver_lines(first: str, last: str | None = None) -> tuple[str, ...]:
+    """py-spy's marks of driver.py's lines from the one holding `first` to `last`."""
+    lines = (ROOT / "worker" / "serve" / "driver.py").read_text().splitlines()
+    a = next(i for i, t in enumerate(lines, 1) if first in t)
+    b = a if last is None else next(i for i, t in enumerate(lines, 1) if i > a and last in t)
+    return tuple(f"serve/driver.py:{n})" for n in range(a, b + 1))
 
 
-def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t = _clock()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            SPENT[name] += _clock() - t
+HTTP = "HTTP (uvicorn, httptools, uvloop, send/recv)"
 
-    return wrapper
-
-
-class TimedDecoder:
-    def __init__(self, name: str, decoder: Any) -> None:
-        self.decode = timed(name, decoder.decode)
-
-
-def instrument(registry: Any) -> None:
-    wire.chat_decoder = TimedDecoder("body", wire.chat_decoder)  # type: ignore[assignment]
-    wire.head_decoder = TimedDecoder("body", wire.head_decoder)  # type: ignore[assignment]
-    serve_driver.unseal = timed("envelope", serve_driver.unseal)
-    serve_driver.seal = timed("envelope", serve_driver.seal)
-    batch_loop.decode_batch = timed("record", batch_loop.decode_batch)
-    batch_loop.process_batch = timed("core+tables", batch_loop.process_batch)
-    for m in ("held", "stored", "of", "tool_schemas", "note"):
-        setattr(registry.tables, m, timed("tables", getattr(registry.tables, m)))
-    serve_driver.empty_chunk = timed("response", serve_driver.empty_chunk)
-    serve_driver.merged = timed("response", serve_driver.merged)
-    d = serve_driver.Driver
-    d._run = timed("loop", d._run)  # type: ignore[method-assign]
-    d.chat = timed("driver", d.chat)  # type: ignore[method-assign]
+# (stage, substrings: a stack naming any of them is the stage's)
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    ("tables", ("core/tables.py",)),
+    ("state envelope", ("serve/stream_state.py",)),
+    ("record decoding", ("decode_batch (",)),
+    ("core", ("process_batch (",)),
+    (
+        "response building",
+        ("serve/chunks.py", *_driver_lines("chunks: list[bytes] = []", 'return 200, b\'{"chunk"')),
+    ),
+    ("loop glue", ("run_batch (", "run_sync (")),
+    (
+        "body decoding",
+        (
+            *_driver_lines("wire.chat_decoder.decode(body)"),
+            *_driver_lines("wire.head_decoder.decode(chunk)"),
+        ),
+    ),
+    ("driver glue", ("serve/driver.py",)),
+    ("ASGI endpoint", ("serve/app.py", "prometheus_client/", "observe/metrics.py")),
+    (HTTP, ("uvicorn/", "serve/protocol.py", "asyncio/")),
+]
 
 
-def tool(i: int) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": f"get_weather_{i}",
-            "description": "The weather at a place, today or on a given day.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "unit": {"type": "string", "enum": ["c", "f"]},
-                },
-                "required": ["city"],
-            },
-        },
-    }
+def stage_of(stack: str) -> str:
+    """The stage of the deepest frame any stage names (HTTP's frames included: the
+    ASGI sends run uvicorn's writes)."""
+    for frame in reversed(stack.split(";")):
+        for name, marks in STAGES:
+            if any(m in frame for m in marks):
+                return name
+    return HTTP
 
 
-def bodies(rid: str, ids: list[int], model: str, tools: int) -> tuple[bytes, bytes]:
-    chat = dict(sb.CHAT_REQUEST, model=model)
-    if tools:
-        chat["tools"] = [tool(i) for i in range(tools)]
-    head = (
-        b'{"stream":true,"model":' + json.dumps(model).encode() + b',"generate_chunk":'
-        b'{"request_id":"' + rid.encode() + b'","choices":[{"index":0,"token_ids":'
-    )
-    tail = (
-        b',"prompt_tokens":'
-        + str(len(sb.PROMPT_IDS)).encode()
-        + b',"prompt_token_ids":'
-        + json.dumps(sb.PROMPT_IDS).encode()
-        + b',"chat_request":'
-        + json.dumps(chat).encode()
-        + b"}"
-    )
-    return head, tail
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Conn:
-    """Calls the ASGI app as uvicorn would: one http.request message, two sends."""
+async def load(port: int, clients: int, tokens: int, seconds: float) -> int:
+    ids = sb.output_ids(tokens)
+    conns = [await sb.Conn.open(port) for _ in range(clients)]
+    deadline = time.monotonic() + seconds
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
+    async def client(k: int, conn: sb.Conn) -> int:
+        n, s = 0, 0
+        while time.monotonic() < deadline:
+            n += await sb.stream_once(conn, f"split-{k}-{s}", ids, 1, "deepseek-v4", deadline)
+            s += 1
+        return n
 
-    def post(self, body: bytes) -> tuple[int, bytes]:
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": sb.CHAT,
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-        got: list[Any] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            got.append(message)
-
-        t = _clock()
-        run_sync(self.app(scope, receive, send))
-        SPENT["app"] += _clock() - t
-        return got[0]["status"], got[1]["body"]
-
-
-def stream(conn: Conn, rid: str, ids: list[int], model: str, tools: int) -> int:
-    head, tail = bodies(rid, ids, model, tools)
-    state = b"null"
-    for i in range(len(ids)):
-        finish = b'"stop"' if i + 1 >= len(ids) else b"null"
-        body = (
-            head
-            + json.dumps(ids[i : i + 1]).encode()
-            + b',"finish_reason":'
-            + finish
-            + b'}]},"stream_state":'
-            + state
-            + tail
-        )
-        status, data = conn.post(body)
-        if status != 200:
-            raise RuntimeError(f"HTTP {status}: {data[:300]!r}")
-        state = bytes(sb._answer.decode(data).stream_state)
-    return len(ids)
+    try:
+        return sum(await asyncio.gather(*(client(k, c) for k, c in enumerate(conns))))
+    finally:
+        for c in conns:
+            c.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=50)
-    ap.add_argument("--streams", type=int, default=200)
-    ap.add_argument("--tools", type=int, default=0)
-    ap.add_argument("--server-us", type=float, default=0.0, help="serve_bench's CPU per POST")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     args = ap.parse_args()
-    models = Path("/tmp/serve-split-models.toml")
-    models.write_text(sb.MODELS_TOML)
-    registry = load_registry(str(models))
-    instrument(registry)
-    conn = Conn(serve_app.build_app(registry))
-    ids = sb.output_ids(args.tokens)
-    for s in range(20):  # warm-up
-        stream(conn, f"warm-{s}", ids, "deepseek-v4", args.tools)
-    SPENT.clear()
-    n = 0
-    t0 = time.process_time()
-    for s in range(args.streams):
-        n += stream(conn, f"s-{s}", ids, "deepseek-v4", args.tools)
-    cpu = time.process_time() - t0
-    us = {k: v / n * 1e6 for k, v in SPENT.items()}
-    core = us["core+tables"] - us.get("tables", 0.0)
-    loop_rest = us["loop"] - us["core+tables"] - us["record"]
-    driver_rest = us["driver"] - us["body"] - us["envelope"] - us["loop"] - us.get("response", 0)
-    rows = [
-        ("body decoding", us["body"]),
-        ("record decoding (decode_batch)", us["record"]),
-        ("tables", us.get("tables", 0.0)),
-        ("state envelope", us["envelope"]),
-        ("core", core),
-        ("response building", us.get("response", 0.0) + driver_rest),
-        ("loop glue (run_batch's other steps)", loop_rest),
-        ("ASGI endpoint glue (headers, body, metrics)", us["app"] - us["driver"]),
-    ]
-    total = us["app"]
-    if args.server_us:
-        rows.append(("HTTP (uvicorn, httptools, uvloop)", args.server_us - total))
-        total = args.server_us
+    spy = Path(sys.executable).parent / "py-spy"
+    with sb.ours() as (port, pid), tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(load(port, args.clients, args.tokens, 2.0))  # warm-up
+        raw = Path(tmp) / "raw.txt"
+        rec = subprocess.Popen(
+            [
+                *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--nonblocking"),
+                *("-r", str(args.rate), "-d", str(int(args.seconds) + 2), "-o", str(raw)),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # (py-spy attaches)
+        cpu0 = cpu_s(pid)
+        posts = asyncio.run(load(port, args.clients, args.tokens, args.seconds))
+        cpu = cpu_s(pid) - cpu0
+        rec.wait(args.seconds + 30)
+        samples: Counter[str] = Counter()
+        for line in raw.read_text().splitlines() if raw.exists() else []:
+            stack, _, n = line.rpartition(" ")
+            samples[stage_of(stack)] += int(n)
+    total = sum(samples.values())
+    if not total:
+        print("py-spy recorded nothing (is ptrace allowed?)")
+        return 1
+    per_post = cpu / posts * 1e6
     print(
-        f"{n} POSTs, {args.tokens}-token streams, {args.tools} tools; "
-        f"process CPU {cpu / n * 1e6:.1f} µs/POST"
+        f"{posts} POSTs, {args.tokens}-token streams, {args.clients} clients: server CPU "
+        f"{per_post:.1f} µs per POST ({posts / cpu:,.0f} per server-CPU-s), {total} samples"
     )
     print("| stage | µs per POST | share |")
     print("|---|--:|--:|")
-    for name, v in rows:
-        print(f"| {name} | {v:.1f} | {v / total:.0%} |")
-    print(f"| total | {total:.1f} | 100% |")
+    for name, _ in STAGES:
+        share = samples[name] / total
+        print(f"| {name} | {share * per_post:.1f} | {share:.0%} |")
+    print(f"| total | {per_post:.1f} | 100% |")
     return 0
 
 
