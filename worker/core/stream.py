@@ -157,9 +157,10 @@ def _advance(
         d = decode_choice(state, cs, ids, finish, stop_reason, model, tables, final, positions)
         emit, finish, stop_reason, resolved = d.text, d.finish_reason, d.stop_reason, d.logprobs
         if cs.parser is not None:
-            delta, hidden = model.parser.feed(
+            parsed = model.parser.feed(
                 cs.parser, emit, d.text_ids, finish is not None, tables.tools
             )
+            delta, hidden = parsed.delta, parsed.hidden
             emit = ""  # the text is in the delta, split (markers never show)
             if resolved:
                 resolved = unhidden(resolved, hidden)

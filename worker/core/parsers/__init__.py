@@ -6,7 +6,7 @@ Callers use one object per model, `Parser` (parser.py):
                             reasoning_field=…, strict=…)
     template = parser.open(chat_request, prompt_token_ids, request_id)  # None: no parser
     st = parser.for_choice(template, i)          # kept in the choice's state (bounded)
-    delta, hidden = parser.feed(st, text, token_ids, final)             # per record
+    parsed = parser.feed(st, text, token_ids, final)  # per record: .delta, .hidden
     reason = parser.finish(st, engine_reason)                           # at the end
     whole = parser.whole(template, i, text, token_ids, engine_reason)   # non-streaming
 

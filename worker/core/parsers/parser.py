@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import msgspec
+
 from worker.core.parsers.engine import feed
 from worker.core.parsers.grammar import SWAP_ABSENT, SWAP_BLANK
+from worker.core.parsers.quick import MISS, plan
 from worker.core.parsers.render import REASONING, Parsed, collect, to_delta, to_message
 from worker.core.parsers.serving import (
     finish_reason,
@@ -39,7 +42,9 @@ from worker.wire.inbound import ChatRequest
 from worker.wire.outbound import ChatMessage, Delta
 
 
-class ParsedDelta(NamedTuple):
+# A msgspec Struct for its C-built `__init__` (one per parsed record; a NamedTuple's
+# `__new__` is Python). gc=False: it holds a Delta and a list, never itself.
+class ParsedDelta(msgspec.Struct, gc=False):
     """One record's output: its delta (None: it says nothing), and per token id of the
     record True where its logprobs must not be sent (hidden reasoning; None: none)."""
 
@@ -60,7 +65,7 @@ class ParsedMessage(NamedTuple):
 class Parser:
     """One model's parsing: its compiled spec and options; holds no request's state."""
 
-    __slots__ = ("reasoning_field", "spec", "strict")
+    __slots__ = ("quick", "reasoning_field", "spec", "strict")
 
     def __init__(
         self, spec: ParserSpec, reasoning_field: str = REASONING, strict: bool = True
@@ -68,6 +73,8 @@ class Parser:
         self.spec = spec
         self.reasoning_field = reasoning_field  # `reasoning` or `reasoning_content`
         self.strict = strict  # strict_tool_calling (vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING)
+        # The common record's path (quick.py), the engine's answer without its machinery.
+        self.quick = plan(spec, reasoning_field)
 
     @classmethod
     def compile(
@@ -137,6 +144,11 @@ class Parser:
         """Advance one choice by one record: `text` is the detokenized text of
         `token_ids` (None: match every marker on text alone); `final` releases
         everything held. `tools`: the request's tool table (None: the state's own)."""
+        quick = self.quick
+        if quick is not None and token_ids is not None and not final:
+            delta = quick.delta(st, text, token_ids)
+            if delta is not MISS:
+                return ParsedDelta(delta, None)  # type: ignore[arg-type]
         fed = feed(self.spec, st, text, token_ids, final, tools)
         return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden)
 
