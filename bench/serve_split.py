@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -72,7 +75,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("driver glue", ("serve/driver.py",)),
     ("ASGI endpoint", ("serve/app.py", "prometheus_client/", "observe/metrics.py")),
-    (HTTP, ("uvicorn/", "serve/protocol.py", "asyncio/")),
+    (HTTP, ()),
 ]
 
 
@@ -92,17 +95,19 @@ def cpu_s(pid: int) -> float:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(port: int, clients: int, tokens: int, seconds: float) -> int:
+async def load(port: int, clients: int, tokens: int, posts: int) -> int:
+    """About `posts` POSTs: whole `tokens`-token streams from `clients` connections."""
     ids = sb.output_ids(tokens)
     conns = [await sb.Conn.open(port) for _ in range(clients)]
-    deadline = time.monotonic() + seconds
+    streams = max(1, -(-posts // (tokens * clients)))
 
     async def client(k: int, conn: sb.Conn) -> int:
-        n, s = 0, 0
-        while time.monotonic() < deadline:
-            n += await sb.stream_once(conn, f"split-{k}-{s}", ids, 1, "deepseek-v4", deadline)
-            s += 1
-        return n
+        return sum(
+            [
+                await sb.stream_once(conn, f"split-{k}-{s}", ids, 1, "deepseek-v4", 1e18)
+                for s in range(streams)
+            ]
+        )
 
     try:
         return sum(await asyncio.gather(*(client(k, c) for k, c in enumerate(conns))))
@@ -111,48 +116,172 @@ async def load(port: int, clients: int, tokens: int, seconds: float) -> int:
             c.close()
 
 
+# -- the HTTP stack alone: the same protocol and server, an app that answers at once -------
+
+NULL_ANSWER = b'{"chunk":{},"stream_state":{"state":"AA=="}}'
+
+
+async def null_app(scope: Any, receive: Any, send: Any) -> None:
+    """Reads the body and answers a fixed chunk (GET /health: empty)."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    if scope["method"] == "POST":
+        while (await receive()).get("more_body"):
+            pass
+        body = NULL_ANSWER
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve_null(port: int) -> None:
+    import uvloop
+
+    from worker.observe import http_server
+    from worker.serve.protocol import OneWriteProtocol
+
+    async def main() -> None:
+        await http_server.start(null_app, "127.0.0.1", port, http=OneWriteProtocol)
+        await asyncio.Event().wait()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
+
+
+@contextlib.contextmanager
+def null_server() -> Iterator[tuple[int, int]]:
+    port = sb.free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--null-server", str(port)])
+    try:
+        sb.wait_health(port, proc, 30)
+        yield port, proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+# -- the app alone: the ASGI app serve runs, called in-process ---------------------------
+
+
+def in_process(tokens: int, posts: int) -> None:
+    """serve's app (build_app) driven without a socket, as uvicorn drives it: one
+    `http.request` message in, two sends out; the bodies are serve_bench's."""
+    from worker.batch.loop import run_sync
+    from worker.config import load_registry
+    from worker.serve.app import build_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        models = Path(tmp) / "models.toml"
+        models.write_text(sb.MODELS_TOML)
+        app = build_app(load_registry(str(models)))
+    ids = sb.output_ids(tokens)
+
+    def post(body: bytes) -> bytes:
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": sb.CHAT,
+            "headers": [
+                (b"host", b"127.0.0.1"),
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
+        }
+        got: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            got.append(message)
+
+        run_sync(app(scope, receive, send))
+        assert got[0]["status"] == 200, got
+        return bytes(got[1]["body"])
+
+    class Local:  # serve_bench's client, over the function above
+        async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+            return 200, post(body)
+
+    async def streams(n: int) -> None:
+        for s in range(n):
+            await sb.stream_once(Local(), f"p-{s}", ids, 1, "deepseek-v4", 1e18)  # type: ignore[arg-type]
+
+    asyncio.run(streams(max(1, posts // tokens)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=50)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
+    ap.add_argument("--posts", type=int, default=20000, help="POSTs per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="serve / HTTP-alone turns")
+    ap.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
+    ap.add_argument("--raw", type=Path, help="keep py-spy's raw stacks of the app here")
+    ap.add_argument("--null-server", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.null_server:
+        serve_null(args.null_server)
+        return 0
+    if args.in_process:
+        in_process(args.tokens, args.posts)
+        return 0
+
+    # 1) server CPU per POST: serve, and the HTTP stack alone, taking turns
+    cpu = {"serve": 0.0, "http": 0.0}
+    posts = {"serve": 0, "http": 0}
+    with sb.ours() as (sport, spid), null_server() as (nport, npid):
+        for port in (sport, nport):
+            asyncio.run(load(port, args.clients, args.tokens, 1000))  # warm-up
+        for _ in range(args.rounds):
+            for name, port, pid in (("serve", sport, spid), ("http", nport, npid)):
+                c0 = cpu_s(pid)
+                posts[name] += asyncio.run(load(port, args.clients, args.tokens, args.posts))
+                cpu[name] += cpu_s(pid) - c0
+    us = {k: cpu[k] / posts[k] * 1e6 for k in cpu}
+
+    # 2) the app's stages: py-spy samples of the app in-process
     spy = Path(sys.executable).parent / "py-spy"
-    with sb.ours() as (port, pid), tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(load(port, args.clients, args.tokens, 2.0))  # warm-up
+    with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "raw.txt"
-        rec = subprocess.Popen(
+        subprocess.run(
             [
-                *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--nonblocking"),
-                *("-r", str(args.rate), "-d", str(int(args.seconds) + 2), "-o", str(raw)),
+                *(str(spy), "record", "--format", "raw", "-r", str(args.rate), "-o", str(raw)),
+                *("--", sys.executable, __file__, "--in-process"),
+                *("--tokens", str(args.tokens), "--posts", str(args.posts)),
             ],
+            check=True,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-        time.sleep(1.0)  # (py-spy attaches)
-        cpu0 = cpu_s(pid)
-        posts = asyncio.run(load(port, args.clients, args.tokens, args.seconds))
-        cpu = cpu_s(pid) - cpu0
-        rec.wait(args.seconds + 30)
-        samples: Counter[str] = Counter()
-        for line in raw.read_text().splitlines() if raw.exists() else []:
-            stack, _, n = line.rpartition(" ")
+        stacks = raw.read_text().splitlines()
+    if args.raw:
+        args.raw.write_text("\n".join(stacks))
+    samples: Counter[str] = Counter()
+    for line in stacks:
+        stack, _, n = line.rpartition(" ")
+        if "in_process.<locals>.post (" in stack:  # (the rest: the client, start-up)
             samples[stage_of(stack)] += int(n)
     total = sum(samples.values())
-    if not total:
-        print("py-spy recorded nothing (is ptrace allowed?)")
-        return 1
-    per_post = cpu / posts * 1e6
+    app_us = us["serve"] - us["http"]
     print(
-        f"{posts} POSTs, {args.tokens}-token streams, {args.clients} clients: server CPU "
-        f"{per_post:.1f} µs per POST ({posts / cpu:,.0f} per server-CPU-s), {total} samples"
+        f"{args.tokens}-token streams, 1-token chunks, parsers on, {args.clients} clients: "
+        f"serve {us['serve']:.1f} µs of server CPU per POST ({posts['serve']} POSTs), the "
+        f"HTTP stack alone {us['http']:.1f} ({posts['http']}); the app's "
+        f"{app_us:.1f} split by {total} py-spy samples of it in-process"
     )
     print("| stage | µs per POST | share |")
     print("|---|--:|--:|")
-    for name, _ in STAGES:
-        share = samples[name] / total
-        print(f"| {name} | {share * per_post:.1f} | {share:.0%} |")
-    print(f"| total | {per_post:.1f} | 100% |")
+    print(
+        f"| HTTP (uvicorn, httptools, uvloop, the socket) | {us['http']:.1f} | "
+        f"{us['http'] / us['serve']:.0%} |"
+    )
+    for name, _ in STAGES[:-1]:
+        v = samples[name] / total * app_us if total else 0.0
+        print(f"| {name} | {v:.1f} | {v / us['serve']:.0%} |")
+    print(f"| total | {us['serve']:.1f} | 100% |")
     return 0
 
 

@@ -43,7 +43,7 @@ from worker.core.state import decode_state
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.serve import wire
 from worker.serve.chunks import empty_chunk, merged
-from worker.serve.stream_state import BadState, seal, unseal
+from worker.serve.stream_state import BadState, Issued, seal
 from worker.serve.wire import given
 from worker.wire import inbound
 
@@ -213,6 +213,7 @@ class Driver:
         self.tokens = 0
         self.state_bytes: list[int] = []
         self._rid = ""  # the request id `_opening` settled on
+        self.issued = Issued()  # the states sealed last: one brought back is not reopened
 
     # -- endpoints ---------------------------------------------------------------------
 
@@ -420,7 +421,7 @@ class Driver:
             carried = None
         else:
             try:
-                carried = unseal(self.key, api, bound, stream_state.state)
+                carried = self.issued.open(self.key, api, bound, stream_state.state)
             except BadState as exc:
                 return error(str(exc), param="stream_state")
             rid = head.request_id if head.request_id is not None else uuid.uuid4().hex
@@ -449,6 +450,7 @@ class Driver:
             value = merged(chunks)
         tables = w.tables or (carried.tables or b"" if carried is not None else b"")
         state = seal(self.key, api, bound, w.seq, w.blob, tables)
+        self.issued.keep(api, bound, state.decode("ascii"), Stored(w.seq, w.blob, tables or None))
         return 200, b'{"chunk":' + value + b',"stream_state":{"state":"' + state + b'"}}'
 
 
