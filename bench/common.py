@@ -25,15 +25,17 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def code_version() -> str:
-    """The commit measured, and whether `worker/` had uncommitted changes."""
+def code_version(repo: Path | None = None) -> str:
+    """The commit measured (of `repo`, default this checkout), and whether `worker/` had
+    uncommitted changes."""
+    repo = repo or REPO
     try:
         sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", "worker"],
-            cwd=REPO,
+            cwd=repo,
             capture_output=True,
             text=True,
         ).stdout.strip()

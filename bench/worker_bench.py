@@ -165,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         help="results file (default bench/results/worker-BROKER-DATE.md, -quick.md with --quick)",
     )
     ap.add_argument("--no-write", action="store_true", help="print only, write no file")
+    ap.add_argument(
+        "--tree",
+        type=Path,
+        help="measure another checkout's worker (e.g. a worktree of an earlier commit) with "
+        "this script: the same workload, passthrough and report",
+    )
     ap.add_argument("--tools", type=int, default=0, help="tools in every request (issue #17)")
     ap.add_argument("--stops", type=int, default=0, help="stop strings in every request")
     args = ap.parse_args(argv)
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "idle_load": f"{other_load():.2f}",
-        "code": code_version(),
+        "code": code_version(args.tree) if args.tree else code_version(),
         "broker_kind": args.broker,
         "exactly_once": exactly_once,
         **versions(),
@@ -213,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             info["redis-server"] += f"; a Redis Cluster of {masters} master(s), a replica each"
         assert redis.pid is not None
         mode = "cluster" if masters else "standalone"
-        env = Env(bootstrap, redis.url, redis.pid, broker_pid, Path(tmp), args.max_batch, mode)
+        env = Env(
+            bootstrap, redis.url, redis.pid, broker_pid, Path(tmp), args.max_batch, mode, args.tree
+        )
         progress(f"{args.broker} on {bootstrap}, redis on {redis.url}")
         try:
             runs = asyncio.run(run_all(env, tok, prof, systems, args.broker == "apache", progress))

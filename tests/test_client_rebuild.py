@@ -138,10 +138,14 @@ def test_stalled_commits_replace_the_clients_and_the_new_ones_finish_the_work(
         assert runner.metrics.client_rebuilds._value.get() == 1
         # The new consumer read from the committed offset (none: the start) and finished.
         assert second.committed == {TP: 4}
-        # Only the new clients' batch was done; its outputs had gone out before the first
-        # commit stalled (at-least-once: produce, save, then commit), so it found them
-        # saved and sent nothing twice.
-        assert runner.totals.batches == 1 and sum(runner.totals.records.values()) == 4
+        # The batch was done three times: first (its commit, in the background, stalled),
+        # again after that failure (rewound: its commit stalled too), and by the new
+        # clients. Its outputs had gone out and its states were saved before the first
+        # commit (at-least-once: produce, save, then commit), so the two redos found every
+        # record done and sent nothing twice.
+        assert runner.totals.batches == 3
+        assert runner.totals.records == {"ok": 4, "duplicate": 8}
+        assert runner.totals.outputs == 2
         last = json.loads(sink.outputs[-1].value)["choices"][0]
         assert last["finish_reason"] == "length"
 

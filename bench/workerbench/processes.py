@@ -197,9 +197,15 @@ class Env:
     workdir: Path
     max_batch: int
     redis_mode: str = "standalone"
+    # The checkout whose worker runs (`--tree`; None: this one). The passthrough is always
+    # this checkout's: it is the ceiling, not what is measured.
+    tree: Path | None = None
 
 
-def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) -> tuple[Any, Path]:
+def launch(
+    system: System, env: Env, topics: dict[str, str], metrics_port: int, cwd: Path | None = None
+) -> tuple[Any, Path]:
+    """`cwd`: the checkout whose worker runs (`python -m worker` imports it from there)."""
     group = f"bench-{uuid.uuid4().hex[:8]}"
     flags = [
         "--bootstrap-servers", env.bootstrap,
@@ -233,7 +239,11 @@ def launch(system: System, env: Env, topics: dict[str, str], metrics_port: int) 
     log = env.workdir / f"{system.kind}-{group}.log"
     with open(log, "ab") as f:
         proc = subprocess.Popen(
-            argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f
+            argv,
+            cwd=cwd or (env.tree if system.kind == "worker" else None) or ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=f,
         )
     return proc, log
 

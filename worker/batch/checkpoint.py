@@ -13,7 +13,13 @@ source half of `loop.run_batch` (at-least-once); its steps, numbered as there:
   6.  `commit`: `last + 1` per partition, except partitions with a refused write: another
       owner moved on there, so they are rewound to the batch's first offsets and their
       epoch dropped (the next batch there claims anew, and the seq check makes what was
-      already applied a no-op).
+      already applied a no-op). With `Behind` (what `run` uses) the commit runs in the
+      background while the lane polls and works on its next batch: it is not on any
+      record's path (the states are saved, so a commit that never lands only means a
+      redelivery that the seq check turns into no-ops). Commits of one partition stay in
+      order (each awaits the one before), the failure of one fails the next batch of its
+      partitions that is still ours, and whoever waits for the batches in flight (a
+      revocation, a stop) waits for these commits too (`Behind.track`).
   -   `abort`: a batch that failed before 6 (an outage) is rewound whole; nothing is
       committed, and the next poll fetches it again.
   -   `fence`: before each step that touches something shared (a producer, the store, the
@@ -39,10 +45,13 @@ per input partition of the batch (`ports.Transactions`):
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
+from worker.batch.steps import bounded
 from worker.ports import (
     Batch,
     Fenced,
@@ -58,6 +67,24 @@ from worker.ports import (
 log = logging.getLogger("derender.worker")
 
 
+Offsets = Mapping[Partition, int]
+
+
+@dataclass(frozen=True)
+class Behind:
+    """Commits in the background (see step 6), in two halves: `ends(offsets)`, in the
+    batch, says what committing `offsets` means now (Kafka: past transaction markers, read
+    from the consumer's position before the lane polls on), and `commit(ends)` runs in the
+    background, within `timeout_s` (`StepTimeout` "commit", as when awaited in the batch).
+    Each background commit is handed to `track`, so that a revocation or a stop waits for
+    it as for a batch in flight."""
+
+    ends: Callable[[Offsets], Awaitable[Offsets]]
+    commit: Callable[[Offsets], Awaitable[None]]
+    timeout_s: float | None
+    track: Callable[[asyncio.Future[None]], None] = lambda _commit: None
+
+
 class Checkpoint:
     """Steps 2a, 5 and 6 of the loop over one source and one store.
 
@@ -65,12 +92,22 @@ class Checkpoint:
     `lease`: the worker's hold on its partitions (None: nothing is ever revoked, as in
     replay and the tests)."""
 
-    def __init__(self, source: Source, store: StateStore, lease: Lease | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        store: StateStore,
+        lease: Lease | None = None,
+        behind: Behind | None = None,
+    ) -> None:
         self.source = source
         self.store = store
         self.lease = lease
+        self.behind = behind
         # Owner epoch per partition, claimed on first use after each assignment.
         self.epochs: dict[Partition, int] = {}
+        # The last commit started in the background per partition, with its batch (kept
+        # until the next commit there has looked at how it ended).
+        self._commits: dict[Partition, tuple[Batch, asyncio.Future[None]]] = {}
 
     def fence(self, batch: Batch, step: str) -> None:
         """Raise `Fenced` if the batch's partitions were revoked since it was polled."""
@@ -124,9 +161,65 @@ class Checkpoint:
             )
             self.forget(lost)
             self.source.rewind(batch, lost)
-        if offsets:
+        if not offsets:
+            return lost
+        if self.behind is None:
             await self.source.commit(offsets)
+            return lost
+        behind = self.behind
+        await self._after_earlier(offsets)
+        ends = await behind.ends(offsets)
+        self.fence(batch, "commit")  # (the waits above may have outlasted a revocation)
+        commit = asyncio.ensure_future(bounded(behind.commit(ends), behind.timeout_s, "commit"))
+        commit.add_done_callback(_report_failure)
+        for p in offsets:
+            self._commits[p] = (batch, commit)
+        behind.track(commit)
         return lost
+
+    async def _after_earlier(self, offsets: Mapping[Partition, int]) -> None:
+        """Wait for the commits still running on these partitions (commits of a partition
+        stay in order); raise the failure of one whose partitions are still ours."""
+        for p in offsets:
+            earlier = self._commits.get(p)
+            if earlier is None:
+                continue
+            # (asyncio.wait: this batch's own timeout must not cancel the earlier commit.)
+            await asyncio.wait({earlier[1]})
+            if (failure := self._take(earlier)) is not None:
+                raise failure[1]
+
+    def _take(
+        self, earlier: tuple[Batch, asyncio.Future[None]]
+    ) -> tuple[Batch, BaseException] | None:
+        """Forget a finished commit (on every partition it covered); its failure, if it
+        failed while its batch's partitions are still ours."""
+        batch, commit = earlier
+        for q in batch.last:
+            if self._commits.get(q) is earlier:
+                del self._commits[q]
+        exc = None if commit.cancelled() else commit.exception()
+        if exc is None or (self.lease is not None and not self.lease.holds(batch)):
+            return None
+        return batch, exc
+
+    def failed(self, partitions: Iterable[Partition]) -> tuple[Batch, BaseException] | None:
+        """A background commit on `partitions` that failed while its batch's partitions
+        are still ours (taken: reported once). With no next batch there to raise it, the
+        lane handles it as that batch's failure: rewound, done again (no-ops), committed."""
+        for p in partitions:
+            earlier = self._commits.get(p)
+            if earlier is None or not earlier[1].done():
+                continue
+            if (failure := self._take(earlier)) is not None:
+                return failure
+        return None
+
+    async def settle(self) -> None:
+        """Wait for every commit still running in the background (a lane's last act)."""
+        running = {c for _, c in self._commits.values() if not c.done()}
+        if running:
+            await asyncio.wait(running)
 
     async def abort(self, batch: Batch) -> None:
         """The batch failed before it was committed: deliver all of it again (unless it
@@ -138,6 +231,14 @@ class Checkpoint:
         """The partitions left us (revoked, or another owner wrote): claim anew if back."""
         for p in partitions:
             self.epochs.pop(p, None)
+            self._commits.pop(p, None)  # (a revocation waited for it: `Behind.track`)
+
+
+def _report_failure(commit: asyncio.Future[None]) -> None:
+    """Every failed background commit is logged when it ends, whether or not a later batch
+    of its partitions raises it (it may be revoked first, or never come)."""
+    if not commit.cancelled() and (exc := commit.exception()) is not None:
+        log.warning("a commit in the background failed: %s: %s", type(exc).__name__, exc)
 
 
 class TransactionalCheckpoint(Checkpoint):

@@ -8,7 +8,8 @@ Per batch, in this order (CONTRACT.md §4, §6):
   4. produce all outputs and dead letters, and await every ack; an output the broker
      refuses for itself fails its request (an `error` output takes its place);
   5. save every state: one round trip, compare-and-set on seq and owner epoch;
-  6. commit `offset + 1` per partition (`Checkpoint.commit`).
+  6. commit `offset + 1` per partition (`Checkpoint.commit`; in `run`, at-least-once, the
+     commit runs in the background while the lane polls on: `checkpoint.Behind`).
 A crash anywhere before 6 redelivers the batch; the seq check then turns what was already
 applied into no-ops and the rest produces the same bytes again. Errors are raised to the
 driver, which decides (`failures.classify`) whether to rewind and retry or to stop.
@@ -25,10 +26,9 @@ partitions were not revoked meanwhile (`Checkpoint.fence`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -40,6 +40,7 @@ from worker.batch.pipeline import (
     fail_refused,
     process_batch,
 )
+from worker.batch.steps import bounded
 from worker.batch.warm import WarmStates
 from worker.constants import DLQ
 from worker.core.model import Registry
@@ -87,26 +88,6 @@ def _round_trips(store: object) -> int:
     """Round trips of the store's last call in this task (RedisStore.last_round_trips:
     per task, as lanes share the store), else 1."""
     return int(getattr(store, "last_round_trips", 1)) or 1
-
-
-class StepTimeout(TimeoutError):
-    """A step of a batch waited on a server past `step_timeout_s` (an outage)."""
-
-    def __init__(self, step: str, timeout_s: float) -> None:
-        super().__init__(f"{step} took longer than {timeout_s:g}s")
-        self.step = step
-
-
-async def bounded(aw: Awaitable[T], timeout_s: float | None, step: str) -> T:
-    """`await aw`, within `timeout_s` when given (None: unbounded, and no event loop is
-    needed, as `run_sync` drives the loop in replay and the tests)."""
-    if timeout_s is None:
-        return await aw
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await aw
-    except TimeoutError:
-        raise StepTimeout(step, timeout_s) from None
 
 
 @dataclass(slots=True)

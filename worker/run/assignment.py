@@ -93,6 +93,12 @@ class Assignment:
             self.in_flight.discard(done)
             done.set_result(None)
 
+    def track(self, work: asyncio.Future[None]) -> None:
+        """Work that a batch left running (its commit, in the background): a revocation
+        waits for it as for a batch in flight."""
+        self.in_flight.add(work)
+        work.add_done_callback(self.in_flight.discard)
+
     async def revoke(self, wait_s: float) -> None:
         """A revocation begins: stop polling, give the batches in flight `wait_s` to
         finish, then move the lease on (fencing any still running)."""

@@ -55,13 +55,12 @@ from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
 from worker.adapters.broker.kafka_txn import Transactions
-from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
-from worker.batch.loop import StepTimeout, bounded, run_batch
+from worker.batch.checkpoint import Behind, Checkpoint, TransactionalCheckpoint
+from worker.batch.loop import run_batch
+from worker.batch.steps import bounded
 from worker.core.model import Registry
 from worker.failures import (
     HANDLED,
-    KAFKA_STEPS,
-    STALLS_BEFORE_REBUILD,
     ClientsStalled,
     ConfigError,
     Outage,
@@ -73,6 +72,7 @@ from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
 from worker.run.accounts import Accounts
 from worker.run.assignment import Assignment, partitions
+from worker.run.health import Health
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
@@ -118,9 +118,7 @@ class Runner:
         self._group_lag_task: asyncio.Task[None] | None = None
         self.outage = Outage(settings.outage_limit_s, self.stopping, self.metrics.outage_seconds)
         self._last_lag = 0.0
-        # Kafka steps in a row that timed out (any lane): at STALLS_BEFORE_REBUILD the
-        # clients are replaced.
-        self._stalls = 0
+        self.health = Health(self.outage)
         # The lease on the partitions, the lanes' polls and batches in flight.
         self.assignment = Assignment(on_drop=self.metrics.fenced.inc)
         self.run_batch = run_batch  # (in spans, when OTEL_* asks: `run` sets it)
@@ -261,7 +259,7 @@ class Runner:
         await self._close_kafka()
         self.metrics.assigned.set(0)
         self.assignment.reset()
-        self._stalls = 0
+        self.health.stalls = 0
 
     async def _close_kafka(self) -> None:
         if self._group_lag_task is not None:
@@ -279,16 +277,9 @@ class Runner:
         await asyncio.gather(*closing)
 
     async def _close_clients(self) -> None:
-        consumer, producer, self.consumer, self.producer = (
-            self.consumer,
-            self.producer,
-            None,
-            None,
-        )
-        await asyncio.gather(
-            _closed("the consumer", consumer.stop()) if consumer is not None else _nothing(),
-            _closed("the producer", producer.stop()) if producer is not None else _nothing(),
-        )
+        clients = {"the consumer": self.consumer, "the producer": self.producer}
+        self.consumer = self.producer = None
+        await asyncio.gather(*(_closed(k, c.stop()) for k, c in clients.items() if c is not None))
 
     # -- the lanes ------------------------------------------------------------------
 
@@ -304,7 +295,10 @@ class Runner:
                 sources[0], self.store, self.transactions, self.assignment.lease
             )
         else:
-            self.checkpoint = Checkpoint(sources[0], self.store, self.assignment.lease)
+            # At-least-once commits in the background (checkpoint.py, step 6).
+            src = sources[0]
+            behind = Behind(src.ends, src.commit_ends, self.s.step_timeout_s, self._behind)
+            self.checkpoint = Checkpoint(sources[0], self.store, self.assignment.lease, behind)
         halt = asyncio.Event()  # the lanes stop polling: a stop, or the clients rebuilt
         lanes = [asyncio.create_task(self._lane(i, src, halt)) for i, src in enumerate(sources)]
         stop = asyncio.ensure_future(self.stopping.wait())
@@ -373,11 +367,14 @@ class Runner:
                 await self.assignment.wait_settled(self.s.poll_timeout_ms / 1000)
                 continue
             batch = await self.assignment.poll(source.poll)
-            if batch is not None:
+            if batch is None and (failed := checkpoint.failed(source.share())) is not None:
+                await self._failed(*failed, checkpoint)  # (a commit in the background)
+            elif batch is not None:
                 with self.assignment.processing():
                     await self._handle(batch, checkpoint)
             if lane == 0 and time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
+        await checkpoint.settle()  # (its commits still running: each bounded)
 
     async def _handle(self, batch: Batch, checkpoint: Checkpoint) -> None:
         assert self.sink is not None
@@ -397,26 +394,30 @@ class Runner:
             log.warning("%s: dropped (their next owner does it again)", exc)
             return
         except HANDLED as exc:
-            if not self.assignment.lease.holds(batch):  # it failed: its partitions moved
-                self.metrics.fenced.inc()
-                log.warning(
-                    "batch of %s failed after its partitions were revoked (%s: %s): dropped",
-                    partitions(batch),
-                    type(exc).__name__,
-                    exc,
-                )
-                return
-            # Rewind to the batch's first offsets: the next poll fetches it again.
-            await checkpoint.abort(batch)
-            stalled = isinstance(exc, StepTimeout) and exc.step in KAFKA_STEPS
-            self._stalls = self._stalls + 1 if stalled else 0
-            await self.outage.failed("processing a batch", exc)
-            if self._stalls >= STALLS_BEFORE_REBUILD:
-                raise ClientsStalled(f"{self._stalls} Kafka steps in a row: {exc}") from exc
+            await self._failed(batch, exc, checkpoint)
             return
-        self._stalls = 0
-        self.outage.recovered()
+        if checkpoint.behind is None:  # (else it is through when its commit is: health.py)
+            self.health.through()
         self.accounts.batch(report)
+
+    def _behind(self, commit: asyncio.Future[None]) -> None:
+        """A batch's commit, running in the background: a revocation waits for it."""
+        self.assignment.track(commit)
+        commit.add_done_callback(self.health.committed)
+
+    async def _failed(self, batch: Batch, exc: BaseException, checkpoint: Checkpoint) -> None:
+        """A batch failed (an outage): rewound to be done again, and counted."""
+        if not self.assignment.lease.holds(batch):  # it failed: its partitions moved
+            self.metrics.fenced.inc()
+            log.warning(
+                "batch of %s failed after its partitions were revoked (%s: %s): dropped",
+                partitions(batch),
+                type(exc).__name__,
+                exc,
+            )
+            return
+        await checkpoint.abort(batch)  # (rewound: the next poll fetches it again)
+        await self.health.failed(exc)
 
     # -- rebalances and lag ---------------------------------------------------------
 
@@ -481,10 +482,6 @@ class Runner:
         for partition, n in behind.items():
             self.metrics.lag.labels(str(partition)).set(n)
         self.metrics.lag_sum.set(sum(behind.values()))
-
-
-async def _nothing() -> None:
-    pass
 
 
 async def _closed(what: str, closing: Awaitable[None]) -> None:

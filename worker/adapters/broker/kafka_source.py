@@ -81,8 +81,17 @@ class KafkaSource:
                 self.consumer.seek(tp, offset)
 
     async def commit(self, offsets: Mapping[Partition, int]) -> None:
+        await self.commit_ends(await self.ends(offsets))
+
+    async def ends(self, offsets: Mapping[Partition, int]) -> Mapping[Partition, int]:
+        """What committing `offsets` means now: past transaction markers (`past_markers`).
+        Read before the lane polls on: the position then passes records not yet done."""
+        return await past_markers(self.consumer, offsets)
+
+    async def commit_ends(self, ends: Mapping[Partition, int]) -> None:
+        """Commit what `ends` said, as it is."""
         try:
-            await self.consumer.commit(await past_markers(self.consumer, offsets))
+            await self.consumer.commit(dict(ends))
         except (CommitFailedError, IllegalStateError) as exc:
             # A rebalance took the partitions: the new owner redoes the batch.
             log.warning("commit refused after a rebalance: %s", exc)
