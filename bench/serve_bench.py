@@ -1,6 +1,7 @@
 """`serve` against vLLM 0.33's render server: streaming derender chunks/s per server core.
 
-    python bench/serve_bench.py [--target ours|vllm|both] [--quick] [--budget-s S]
+    python bench/serve_bench.py [--target ours|vllm|both] [--quick] [--budget-s S] [--tools N]
+    python bench/serve_bench.py --against ../before [--quick] [--tools N]
 
 Every configuration streams DeepSeek V4 outputs (reasoning, `</think>`, an answer, EOS) of
 50, 600 or 2,000 tokens in 1- or 8-token chunks, one HTTP call per chunk, each carrying
@@ -20,6 +21,11 @@ each stream, the cheaper part for vLLM (its cost grows with the output): in its 
 vLLM runs from the peer venv (tests/peer/setup_peer.sh; `DERENDER_PEER_HOME`), one server
 at a time (parsers on, then off), stopped when its configurations are done. Results go to
 stdout as a table and to bench/results/serve_bench.json.
+
+`--tools N` puts N function tools in every chat_request of the parsers-on runs (an
+agent's request: its tables are non-empty). `--against DIR` compares two versions of
+`serve` instead: DIR's (another checkout) and this tree's, both running, taking turns
+per configuration; it prints server CPU per POST for each and the ratio.
 """
 
 from __future__ import annotations
@@ -68,6 +74,27 @@ CHAT_REQUEST = {
     "model": "deepseek-v4",
     "messages": [{"role": "user", "content": "What is the weather like?"}],
 }
+
+
+def tool(i: int) -> dict[str, Any]:
+    """A function tool as an agent sends it (`--tools`: the request's tables are then
+    non-empty, and ride in our stream_state)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": f"get_weather_{i}",
+            "description": "The weather at a place, today or on a given day.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "unit": {"type": "string", "enum": ["c", "f"]},
+                },
+                "required": ["city"],
+            },
+        },
+    }
 
 
 def output_ids(length: int) -> list[int]:
@@ -121,9 +148,16 @@ class Conn:
 
 
 async def stream_once(
-    conn: Conn, rid: str, ids: list[int], size: int, model: str, deadline: float
+    conn: Conn,
+    rid: str,
+    ids: list[int],
+    size: int,
+    model: str,
+    deadline: float,
+    tools: list[dict[str, Any]] | None = None,
 ) -> int:
     """One whole output, `size` ids a call; returns the calls made (stops at the deadline)."""
+    chat = dict(CHAT_REQUEST, model=model, **({"tools": tools} if tools else {}))
     head = (
         b'{"stream":true,"model":' + json.dumps(model).encode() + b',"generate_chunk":'
         b'{"request_id":"' + rid.encode() + b'","choices":[{"index":0,"token_ids":'
@@ -134,7 +168,7 @@ async def stream_once(
         + b',"prompt_token_ids":'
         + json.dumps(PROMPT_IDS).encode()
         + b',"chat_request":'
-        + json.dumps(dict(CHAT_REQUEST, model=model)).encode()
+        + json.dumps(chat).encode()
         + b"}"
     )
     state = b"null"
@@ -214,13 +248,17 @@ async def run_config(
     length: int,
     streams: int,
     budget_s: float,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Result:
     ids = output_ids(length)
     conns = [await Conn.open(port) for _ in range(clients)]
     try:
         # warm-up: one short stream per connection
         await asyncio.gather(
-            *(stream_once(c, f"warm-{i}", ids[:16], size, model, 1e18) for i, c in enumerate(conns))
+            *(
+                stream_once(c, f"warm-{i}", ids[:16], size, model, 1e18, tools)
+                for i, c in enumerate(conns)
+            )
         )
         cpu0, t0 = tree_cpu_s(pid), time.monotonic()
         deadline = t0 + budget_s
@@ -232,7 +270,7 @@ async def run_config(
         async def client(k: int, conn: Conn) -> int:
             n = 0
             for s in range(rounds):
-                n += await stream_once(conn, f"b-{k}-{s}", ids, size, model, deadline)
+                n += await stream_once(conn, f"b-{k}-{s}", ids, size, model, deadline, tools)
                 if time.monotonic() > deadline:
                     break
             return n
@@ -267,7 +305,7 @@ def wait_health(port: int, proc: subprocess.Popen[Any], timeout_s: float) -> Non
 
 
 @contextlib.contextmanager
-def ours() -> Any:
+def ours(root: Path = ROOT) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models.toml"
         models.write_text(MODELS_TOML)
@@ -277,7 +315,7 @@ def ours() -> Any:
                 *(sys.executable, "-m", "worker", "serve", "--host", "127.0.0.1"),
                 *("--port", str(port), "--models", str(models), "--log-level", "WARNING"),
             ],
-            cwd=ROOT,
+            cwd=root,
             stdout=subprocess.DEVNULL,
         )
         try:
@@ -328,16 +366,65 @@ def vllm(parsers: bool) -> Any:
         log.close()
 
 
+AB_ROUNDS = 4
+
+
+def against(
+    before: Path,
+    sizes: tuple[int, ...],
+    lengths: tuple[int, ...],
+    budget_s: float,
+    tools: list[dict[str, Any]],
+) -> None:
+    """`serve` from `before` (another checkout: `git worktree add`) and from this tree,
+    both running, parsers on, taking turns per configuration (AB_ROUNDS each, the order
+    alternating) so a shared machine's load falls on both alike."""
+    print("| chunk | clients | tokens | before µs/POST | after µs/POST | after per core |")
+    print("|--:|--:|--:|--:|--:|--:|")
+    with ours(before) as (bport, bpid), ours() as (aport, apid):
+        for size in sizes:
+            for clients in (1, 8):
+                for length in lengths:
+                    posts = {"before": 0, "after": 0}
+                    cpu = {"before": 0.0, "after": 0.0}
+                    for r in range(AB_ROUNDS):
+                        turns = [("before", bport, bpid), ("after", aport, apid)]
+                        for name, port, pid in turns[:: -1 if r % 2 else 1]:
+                            res = asyncio.run(
+                                run_config(
+                                    *(name, port, pid, "deepseek-v4", True, size, clients),
+                                    *(length, 1, budget_s, tools),
+                                )
+                            )
+                            posts[name] += res.chunks
+                            cpu[name] += res.server_cpu_s
+                    b, a = (cpu[k] / posts[k] * 1e6 for k in ("before", "after"))
+                    print(
+                        f"| {size} | {clients} | {length} | {b:.0f} | {a:.0f} | {b / a:.2f}x |",
+                        flush=True,
+                    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", choices=("ours", "vllm", "both"), default="both")
     ap.add_argument("--quick", action="store_true", help="50 and 600 tokens, 1-token chunks")
     ap.add_argument("--budget-s", type=float, default=6.0, help="longest a configuration runs")
     ap.add_argument("--streams", type=int, default=3, help="whole outputs per client at most")
+    ap.add_argument("--tools", type=int, default=0, help="function tools in each chat_request")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's serve, before → after against this tree's (parsers on, turns)",
+    )
     args = ap.parse_args()
     lengths = (50, 600) if args.quick else (50, 600, 2000)
     sizes = (1,) if args.quick else (1, 8)
     results: list[Result] = []
+    tools = [tool(i) for i in range(args.tools)]
+    if args.against:
+        against(args.against, sizes, lengths, args.budget_s, tools)
+        return 0
 
     async def sweep(target: str, port: int, pid: int, parsers: bool, model: str) -> None:
         for size in sizes:
@@ -354,6 +441,7 @@ def main() -> int:
                         length,
                         args.streams,
                         args.budget_s,
+                        tools if parsers else None,
                     )
                     results.append(r)
                     print(
