@@ -13,6 +13,9 @@ exactly where a test needs them, so the suites do not depend on timing:
 - `stall_txn_send: N`     the N-th transactional record batch is never acknowledged, and the
                           abort of its producer's transaction never returns: what a broker
                           restart did to aiokafka (issue #24), silently, for minutes;
+- `delay_commit_s: S`      every offset commit waits S seconds before it goes out (a slow
+                          group coordinator): the commit in the background is still in
+                          flight when the lane moves on, or when a stop arrives;
 - `stop_before_save: P`   SIGSTOP itself once, on the first save writing a request whose id
                           starts with P: a zombie frozen mid-batch, with no Redis or Kafka call
                           in flight. It goes on with that very save after SIGCONT.
@@ -74,6 +77,8 @@ def install(points: dict[str, Any]) -> None:
         if points.get("kill_before_commit") == counts["commit"]:
             _announce(f"killed before commit {counts['commit']}")
             os.kill(os.getpid(), signal.SIGKILL)
+        if delay := points.get("delay_commit_s"):
+            await asyncio.sleep(delay)
         await commit(self, *args, **kwargs)
 
     async def chaotic_commit_transaction(self: AIOKafkaProducer) -> None:

@@ -213,3 +213,40 @@ def _with_one_big_response(
     verify([o for o in outputs if o.key != "big"], gens)
     (big,) = [o for o in outputs if o.key == "big"]
     return big
+
+
+def test_a_stop_right_after_the_last_output_still_commits_every_offset(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """Commits run in the background (checkpoint.Behind): SIGTERM as the last [DONE] is
+    read — its batch's commit still in flight — and the stop waits for them, so the group
+    has committed every input record (no redelivery for the next owner)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from tests.chaos.launch import ENV
+    from tests.chaos.tools import LAUNCHER, group_offsets
+
+    gens = make_generations(deepseek, 40, seed=11)
+    # Every commit takes 1.5 s to go out (tests/chaos/launch.py): the last ones are in
+    # flight when the stop arrives.
+    env = {ENV: json.dumps({"delay_commit_s": 1.5})}
+    worker = worker_factory("--lanes", "2", module=LAUNCHER, env=env)
+    asyncio.run(publish(kafka_bootstrap, topics["input"], interleave(gens, seed=12)))
+    asyncio.run(read_all(kafka_bootstrap, topics["output"], lambda o: done_count(o) >= len(gens)))
+    assert worker.stop() == 0
+
+    async def ends() -> dict[int, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topics["input"], p) for p in range(4)]
+            return {tp.partition: o for tp, o in (await consumer.end_offsets(tps)).items()}
+        finally:
+            await consumer.stop()
+
+    assert group_offsets(kafka_bootstrap, worker.group_id, topics["input"], 4) == asyncio.run(
+        ends()
+    )
