@@ -2,6 +2,7 @@
 
     python bench/serve_bench.py [--target ours|vllm|both] [--quick] [--budget-s S] [--tools N]
     python bench/serve_bench.py --against ../before [--quick] [--tools N]
+    python bench/serve_bench.py --turns [--quick] [--tools N]
 
 Every configuration streams DeepSeek V4 outputs (reasoning, `</think>`, an answer, EOS) of
 50, 600 or 2,000 tokens in 1- or 8-token chunks, one HTTP call per chunk, each carrying
@@ -25,7 +26,9 @@ stdout as a table and to bench/results/serve_bench.json.
 `--tools N` puts N function tools in every chat_request of the parsers-on runs (an
 agent's request: its tables are non-empty). `--against DIR` compares two versions of
 `serve` instead: DIR's (another checkout) and this tree's, both running, taking turns
-per configuration; it prints server CPU per POST for each and the ratio.
+per configuration; it prints server CPU per POST for each and the ratio. `--turns` does
+the same with vLLM (parsers on) and ours: the per-core ratio with both under the same
+load, which separate runs on a shared machine do not give.
 """
 
 from __future__ import annotations
@@ -79,20 +82,13 @@ CHAT_REQUEST = {
 def tool(i: int) -> dict[str, Any]:
     """A function tool as an agent sends it (`--tools`: the request's tables are then
     non-empty, and ride in our stream_state)."""
+    params = {"city": {"type": "string"}, "days": {"type": "integer"}}
     return {
         "type": "function",
         "function": {
             "name": f"get_weather_{i}",
             "description": "The weather at a place, today or on a given day.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "unit": {"type": "string", "enum": ["c", "f"]},
-                },
-                "required": ["city"],
-            },
+            "parameters": {"type": "object", "properties": params, "required": ["city"]},
         },
     }
 
@@ -369,27 +365,27 @@ def vllm(parsers: bool) -> Any:
 AB_ROUNDS = 4
 
 
-def against(
-    before: Path,
+def turns(
+    names: tuple[str, str],
+    servers: tuple[Any, Any],
     sizes: tuple[int, ...],
     lengths: tuple[int, ...],
     budget_s: float,
     tools: list[dict[str, Any]],
-) -> None:
-    """`serve` from `before` (another checkout: `git worktree add`) and from this tree,
-    both running, parsers on, taking turns per configuration (AB_ROUNDS each, the order
-    alternating) so a shared machine's load falls on both alike."""
-    print("| chunk | clients | tokens | before µs/POST | after µs/POST | after per core |")
+) -> list[tuple[int, int, int, float, float]]:
+    """Two servers, parsers on, taking turns per configuration (AB_ROUNDS, order
+    alternating): a shared machine's load falls on both alike. Prints µs per POST."""
+    (a, b), rows = names, []
+    print(f"| chunk | clients | tokens | {a} µs/POST | {b} µs/POST | {b} per core vs {a} |")
     print("|--:|--:|--:|--:|--:|--:|")
-    with ours(before) as (bport, bpid), ours() as (aport, apid):
+    with servers[0] as (aport, apid), servers[1] as (bport, bpid):
         for size in sizes:
             for clients in (1, 8):
                 for length in lengths:
-                    posts = {"before": 0, "after": 0}
-                    cpu = {"before": 0.0, "after": 0.0}
+                    posts, cpu = {a: 0, b: 0}, {a: 0.0, b: 0.0}
                     for r in range(AB_ROUNDS):
-                        turns = [("before", bport, bpid), ("after", aport, apid)]
-                        for name, port, pid in turns[:: -1 if r % 2 else 1]:
+                        both = [(a, aport, apid), (b, bport, bpid)]
+                        for name, port, pid in both[:: -1 if r % 2 else 1]:
                             res = asyncio.run(
                                 run_config(
                                     *(name, port, pid, "deepseek-v4", True, size, clients),
@@ -398,11 +394,13 @@ def against(
                             )
                             posts[name] += res.chunks
                             cpu[name] += res.server_cpu_s
-                    b, a = (cpu[k] / posts[k] * 1e6 for k in ("before", "after"))
+                    ua, ub = (cpu[k] / posts[k] * 1e6 for k in (a, b))
+                    rows.append((size, clients, length, ua, ub))
                     print(
-                        f"| {size} | {clients} | {length} | {b:.0f} | {a:.0f} | {b / a:.2f}x |",
+                        f"| {size} | {clients} | {length} | {ua:.0f} | {ub:.0f} | {ua / ub:.1f}x |",
                         flush=True,
                     )
+    return rows
 
 
 def main() -> int:
@@ -417,13 +415,20 @@ def main() -> int:
         type=Path,
         help="another checkout's serve, before → after against this tree's (parsers on, turns)",
     )
+    ap.add_argument(
+        "--turns", action="store_true", help="vLLM and ours both running, parsers on, in turns"
+    )
     args = ap.parse_args()
     lengths = (50, 600) if args.quick else (50, 600, 2000)
     sizes = (1,) if args.quick else (1, 8)
     results: list[Result] = []
     tools = [tool(i) for i in range(args.tools)]
     if args.against:
-        against(args.against, sizes, lengths, args.budget_s, tools)
+        pair = (ours(args.against), ours())
+        turns(("before", "after"), pair, sizes, lengths, args.budget_s, tools)
+        return 0
+    if args.turns:
+        turns(("vLLM", "ours"), (vllm(True), ours()), sizes, lengths, args.budget_s, tools)
         return 0
 
     async def sweep(target: str, port: int, pid: int, parsers: bool, model: str) -> None:

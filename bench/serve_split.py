@@ -1,27 +1,32 @@
-"""Where one `serve` POST's CPU goes: serve_bench's load on a real server, sampled by py-spy.
+"""Where one `serve` POST's CPU goes, stage by stage, under serve_bench's load.
 
-    python bench/serve_split.py [--tokens 50] [--clients 8] [--seconds 10] [--rate 500]
+    python bench/serve_split.py [--tokens 50] [--clients 8] [--posts 20000] [--tools 0]
 
-`serve` starts as serve_bench starts it; `--clients` keep-alive connections stream
-`--tokens`-token DeepSeek V4 outputs in 1-token chunks (parsers on, each call carrying the
-previous answer's stream_state: serve_bench's bodies). py-spy samples the server
-(`record --format raw --nonblocking`) while /proc counts its CPU; each sample's stack goes
-to the first stage below that any of its frames names, and a stage's µs per POST is its
-share of the samples × the server's CPU per POST. No wrappers in the server (they would
-cost more than the stages they time).
+1. Server CPU per POST (/proc, user + system), two servers taking turns under the same
+   load (`--clients` keep-alive connections streaming `--tokens`-token DeepSeek V4 outputs
+   in 1-token chunks, parsers on, each call carrying the previous answer's stream_state:
+   serve_bench's bodies): `serve` as serve_bench starts it, and the same HTTP stack
+   (http_server.start, serve's protocol, uvloop) with an app that reads the body and
+   answers a fixed chunk. The second is the HTTP line; `serve` less it is the app's.
+2. The app's share by stage: py-spy samples (`record --format raw`) of serve's ASGI app
+   driven in-process with the same bodies (no socket: one `http.request` in, two sends
+   out), each sample given to the stage of its deepest frame that a stage below names;
+   the shares are applied to the app's CPU from 1. (In-process the app runs about twice
+   as fast as in the server, where the client shares the two cores and their caches: the
+   shares carry over, the absolute figures do not.) No timing wrappers: on a 1-token POST
+   they cost more than the stages they would time.
 
-Stages (a sample is the stage of its deepest frame that one of them names):
+Stages:
 - tables: the request's tables (core/tables.py's TableCache: held, stored, of);
-- envelope: stream_state open and seal (serve/stream_state.py: base64, msgpack, BLAKE2b);
+- state envelope: stream_state open and seal (serve/stream_state.py: base64, msgpack,
+  BLAKE2b; Issued);
 - record decoding: the ChunkRecord the driver builds, decoded by the loop (decode_batch);
 - core: process_batch less the tables (state decode, detokenize, parsers, render, encode);
 - response building: the answer's chunk (serve/chunks.py, the driver's last lines);
 - loop glue: run_batch's other steps (checkpoint, bounds, the adapters);
 - body decoding: the endpoint's body Struct and the generate_chunk's head (msgspec);
 - driver glue: the rest of serve/driver.py (the record's bytes, the answer's bytes);
-- ASGI endpoint: serve/app.py (headers, body, metrics, the two ASGI sends);
-- HTTP: everything else — uvicorn's protocol and cycle, httptools, the ASGI task, uvloop's
-  reads, writes and wake-ups (the write's send(2) is most of it).
+- ASGI endpoint: serve/app.py (headers, body, metrics, the two ASGI sends).
 """
 
 from __future__ import annotations
@@ -95,6 +100,9 @@ def cpu_s(pid: int) -> float:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
+TOOLS: list[dict[str, Any]] = []  # (--tools)
+
+
 async def load(port: int, clients: int, tokens: int, posts: int) -> int:
     """About `posts` POSTs: whole `tokens`-token streams from `clients` connections."""
     ids = sb.output_ids(tokens)
@@ -104,7 +112,7 @@ async def load(port: int, clients: int, tokens: int, posts: int) -> int:
     async def client(k: int, conn: sb.Conn) -> int:
         return sum(
             [
-                await sb.stream_once(conn, f"split-{k}-{s}", ids, 1, "deepseek-v4", 1e18)
+                await sb.stream_once(conn, f"split-{k}-{s}", ids, 1, "deepseek-v4", 1e18, TOOLS)
                 for s in range(streams)
             ]
         )
@@ -206,7 +214,7 @@ def in_process(tokens: int, posts: int) -> None:
 
     async def streams(n: int) -> None:
         for s in range(n):
-            await sb.stream_once(Local(), f"p-{s}", ids, 1, "deepseek-v4", 1e18)  # type: ignore[arg-type]
+            await sb.stream_once(Local(), f"p-{s}", ids, 1, "deepseek-v4", 1e18, TOOLS)  # type: ignore[arg-type]
 
     asyncio.run(streams(max(1, posts // tokens)))
 
@@ -219,9 +227,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="serve / HTTP-alone turns")
     ap.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     ap.add_argument("--raw", type=Path, help="keep py-spy's raw stacks of the app here")
+    ap.add_argument("--tools", type=int, default=0, help="function tools in each chat_request")
     ap.add_argument("--null-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    TOOLS[:] = [sb.tool(i) for i in range(args.tools)]
     if args.null_server:
         serve_null(args.null_server)
         return 0
@@ -250,7 +260,8 @@ def main() -> int:
             [
                 *(str(spy), "record", "--format", "raw", "-r", str(args.rate), "-o", str(raw)),
                 *("--", sys.executable, __file__, "--in-process"),
-                *("--tokens", str(args.tokens), "--posts", str(args.posts)),
+                *("--tokens", str(args.tokens), "--posts", str(args.posts * 3)),
+                *("--tools", str(args.tools)),
             ],
             check=True,
             stdout=subprocess.DEVNULL,
@@ -267,7 +278,8 @@ def main() -> int:
     total = sum(samples.values())
     app_us = us["serve"] - us["http"]
     print(
-        f"{args.tokens}-token streams, 1-token chunks, parsers on, {args.clients} clients: "
+        f"{args.tokens}-token streams, 1-token chunks, parsers on, {args.tools} tools, "
+        f"{args.clients} clients: "
         f"serve {us['serve']:.1f} µs of server CPU per POST ({posts['serve']} POSTs), the "
         f"HTTP stack alone {us['http']:.1f} ({posts['http']}); the app's "
         f"{app_us:.1f} split by {total} py-spy samples of it in-process"
