@@ -164,9 +164,13 @@ class Captured:
 # -- records ------------------------------------------------------------------------------
 
 
-def _record(fields: list[tuple[bytes, bytes]]) -> bytes:
-    """A ChunkRecord's JSON from (key, JSON value) pairs."""
-    return b"{" + b",".join(b'"' + k + b'":' + v for k, v in fields) + b"}"
+def _record(fields: list[tuple[bytes, Any]]) -> bytes:
+    """A ChunkRecord's JSON from (key, JSON value) pairs (bytes, or a msgspec.Raw)."""
+    parts = [b'{"']
+    for k, v in fields:
+        parts += (k, b'":', v, b',"')
+    parts[-1] = b"}"
+    return b"".join(parts)
 
 
 _encode = msgspec.json.encode
@@ -427,9 +431,9 @@ class Driver:
             rid = head.request_id if head.request_id is not None else uuid.uuid4().hex
             fields = [
                 (b"request_id", _encode(rid)),
-                (b"seq", str(carried.seq + 1).encode()),
+                (b"seq", b"%d" % (carried.seq + 1)),
             ]
-        fields.append((b"generate_chunk", bytes(chunk)))
+        fields.append((b"generate_chunk", chunk))
         outputs = self._run(_record(fields), rid, carried)
         chunks: list[bytes] = []
         for o in outputs:
