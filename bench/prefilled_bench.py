@@ -353,6 +353,8 @@ async def run(args: argparse.Namespace, info: dict[str, str]) -> str:
     systems: list[tuple[str, System, Path | None]] = [("worker", WORKER, None)]
     for lanes in args.lanes:
         systems.append((f"worker, {lanes} lanes", replace(WORKER, lanes=lanes), None))
+    for also in args.also:
+        systems.append((f"worker {also}", replace(WORKER, extra=tuple(also.split())), None))
     if args.exactly_once:
         eos = replace(WORKER, guarantee=EXACTLY_ONCE)
         systems.append((f"worker, {EXACTLY_ONCE}", eos, None))
@@ -407,6 +409,12 @@ def main() -> int:
         "--exactly-once",
         action="store_true",
         help=f"also the worker with --guarantee {EXACTLY_ONCE}",
+    )
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        help="also the worker with these flags (one string, e.g. '--batch-bytes 16384')",
     )
     ap.add_argument("--against", type=Path, help="another checkout's worker, measured in turn")
     ap.add_argument("--profile", action="store_true", help="py-spy on each worker, round 1")

@@ -32,6 +32,8 @@ def test_environment_sets_a_default_and_the_flag_wins() -> None:
     [
         (["--lanes", "0"], "--lanes must be at least 1"),
         (["--max-batch", "0"], "--max-batch must be at least 1"),
+        (["--batch-bytes", "1000"], "--batch-bytes must be between 16384 and 1048576"),
+        (["--batch-bytes", "2000000"], "--batch-bytes must be between 16384 and 1048576"),
         (["--event-loop", "trio"], "--event-loop: expected auto, uvloop or asyncio"),
         (["--log-format", "xml"], "--log-format: expected text or json"),
         (["--redis-mode", "sentinel"], "--redis-mode: expected standalone, cluster or proxy"),

@@ -175,8 +175,19 @@ FLAGS: list[Flag] = [
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
     Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
     # 0: the worker already hands the producer one full record batch per partition
-    # (runner._send_batches), so waiting for more records only adds latency.
+    # (kafka_sink.py), so waiting for more records only adds latency.
     Flag("linger-ms", 0, "producer linger", int),
+    # aiokafka's default of 16 KiB cut a 500-record batch's outputs into ~10 record
+    # batches, sent as ~5 produce requests one after another (one in flight per broker),
+    # each awaited with acks=all: most of the `produce` stage (issue #29).
+    Flag(
+        "batch-bytes",
+        262144,
+        "largest record batch the producer builds for one partition (outputs, dead letters): "
+        "keep it at most the topics' max.message.bytes (1 MiB by default), or batches the "
+        "broker refuses as too large are sent again one record each",
+        int,
+    ),
     Flag(
         "fetch-max-wait-ms",
         10,
@@ -254,6 +265,7 @@ class Settings:
     session_timeout_ms: int
     heartbeat_interval_ms: int
     linger_ms: int
+    batch_bytes: int
     fetch_max_wait_ms: int
     reset: str | None
     security_protocol: str
@@ -414,6 +426,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("--step-timeout-s must be more than 0")
     if s.shutdown_timeout_s <= 0:
         raise SettingsError("--shutdown-timeout-s must be more than 0")
+    if not 16384 <= s.batch_bytes <= 1048576:
+        raise SettingsError("--batch-bytes must be between 16384 and 1048576")
     if s.max_batch < 1:
         raise SettingsError("--max-batch must be at least 1")
     if s.lanes < 1:

@@ -165,6 +165,7 @@ class System:
     lanes: int | None = None  # the worker's --lanes (None: its default)
     processes: int | None = None  # the worker's --processes (None: its default, 1)
     guarantee: str | None = None  # the worker's --guarantee (None: not passed, at-least-once)
+    extra: tuple[str, ...] = ()  # more flags of the worker's (prefilled_bench --also)
 
     @property
     def label(self) -> str:
@@ -233,6 +234,7 @@ def launch(
             flags += ["--lanes", str(system.lanes)]
         if system.guarantee is not None:
             flags += ["--guarantee", system.guarantee]
+        flags += system.extra
         argv = [sys.executable, "-m", "worker", "run", *flags]
     else:
         argv = [sys.executable, me, "_passthrough", *flags]

@@ -71,6 +71,7 @@ def make_producer(s: Settings) -> AIOKafkaProducer:
         # Kafka-compatible brokers do not implement it.
         acks="all",
         linger_ms=s.linger_ms,
+        max_batch_size=s.batch_bytes,
         request_timeout_ms=s.request_timeout_ms,
         **security_kwargs(s),
     )
@@ -85,6 +86,7 @@ def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaP
         transactional_id=transactional_id,
         transaction_timeout_ms=s.transaction_timeout_ms,
         linger_ms=s.linger_ms,
+        max_batch_size=s.batch_bytes,
         request_timeout_ms=s.request_timeout_ms,
         **security_kwargs(s),
     )
