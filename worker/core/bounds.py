@@ -122,7 +122,20 @@ def check_logprobs(lp: Logprobs | None, index: int, model: Model) -> None:
 
 
 def check_chunk(chunk: GenerateStreamResponse, model: Model) -> None:
-    if len(chunk.choices) > 1:
+    choices = chunk.choices
+    if len(choices) == 1:  # the streamed record: one choice, usually one id, no logprobs
+        choice = choices[0]
+        ids = choice.token_ids
+        if (
+            choice.index >= 0
+            and choice.logprobs is None
+            and (
+                not ids
+                or (len(ids) == 1 and 0 <= ids[0] < model.vocab_size and model.max_model_len >= 1)
+            )
+        ):
+            return  # (anything else is checked, and reported, below)
+    if len(choices) > 1:
         raise DerenderError(
             f"generate_chunk has {len(chunk.choices)} choices; the worker expects at most "
             "one choice per chunk",

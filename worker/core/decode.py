@@ -74,7 +74,7 @@ def decode_choice(
     if final:
         text += flushed(detok, cs, finish)
     stops = tables.stops
-    if stops:
+    if tables.stopping:
         emit, cs.held, fired = stops.apply(cs.held, text, opts.include_stop_str_in_output, final)
     else:
         emit, cs.held, fired = (cs.held + text if cs.held else text), "", None

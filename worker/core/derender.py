@@ -132,7 +132,8 @@ def step(
         else:
             known.seq = record.seq
             tabs = _tables(known, tables, registry)
-        registry.tables.note(record.request_id, tabs.digest)
+        if registry.tables.uses.get(record.request_id) != tabs.digest:
+            registry.tables.note(record.request_id, tabs.digest)
         model = registry.resolve(known.model)
         if model is None:  # the registry changed under a live request
             raise DerenderError(
@@ -165,6 +166,13 @@ def step(
     except Exception as exc:  # a bug or a tokenizer failure: fail this request only
         st = fail(known, record.seq, _internal_error(exc), closes=closes)
         st.exception = exc
+    else:
+        # `_stored`'s common case, without the call: the state encodes.
+        try:
+            st.blob = encode_state(known)
+            return st
+        except UNSTORABLE:
+            pass
     return _stored(st, closes)
 
 

@@ -105,23 +105,23 @@ def chunk(
     body: Any
     if state.api == "chat":
         # The hot path (once per streamed record): positional Struct calls and the body
-        # built here, with the very fields `header` writes.
-        body = out.ChatCompletionChunk(
-            request_id,
-            _CHAT_CHUNK,
-            state.created,
-            state.model,
-            [
+        # built here, with the very fields `header` writes; a loop, not a comprehension
+        # (a frame of its own before Python 3.12), and the parser's delta without a call
+        # when it needs no role.
+        chat_choices: list[out.ChatChunkChoice] = []
+        for p in pieces:
+            delta = p.delta
+            chat_choices.append(
                 out.ChatChunkChoice(
                     p.index,
-                    _delta(p),
+                    delta if delta is not None and not p.role else _delta(p),
                     p.logprobs if type(p.logprobs) is out.ChatLogprobs else None,
                     p.finish_reason,
                     p.stop_reason,
                 )
-                for p in pieces
-            ],
-            u,
+            )
+        body = out.ChatCompletionChunk(
+            request_id, _CHAT_CHUNK, state.created, state.model, chat_choices, u
         )
     else:
         choices = [

@@ -16,6 +16,7 @@ from worker.core.errors import DerenderError
 from worker.core.logprobs import Position, chat_logprobs, completion_logprobs
 from worker.core.model import Model
 from worker.core.parsers import for_choice
+from worker.core.parsers.quick import MISS, Miss
 from worker.core.render import LogprobsOut, Output, Piece
 from worker.core.state import DONE, ChoiceState, RequestState
 from worker.core.tables import Tables
@@ -157,10 +158,18 @@ def _advance(
         d = decode_choice(state, cs, ids, finish, stop_reason, model, tables, final, positions)
         emit, finish, stop_reason, resolved = d.text, d.finish_reason, d.stop_reason, d.logprobs
         if cs.parser is not None:
-            parsed = model.parser.feed(
-                cs.parser, emit, d.text_ids, finish is not None, tables.tools
-            )
-            delta, hidden = parsed.delta, parsed.hidden
+            # (Parser.feed, its two paths called here: a call less on every record.)
+            parser, quick = model.parser, model.parser.quick
+            said: out.Delta | Miss | None = MISS
+            if quick is not None and finish is None:
+                said = quick.delta(cs.parser, emit, d.text_ids)
+            if said is MISS:
+                parsed = parser.engine(
+                    cs.parser, emit, d.text_ids, finish is not None, tables.tools
+                )
+                delta, hidden = parsed.delta, parsed.hidden
+            else:
+                delta, hidden = said, None
             emit = ""  # the text is in the delta, split (markers never show)
             if resolved:
                 resolved = unhidden(resolved, hidden)
@@ -174,9 +183,8 @@ def _advance(
     if finish is not None:
         cs.done = True
         cs.window, cs.pending = [], []  # nothing more to decode: keep the state small
-    piece = Piece(choice.index, emit, not cs.role_sent, finish, stop_reason, logprobs, delta)
+    role = not cs.role_sent
     cs.role_sent = True
-    says = piece.delta is not None or bool(piece.text)
-    if not says and not piece.role and piece.finish_reason is None and logprobs is None:
-        return None
-    return piece
+    if delta is None and not emit and not role and finish is None and logprobs is None:
+        return None  # nothing to say
+    return Piece(choice.index, emit, role, finish, stop_reason, logprobs, delta)

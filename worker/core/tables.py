@@ -56,12 +56,14 @@ _decoder = msgspec.msgpack.Decoder(RequestTables)
 class Tables:
     """A request's tables compiled for use; shared by every request with the same content."""
 
-    __slots__ = ("blob", "digest", "stop_ids", "stops", "tools")
+    __slots__ = ("blob", "digest", "stop_ids", "stopping", "stops", "tools")
 
     def __init__(self, raw: RequestTables, blob: bytes, digest: bytes) -> None:
         self.blob = blob  # the stored form; b"" for none
         self.digest = digest  # what the state holds; b"" for none
         self.stops: StopStrings = StopStrings(raw.stop) if raw.stop else NO_STOPS
+        # `bool(stops)`, read once per record (StopStrings.__bool__ is a Python call).
+        self.stopping = bool(self.stops)
         self.stop_ids: frozenset[int] = frozenset(raw.stop_token_ids)
         self.tools: ToolTable = ToolTable(raw.tools) if raw.tools else NO_TOOLS
 
@@ -89,7 +91,9 @@ class TableCache:
         self.max_entries, self.max_bytes, self.max_requests = max_entries, max_bytes, max_requests
         self._tables: OrderedDict[bytes, Tables] = OrderedDict()
         self._bytes = 0
-        self._uses: OrderedDict[str, bytes] = OrderedDict()
+        # The digest each request uses (`note`). Read by `derender.step` before it calls
+        # `note`: nearly every record's is already there, and the read costs less than a call.
+        self.uses: OrderedDict[str, bytes] = OrderedDict()
         # The tool schemas of a tools JSON, as a parser reads them (`tool_schemas`), with
         # the JSON's size: bounded like the tables (count and bytes), as a hostile stream
         # of distinct tool sets must not grow it.
@@ -104,13 +108,13 @@ class TableCache:
         """This request's compiled tables when this process holds them (EMPTY for a
         request known to have none), else None: a load must bring them. The caller keeps
         what this returns for the batch, so a later eviction cannot take it away mid-way."""
-        digest = self._uses.get(request_id)
+        digest = self.uses.get(request_id)
         if digest is None:
             return None
         return EMPTY if digest == b"" else self._get(digest)
 
     def note(self, request_id: str, digest: bytes) -> None:
-        uses = self._uses
+        uses = self.uses
         if uses.get(request_id) != digest:
             uses[request_id] = digest
             if len(uses) > self.max_requests:

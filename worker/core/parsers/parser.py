@@ -148,7 +148,18 @@ class Parser:
         if quick is not None and token_ids is not None and not final:
             delta = quick.delta(st, text, token_ids)
             if delta is not MISS:
-                return ParsedDelta(delta, None)  # type: ignore[arg-type]
+                return ParsedDelta(delta, None)
+        return self.engine(st, text, token_ids, final, tools)
+
+    def engine(
+        self,
+        st: ParserState,
+        text: str,
+        token_ids: list[int] | None,
+        final: bool = False,
+        tools: ToolTable | None = None,
+    ) -> ParsedDelta:
+        """`feed` by the engine alone (a record `quick` did not take)."""
         fed = feed(self.spec, st, text, token_ids, final, tools)
         return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden)
 

@@ -16,7 +16,7 @@ the same chunks both ways over every format).
 
 from __future__ import annotations
 
-from typing import Final
+import enum
 
 from worker.core.parsers.grammar import CONTENT, REASONING
 from worker.core.parsers.render import REASONING as REASONING_FIELD
@@ -29,20 +29,19 @@ from worker.core.parsers.state import (
     MSG_BEGUN,
     MSG_COUNTS,
     MSG_NAMED,
-    NO_REASONING,
     TOOLS_NONE,
     ParserState,
 )
 from worker.wire.outbound import Delta
 
 
-class _Miss:
+class Miss(enum.Enum):
     """The record is not the common case: feed it to the engine."""
 
-    __slots__ = ()
+    MISS = 0
 
 
-MISS: Final = _Miss()
+MISS = Miss.MISS
 
 # Flags whose records the engine handles (hidden logprobs, the think start still to send,
 # the tool format's variant): rare, and each changes what a feed does.
@@ -64,23 +63,17 @@ class Quick:
         self.strip = spec.strip_reasoning
         # (prose.content: leading newlines of the answer are dropped.)
         self.lstrip = rf is not None and rf.lstrip_newlines
-        # Per machine (engine._Run.__init__: NO_REASONING, then TOOLS_NONE picks it) and
-        # state: the first characters of the markers that state finds on text. A text
+        # The first characters of the markers found on text in content or reasoning, by
+        # any of the machines (engine._Run.__init__ picks one by the request): a text
         # without any of them holds no marker and no beginning of one (lexer.holdback).
-        self.firsts: dict[tuple[bool, bool, int], tuple[str, ...]] = {}
-        machines = {
-            (True, True): spec.bare,
-            (True, False): spec.tools_only,
-            (False, True): spec.plain,
-            (False, False): spec.auto,
-        }
-        for (no_reasoning, tools_none), machine in machines.items():
+        firsts: set[str] = set()
+        for machine in (spec.bare, spec.tools_only, spec.plain, spec.auto):
             for state in (CONTENT, REASONING):
                 lx = machine.lex_ids[state]
-                firsts = tuple(sorted(lx.firsts)) if lx is not None else ()
-                self.firsts[no_reasoning, tools_none, state] = firsts
+                firsts |= lx.firsts if lx is not None else set()
+        self.firsts = tuple(sorted(firsts))
 
-    def delta(self, st: ParserState, text: str, token_ids: list[int]) -> Delta | _Miss | None:
+    def delta(self, st: ParserState, text: str, token_ids: list[int]) -> Delta | Miss | None:
         """What `Parser.feed(st, text, token_ids)` (not final) returns as its delta, with
         the same changes to `st`; MISS (and `st` untouched) when the record is not the
         common case."""
@@ -105,8 +98,7 @@ class Quick:
             return MISS
         if not self.marker_ids.isdisjoint(token_ids):
             return MISS  # a marker by id (or a special token to drop)
-        key = (bool(st.flags & NO_REASONING), st.mode == TOOLS_NONE, state)
-        for first in self.firsts[key]:
+        for first in self.firsts:
             if first in text:
                 return MISS  # a marker on text, or the start of one to hold back
         # engine.feed's accounting of the record's tokens.
