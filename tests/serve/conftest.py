@@ -21,8 +21,7 @@ import pytest
 from worker.config import load_registry
 from worker.core.model import Registry
 from worker.observe import http_server
-from worker.serve.app import build_app
-from worker.serve.protocol import OneWriteProtocol
+from worker.serve.app import build_app, http_protocol
 
 MODELS_TOML = """
 [models."deepseek-v4"]
@@ -63,7 +62,7 @@ class LiveServer:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             try:
-                self._server = await http_server.start(app, "127.0.0.1", 0, http=OneWriteProtocol)
+                self._server = await http_server.start(app, "127.0.0.1", 0, http=http_protocol(app))
             except BaseException as exc:
                 self._error = exc
                 raise

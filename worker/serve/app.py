@@ -23,7 +23,7 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -39,6 +39,7 @@ from worker.core.model import Registry
 from worker.observe.metrics import _BYTES, _SECONDS, BatchHistogram
 from worker.serve import wire
 from worker.serve.driver import Answer, Driver, error
+from worker.serve.protocol import OneWriteProtocol, with_fast_lane
 
 log = logging.getLogger("derender.serve")
 
@@ -142,41 +143,33 @@ class DerenderEndpoint:
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def refusal(self, headers: Iterable[tuple[bytes, bytes]]) -> Answer | None:
+        """The answer due before the body is read: a 400 for a body that is not JSON
+        (vLLM's validate_json_request), a 413 for one declared past the limit."""
         ctype = b""
         length = -1
-        for k, v in scope["headers"]:
+        for k, v in headers:
             if k == b"content-type":
                 ctype = v
             elif k == b"content-length":
                 length = int(v) if v.isdigit() else -1
-        if ctype.split(b";", 1)[0].strip().lower() != _JSON:
-            # vLLM's validate_json_request
-            status, body = error(
+        if ctype != _JSON and ctype.split(b";", 1)[0].strip().lower() != _JSON:
+            return error(
                 "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed",
                 400,
                 "Bad Request",
             )
-            await _send(send, status, body)
-            self.metrics.answered(self.name, status, 0.0)
-            return
-        limit = self.max_body_bytes
-        try:
-            if length > limit:
-                raise TooLarge
-            raw = await read_body(receive, limit)
-        except TooLarge:
-            status, body = error(
-                f"request body exceeds the limit ({limit} bytes: --max-body-bytes)",
-                413,
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase,
-            )
-            await _send(send, status, body)
-            self.metrics.answered(self.name, status, 0.0)
-            return
-        except Disconnected:
-            self.metrics.answered(self.name, 499, 0.0)  # (nginx's "client closed request")
-            return
+        return self.too_large() if length > self.max_body_bytes else None
+
+    def too_large(self) -> Answer:
+        return error(
+            f"request body exceeds the limit ({self.max_body_bytes} bytes: --max-body-bytes)",
+            413,
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase,
+        )
+
+    def respond(self, raw: bytes) -> Answer:
+        """The answer to a whole body (counted)."""
         t0 = time.perf_counter()
         tokens, states = self.driver.tokens, len(self.driver.state_bytes)
         status, body = self.handle(raw)
@@ -186,6 +179,27 @@ class DerenderEndpoint:
         if len(self.driver.state_bytes) != states:
             self.metrics.state_bytes.observe_many(self.driver.state_bytes[states:])
             del self.driver.state_bytes[:]
+        return status, body
+
+    def refused(self, status: int) -> None:
+        """Counts an answer given without the driver (0 s)."""
+        self.metrics.answered(self.name, status, 0.0)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = self.refusal(scope["headers"])
+        if answer is None:
+            try:
+                raw = await read_body(receive, self.max_body_bytes)
+            except TooLarge:
+                answer = self.too_large()
+            except Disconnected:
+                self.refused(499)  # (nginx's "client closed request")
+                return
+        if answer is not None:
+            await _send(send, *answer)
+            self.refused(answer[0])
+            return
+        status, body = self.respond(raw)
         await _send(send, status, body)
 
 
@@ -302,3 +316,11 @@ class FastPath:
                 await endpoint(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def http_protocol(app: ASGIApp) -> type[OneWriteProtocol]:
+    """The protocol class `serve` runs `app` on: the derender POSTs skip the ASGI layer
+    when nothing wraps serve's app (no API key, no tracing: protocol.py)."""
+    if isinstance(app, FastPath):
+        return with_fast_lane(app.endpoints)
+    return OneWriteProtocol

@@ -150,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from worker.config import load_registry
     from worker.observe import http_server
     from worker.observe.logs import configure
-    from worker.serve.app import build_app
-    from worker.serve.protocol import OneWriteProtocol
+    from worker.serve.app import build_app, http_protocol
 
     s = from_args(args)
     configure(s.log_format, s.log_level, None, secret_values(SERVE_FLAGS, s))
@@ -188,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 app,
                 s.host,
                 s.port,
-                http=OneWriteProtocol,
+                http=http_protocol(app),
                 timeout_keep_alive=s.timeout_keep_alive,
                 **tls_options(s),
             )
