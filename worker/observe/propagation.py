@@ -55,5 +55,11 @@ def carried(headers: Iterable[tuple[str, bytes | None]], names: frozenset[str]) 
     """The headers of `names` among an input record's (None when there are none). Call it
     only when the record has headers: most have none, and then the check is all it costs.
     A header without a value (Kafka allows null) is not carried."""
-    kept = tuple((k, v) for k, v in headers if k in names and v is not None)
-    return kept or None
+    kept: list[tuple[str, bytes]] | None = None  # (most records carry none: nothing built)
+    for k, v in headers:
+        if k in names and v is not None:
+            if kept is None:
+                kept = [(k, v)]
+            else:
+                kept.append((k, v))
+    return tuple(kept) if kept else None
