@@ -6,15 +6,16 @@
    load (`--clients` keep-alive connections streaming `--tokens`-token DeepSeek V4 outputs
    in 1-token chunks, parsers on, each call carrying the previous answer's stream_state:
    serve_bench's bodies): `serve` as serve_bench starts it, and the same HTTP stack
-   (http_server.start, serve's protocol, uvloop) with an app that reads the body and
+   (http_server.start, serve's protocol and its lane, uvloop) with an endpoint that
    answers a fixed chunk. The second is the HTTP line; `serve` less it is the app's.
-2. The app's share by stage: py-spy samples (`record --format raw`) of serve's ASGI app
-   driven in-process with the same bodies (no socket: one `http.request` in, two sends
-   out), each sample given to the stage of its deepest frame that a stage below names;
-   the shares are applied to the app's CPU from 1. (In-process the app runs about twice
-   as fast as in the server, where the client shares the two cores and their caches: the
-   shares carry over, the absolute figures do not.) No timing wrappers: on a 1-token POST
-   they cost more than the stages they would time.
+2. The app's share by stage: py-spy samples (`record --format raw`) of serve's endpoint
+   called in-process with the same bodies as serve's protocol calls it (its lane:
+   `refusal`, then `respond`; no socket), each sample given to the stage of its deepest
+   frame that a stage below names; the shares are applied to the app's CPU from 1.
+   (In-process the app runs about twice as fast as in the server, where the client
+   shares the two cores and their caches: the shares carry over, the absolute figures
+   do not.) No timing wrappers: on a 1-token POST they cost more than the stages they
+   would time.
 
 Stages:
 - tables: the request's tables (core/tables.py's TableCache: held, stored, of);
@@ -26,7 +27,7 @@ Stages:
 - loop glue: run_batch's other steps (checkpoint, bounds, the adapters);
 - body decoding: the endpoint's body Struct and the generate_chunk's head (msgspec);
 - driver glue: the rest of serve/driver.py (the record's bytes, the answer's bytes);
-- ASGI endpoint: serve/app.py (headers, body, metrics, the two ASGI sends).
+- endpoint: serve/app.py (the headers' checks, timing, metrics).
 """
 
 from __future__ import annotations
@@ -79,14 +80,13 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("driver glue", ("serve/driver.py",)),
-    ("ASGI endpoint", ("serve/app.py", "prometheus_client/", "observe/metrics.py")),
+    ("endpoint", ("serve/app.py", "prometheus_client/", "observe/metrics.py")),
     (HTTP, ()),
 ]
 
 
 def stage_of(stack: str) -> str:
-    """The stage of the deepest frame any stage names (HTTP's frames included: the
-    ASGI sends run uvicorn's writes)."""
+    """The stage of the deepest frame any stage names."""
     for frame in reversed(stack.split(";")):
         for name, marks in STAGES:
             if any(m in frame for m in marks):
@@ -124,7 +124,7 @@ async def load(port: int, clients: int, tokens: int, posts: int) -> int:
             c.close()
 
 
-# -- the HTTP stack alone: the same protocol and server, an app that answers at once -------
+# -- the HTTP stack alone: the same protocol and server, an endpoint that answers at once --
 
 NULL_ANSWER = b'{"chunk":{},"stream_state":{"state":"AA=="}}'
 
@@ -143,14 +143,34 @@ async def null_app(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class NullEndpoint:
+    """serve's lane (protocol.FastLaneProtocol) with an endpoint that answers at once."""
+
+    name = "chat"
+    max_body_bytes = 1 << 23
+
+    def refusal(self, headers: Any) -> tuple[int, bytes] | None:
+        return None
+
+    def too_large(self) -> tuple[int, bytes]:
+        return 413, b"{}"
+
+    def respond(self, raw: bytes) -> tuple[int, bytes]:
+        return 200, NULL_ANSWER
+
+    def refused(self, status: int) -> None:
+        pass
+
+
 def serve_null(port: int) -> None:
     import uvloop
 
     from worker.observe import http_server
-    from worker.serve.protocol import OneWriteProtocol
+    from worker.serve.protocol import with_fast_lane
 
     async def main() -> None:
-        await http_server.start(null_app, "127.0.0.1", port, http=OneWriteProtocol)
+        lane = with_fast_lane({sb.CHAT: NullEndpoint()})
+        await http_server.start(null_app, "127.0.0.1", port, http=lane)
         await asyncio.Event().wait()
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -169,44 +189,36 @@ def null_server() -> Iterator[tuple[int, int]]:
         proc.wait(30)
 
 
-# -- the app alone: the ASGI app serve runs, called in-process ---------------------------
+# -- the app alone: serve's endpoint, called in-process ----------------------------------
 
 
 def in_process(tokens: int, posts: int) -> None:
-    """serve's app (build_app) driven without a socket, as uvicorn drives it: one
-    `http.request` message in, two sends out; the bodies are serve_bench's."""
-    from worker.batch.loop import run_sync
+    """serve's endpoint (build_app's) called without a socket, as serve's protocol calls
+    it; the bodies are serve_bench's."""
     from worker.config import load_registry
-    from worker.serve.app import build_app
+    from worker.serve.app import FastPath, build_app
 
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models.toml"
         models.write_text(sb.MODELS_TOML)
         app = build_app(load_registry(str(models)))
+    assert isinstance(app, FastPath)
     ids = sb.output_ids(tokens)
 
+    endpoint = app.endpoints[sb.CHAT]  # (serve answers its POSTs on the lane: protocol.py)
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"0"),
+    ]
+
     def post(body: bytes) -> bytes:
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": sb.CHAT,
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ],
-        }
-        got: list[Any] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            got.append(message)
-
-        run_sync(app(scope, receive, send))
-        assert got[0]["status"] == 200, got
-        return bytes(got[1]["body"])
+        # what FastLaneProtocol.on_message_complete asks of the endpoint
+        headers[2] = (b"content-length", b"%d" % len(body))
+        assert endpoint.refusal(headers) is None
+        status, answer = endpoint.respond(body)
+        assert status == 200, answer
+        return answer
 
     class Local:  # serve_bench's client, over the function above
         async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
