@@ -214,8 +214,9 @@ async def _verify(env: Env, topic: str, gens: list, isolation: str) -> str:  # t
     return f"{v.requests} requests exact, {v.repeats} repeats"
 
 
-def summarise_profile(raw: Path, top: int = 25) -> list[str]:
-    """py-spy's raw (collapsed) stacks → the functions with most samples, inclusive and self."""
+def summarise_profile(raw: Path, us_per_record: float, top: int = 25) -> list[str]:
+    """py-spy's raw (collapsed) stacks → where the CPU went by stage of the loop (as µs per
+    record: the share × the run's CPU per record), and the functions with most samples."""
     incl: collections.Counter[str] = collections.Counter()
     self_: collections.Counter[str] = collections.Counter()
     areas: collections.Counter[str] = collections.Counter()
@@ -233,8 +234,11 @@ def summarise_profile(raw: Path, top: int = 25) -> list[str]:
         areas[area_of(frames)] += count
     if not total:
         return ["(no samples)"]
-    rows = ["| area (innermost stage frame) | share |", "|---|--:|"]
-    rows += [f"| {a} | {n / total:.1%} |" for a, n in areas.most_common()]
+    rows = ["| area (innermost stage frame) | share | µs CPU / record |", "|---|--:|--:|"]
+    rows += [
+        f"| {a} | {n / total:.1%} | {n / total * us_per_record:.1f} |"
+        for a, n in areas.most_common()
+    ]
     rows += ["", "| function | inclusive | self |", "|---|--:|--:|"]
     for f, n in incl.most_common(top):
         rows.append(f"| `{f}` | {n / total:.1%} | {self_[f] / total:.1%} |")
@@ -390,7 +394,7 @@ async def run(args: argparse.Namespace, info: dict[str, str]) -> str:
                     flush=True,
                 )
                 if r.profile is not None:
-                    profiles[label] = summarise_profile(r.profile)
+                    profiles[label] = summarise_profile(r.profile, r.us_per_record)
     return render(results, info, profiles)
 
 
