@@ -1,0 +1,1 @@
+"""The parts of bench/core_bench.py, grouped by what they hold."""
