@@ -1,0 +1,1 @@
+"""The parts of bench/parsers_bench.py, grouped by what they hold."""
