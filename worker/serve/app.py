@@ -9,11 +9,14 @@
 The stack is `http_server` (uvicorn with httptools, on uvloop) and Starlette, the pair
 vLLM itself serves on, minus FastAPI: the derender endpoints are plain ASGI handlers that
 read the body (bounded) and hand it to `driver.Driver`, whose msgspec decoding replaces
-pydantic's. What vLLM's server does around them is kept: the API key guards `/v1` paths
-(401 `{"error": "Unauthorized"}`, `/health` and `/metrics` open), a body that is not
-`application/json` is a 400, an unknown path or method is vLLM's JSON 404 / 405, and
-errors are vLLM's `{"error": {"message", "type", "param", "code"}}`. Beyond vLLM: a body
-larger than `--max-body-bytes` is a 413 before it is read.
+pydantic's. When nothing wraps the app (no API key, no tracing), serve's protocol answers
+the derender POSTs itself, without the ASGI layer (`http_protocol`, protocol.py), through
+the same endpoint methods (`refusal`, `respond`). What vLLM's server does around them
+is kept: the API key guards `/v1` paths (401 `{"error": "Unauthorized"}`, `/health` and
+`/metrics` open), a body that is not `application/json` is a 400, an unknown path or
+method is vLLM's JSON 404 / 405, and errors are vLLM's `{"error": {"message", "type",
+"param", "code"}}`. Beyond vLLM: a body larger than `--max-body-bytes` is a 413 before it
+is read.
 """
 
 from __future__ import annotations
