@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from worker.core.parsers.state import ParserState
+from worker.core.parsers.language.state import ParserState
 
 # 2: a parser call in progress is a tagged union (parsers/state.py); a v1 blob holding one
 # fails to decode and its request ends as state_corrupt, never misread.

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from worker.core.errors import DerenderError
-from worker.core.parsers.state import ToolSchema
-from worker.core.parsers.tools import NO_TOOLS, ToolTable
+from worker.core.parsers.arguments.tools import NO_TOOLS, ToolTable
+from worker.core.parsers.language.state import ToolSchema
 from worker.core.stop import NO_STOPS, StopStrings
 
 if TYPE_CHECKING:
     from worker.core.parsers import Parser
-    from worker.core.parsers.state import ParserState
+    from worker.core.parsers.language.state import ParserState
     from worker.wire.inbound import ChatRequest
 
 DIGEST_BYTES = 16

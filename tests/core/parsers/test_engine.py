@@ -25,9 +25,9 @@ from tests.core.parsers.harness import (
 )
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import Content, feed
-from worker.core.parsers.engine import PENDING_MAX
-from worker.core.parsers.grammar import CONTENT, REASONING
-from worker.core.parsers.prose import WS_HOLD_MAX
+from worker.core.parsers.language.grammar import CONTENT, REASONING
+from worker.core.parsers.machine.engine import PENDING_MAX
+from worker.core.parsers.machine.prose import WS_HOLD_MAX
 
 DSML_CALL = (
     'Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'

@@ -31,7 +31,7 @@ from tests.core.parsers.harness import Parser, Result, Slot, parser, request, to
 from tests.tiktoken_convert import gpt_oss_tokenizer
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import feed
-from worker.core.parsers.prose import FRAME_MAX
+from worker.core.parsers.machine.prose import FRAME_MAX
 
 TOOLS = [tool("get_weather", location="string"), tool("get_time", tz="string")]
 R = "<|channel|>analysis<|message|>The user asks for the weather.<|end|>"

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
 from tests.synthetic_inkling import inkling_tokenizer
-from worker.core.parsers import prose
+from worker.core.parsers.machine import prose
 
 M, TH, TX = "<|message_model|>", "<|content_thinking|>", "<|content_text|>"
 TJ, TT, ES, E = (

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from worker.core.parsers import json_check
-from worker.core.parsers.state import JsonCheck
+from worker.core.parsers.arguments import json_check
+from worker.core.parsers.language.state import JsonCheck
 
 from .harness import marker_tokenizer, parser, request
 

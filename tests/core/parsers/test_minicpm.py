@@ -14,9 +14,9 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import Parser, expect, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
-from worker.core.parsers import escapes
-from worker.core.parsers.held import HOLD_MAX
-from worker.core.parsers.state import Unescape
+from worker.core.parsers.arguments.held import HOLD_MAX
+from worker.core.parsers.language.state import Unescape
+from worker.core.parsers.machine import escapes
 
 
 @functools.cache

@@ -20,8 +20,9 @@ from tokenizers import Tokenizer
 from tests.core.parsers.harness import Slot, expect, merge, parser, request, tool
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.detokenize import Detokenizer
-from worker.core.parsers import ToolCallArgs, elements, feed
-from worker.core.parsers.state import CallElements
+from worker.core.parsers import ToolCallArgs, feed
+from worker.core.parsers.arguments import elements
+from worker.core.parsers.language.state import CallElements
 
 NS = "]<]minimax[>["
 TOOLS = [

@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
 from tests.synthetic_muse import muse_tokenizer
-from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, prose
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
+from worker.core.parsers.machine import prose
 
 S, EOM, EOT = "<|start|>assistant", "<|eom|>", "<|eot|>"
 TOOLS = [tool("get_weather", city="string", days="integer"), tool("get_current_date")]

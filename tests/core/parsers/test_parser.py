@@ -27,7 +27,7 @@ from worker.core.parsers import (
     to_delta,
     to_message,
 )
-from worker.core.parsers.state import (
+from worker.core.parsers.language.state import (
     TOOLS_AUTO,
     TOOLS_REQUIRED,
     CallElements,

@@ -44,9 +44,10 @@ from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.core.parsers.samples_longtail import LONGTAIL_TOKENIZERS
 from tests.offline_tokenizers import offline_tokenizer
-from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser, escapes
-from worker.core.parsers.response_template import template_formats
-from worker.core.parsers.state import Unescape
+from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser
+from worker.core.parsers.families.response_template import template_formats
+from worker.core.parsers.language.state import Unescape
+from worker.core.parsers.machine import escapes
 
 # Text pieces: nothing here, alone or joined, spells a marker of any format.
 PIECES = [

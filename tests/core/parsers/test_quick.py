@@ -33,8 +33,8 @@ from worker.core.parsers import (
     open_parser,
     to_delta,
 )
+from worker.core.parsers.language.state import ParserState
 from worker.core.parsers.quick import MISS
-from worker.core.parsers.state import ParserState
 from worker.wire.outbound import encode
 
 _encode = msgspec.msgpack.Encoder().encode

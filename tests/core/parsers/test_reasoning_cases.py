@@ -29,8 +29,8 @@ from tests.core.parsers.harness import (
     request,
 )
 from worker.core.parsers import compile_parser, feed
-from worker.core.parsers.grammar import CONTENT, REASONING
-from worker.core.parsers.reasoning_formats import think_tags
+from worker.core.parsers.families.reasoning_formats import think_tags
+from worker.core.parsers.language.grammar import CONTENT, REASONING
 from worker.core.parsers.serving import prompt_state
 
 NS, S = "NS", "S"

@@ -16,7 +16,7 @@ from tests.core.parsers.harness import Parser, expect, request, tool
 from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
 from tests.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import compile_parser
-from worker.core.parsers.response_template import TemplateError
+from worker.core.parsers.families.response_template import TemplateError
 
 TOOLS = [tool("get_weather", city="string", days="integer")]
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo", "days": "3"}}</tool_call>'

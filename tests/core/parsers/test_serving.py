@@ -39,15 +39,15 @@ from worker.core.parsers import (
     tool_call_id,
     uses_parser,
 )
-from worker.core.parsers.grammar import CONTENT, REASONING
-from worker.core.parsers.serving import start_state
-from worker.core.parsers.state import (
+from worker.core.parsers.language.grammar import CONTENT, REASONING
+from worker.core.parsers.language.state import (
     TOOLS_AUTO,
     TOOLS_NAMED,
     TOOLS_NONE,
     TOOLS_REQUIRED,
     TOOLS_SUPPRESS,
 )
+from worker.core.parsers.serving import start_state
 from worker.wire.outbound import encode
 
 WEATHER = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'

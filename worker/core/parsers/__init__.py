@@ -15,20 +15,31 @@ functions behind it (`compile_parser`, `open_parser`, `uses_parser`, `for_choice
 `feed`, `to_delta`, `finish_reason`, `parse_whole`, `to_message`) stay exported for the
 callers that still run them one by one.
 
-Where things are: formats.py names every format (the tables are in reasoning_formats.py,
-json_formats.py, markup_formats.py; grammar.py says what a format holds); spec.py
-compiles them for a tokenizer; engine.py runs one feed, lexer.py matches markers,
-prose.py routes content and reasoning, scanners.py picks the argument scanner of a call
-(json_args, params, call_list, pythonic, gemma, elements); state.py is what is kept
-between records; render.py turns events into OpenAI deltas and messages.
+Where things are: the entry points stay here (parser.py, serving.py for what a request
+decides, quick.py for the common record's short path, render.py for events → OpenAI
+deltas and messages); below them, by role: machine/ compiles a model's formats (spec.py)
+and runs them (engine.py, lexer.py, prose.py); families/ holds every format's table and
+the registry naming them (families/formats.py); arguments/ holds the tool calls'
+argument scanners (scanners.py picks one by the kind of call); language/ is what all of
+them share (grammar.py: what a format holds; state.py: what is kept between records;
+events.py: what a feed says). At run time each sub-package imports only the ones listed
+after it.
 """
 
 from __future__ import annotations
 
-from worker.core.parsers.calls import tool_call_id
-from worker.core.parsers.engine import Fed, feed
-from worker.core.parsers.events import Content, Event, Reasoning, ToolCallArgs, ToolCallStart
-from worker.core.parsers.formats import REASONING_FORMATS, TOOL_FORMATS
+from worker.core.parsers.arguments.calls import tool_call_id
+from worker.core.parsers.families.formats import REASONING_FORMATS, TOOL_FORMATS
+from worker.core.parsers.language.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArgs,
+    ToolCallStart,
+)
+from worker.core.parsers.language.state import ParserState
+from worker.core.parsers.machine.engine import Fed, feed
+from worker.core.parsers.machine.spec import ParserSpec, compile_parser
 from worker.core.parsers.parser import ParsedDelta, ParsedMessage, Parser, parse_whole
 from worker.core.parsers.render import (
     REASONING,
@@ -39,8 +50,6 @@ from worker.core.parsers.render import (
     to_message,
 )
 from worker.core.parsers.serving import finish_reason, for_choice, open_parser, uses_parser
-from worker.core.parsers.spec import ParserSpec, compile_parser
-from worker.core.parsers.state import ParserState
 
 __all__ = [
     "REASONING",

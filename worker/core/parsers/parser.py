@@ -16,8 +16,18 @@ from typing import NamedTuple
 
 import msgspec
 
-from worker.core.parsers.engine import feed
-from worker.core.parsers.grammar import SWAP_ABSENT, SWAP_BLANK
+from worker.core.parsers.arguments.tools import ToolTable
+from worker.core.parsers.language.grammar import SWAP_ABSENT, SWAP_BLANK
+from worker.core.parsers.language.state import (
+    FORCE_CONTENT,
+    FORCED_CHOICE,
+    HIDE_REASONING,
+    MSG_CONTENT,
+    ParserState,
+    ToolSchema,
+)
+from worker.core.parsers.machine.engine import feed
+from worker.core.parsers.machine.spec import ParserSpec, TokenizerLike, compile_parser
 from worker.core.parsers.quick import MISS, plan
 from worker.core.parsers.render import REASONING, Parsed, collect, to_delta, to_message
 from worker.core.parsers.serving import (
@@ -28,16 +38,6 @@ from worker.core.parsers.serving import (
     tool_schemas,
     uses_parser,
 )
-from worker.core.parsers.spec import ParserSpec, TokenizerLike, compile_parser
-from worker.core.parsers.state import (
-    FORCE_CONTENT,
-    FORCED_CHOICE,
-    HIDE_REASONING,
-    MSG_CONTENT,
-    ParserState,
-    ToolSchema,
-)
-from worker.core.parsers.tools import ToolTable
 from worker.wire.inbound import ChatRequest
 from worker.wire.outbound import ChatMessage, Delta
 

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import enum
 
-from worker.core.parsers.grammar import CONTENT, REASONING
-from worker.core.parsers.render import REASONING as REASONING_FIELD
-from worker.core.parsers.render import REASONING_CONTENT
-from worker.core.parsers.spec import ParserSpec
-from worker.core.parsers.state import (
+from worker.core.parsers.language.grammar import CONTENT, REASONING
+from worker.core.parsers.language.state import (
     ALT_TOOLS,
     APPEND_THINK,
     HIDE_REASONING,
@@ -32,6 +29,9 @@ from worker.core.parsers.state import (
     TOOLS_NONE,
     ParserState,
 )
+from worker.core.parsers.machine.spec import ParserSpec
+from worker.core.parsers.render import REASONING as REASONING_FIELD
+from worker.core.parsers.render import REASONING_CONTENT
 from worker.wire.outbound import Delta
 
 

@@ -12,7 +12,13 @@ from typing import NamedTuple
 
 from msgspec import UNSET
 
-from worker.core.parsers.events import Content, Event, Reasoning, ToolCallArgs, ToolCallStart
+from worker.core.parsers.language.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArgs,
+    ToolCallStart,
+)
 from worker.wire.outbound import (
     ChatMessage,
     Delta,

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from worker.core.parsers.convert import schema_type, schema_types
-from worker.core.parsers.grammar import (
+from worker.core.parsers.arguments.convert import schema_type, schema_types
+from worker.core.parsers.language.grammar import (
     CONTENT,
     FORCED_JSON,
     FORCED_NATIVE,
@@ -17,8 +17,7 @@ from worker.core.parsers.grammar import (
     REASONING,
     ReasoningFormat,
 )
-from worker.core.parsers.spec import ParserSpec
-from worker.core.parsers.state import (
+from worker.core.parsers.language.state import (
     ALT_TOOLS,
     APPEND_THINK,
     FORCE_CONTENT,
@@ -37,6 +36,7 @@ from worker.core.parsers.state import (
     ParserState,
     ToolSchema,
 )
+from worker.core.parsers.machine.spec import ParserSpec
 from worker.wire.inbound import ChatRequest, NamedToolChoice
 
 FINISH_STOP = "stop"
