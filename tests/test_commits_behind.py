@@ -186,3 +186,25 @@ async def test_a_commit_that_never_returns_is_a_step_timeout() -> None:
     with pytest.raises(StepTimeout) as info:
         await cp.commit(_batch("p0", 10, 19, lease), [], {})
     assert info.value.step == "commit"
+
+
+@run
+async def test_a_failed_commit_of_several_partitions_fails_one_next_batch_only() -> None:
+    # One commit covers both partitions of a lane's batch: its failure is raised once, by
+    # the first next batch there; the other partition's next batch goes on.
+    kafka, assignment = Offsets_(), Assignment()
+    cp = _checkpoint(kafka, assignment)
+    lease = assignment.lease
+    both = Batch([], {"p0": 0, "p1": 0}, {"p0": 9, "p1": 4}, lease.generation)
+    await cp.commit(both, [], {})
+    kafka.fail = KafkaConnectionError("broker gone")
+    await _open(kafka, 0)
+    await cp.settle()
+    kafka.fail = None
+    with pytest.raises(KafkaConnectionError):
+        await cp.commit(_batch("p0", 10, 19, lease), [], {})
+    await cp.commit(_batch("p1", 5, 9, lease), [], {})
+    assert cp.failed(["p0", "p1"]) is None
+    await _open(kafka, 1)
+    await cp.settle()
+    assert kafka.committed == [{"p1": 10}]

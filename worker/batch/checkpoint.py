@@ -172,8 +172,9 @@ class Checkpoint:
         self.fence(batch, "commit")  # (the waits above may have outlasted a revocation)
         commit = asyncio.ensure_future(bounded(behind.commit(ends), behind.timeout_s, "commit"))
         commit.add_done_callback(_report_failure)
+        entry = (batch, commit)  # (one object for all its partitions: `_take` forgets by it)
         for p in offsets:
-            self._commits[p] = (batch, commit)
+            self._commits[p] = entry
         behind.track(commit)
         return lost
 
@@ -184,8 +185,9 @@ class Checkpoint:
             earlier = self._commits.get(p)
             if earlier is None:
                 continue
-            # (asyncio.wait: this batch's own timeout must not cancel the earlier commit.)
-            await asyncio.wait({earlier[1]})
+            if not earlier[1].done():
+                # (asyncio.wait: this batch's own timeout must not cancel the earlier one.)
+                await asyncio.wait({earlier[1]})
             if (failure := self._take(earlier)) is not None:
                 raise failure[1]
 
