@@ -21,9 +21,10 @@ from tests.test_loop import REGISTRY
 from worker.adapters.broker import kafka_txn
 from worker.adapters.broker.kafka_txn import Transactions
 from worker.adapters.state.memory_store import MemoryStore
-from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.batch.steps import StepTimeout
+from worker.batch.transactional import TransactionalCheckpoint
 from worker.config import load_registry
 from worker.failures import Kind, classify
 from worker.ports import Batch, Fenced, InRecord, OutRecord, Partition

@@ -34,6 +34,8 @@ def test_environment_sets_a_default_and_the_flag_wins() -> None:
         (["--max-batch", "0"], "--max-batch must be at least 1"),
         (["--batch-bytes", "1000"], "--batch-bytes must be between 16384 and 1048576"),
         (["--batch-bytes", "2000000"], "--batch-bytes must be between 16384 and 1048576"),
+        (["--commit-interval-ms", "-1"], r"--commit-interval-ms must be between 0 and half"),
+        (["--commit-interval-ms", "5001"], r"half --transaction-timeout-ms \(5000\), got 5001"),
         (["--event-loop", "trio"], "--event-loop: expected auto, uvloop or asyncio"),
         (["--log-format", "xml"], "--log-format: expected text or json"),
         (["--redis-mode", "sentinel"], "--redis-mode: expected standalone, cluster or proxy"),

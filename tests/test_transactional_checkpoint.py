@@ -1,7 +1,8 @@
 """Exactly-once's checkpoint through the one loop, with a fake of the Kafka transactions
 (outputs become visible only when their partition's transaction commits) and the real
 MemoryStore with its two state versions. The broker-level proof is
-tests/chaos/test_exactly_once.py; this pins the protocol and the state rule exactly."""
+tests/chaos/test_exactly_once.py; this pins the protocol and the state rule exactly,
+including transactions that span batches (`--commit-interval-ms`, on a fake clock)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 from tests.helpers import chunk, end
 from tests.test_loop import REGISTRY, Recorder, RecordingSink, RecordingSource, _batch
 from worker.adapters.state.memory_store import MemoryStore
-from worker.batch.checkpoint import Checkpoint, TransactionalCheckpoint
+from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import BatchReport, run_batch
+from worker.batch.transactional import TransactionalCheckpoint
 from worker.ports import Batch, OutRecord, Partition, StateWrite, Stored
 
 
@@ -169,3 +171,103 @@ def test_a_refused_state_write_aborts_its_partition_and_gives_it_up() -> None:
 
 def await_(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RewindingSource(RecordingSource):
+    """Logs where each rewind seeks to."""
+
+    def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
+        self.log.events.append(f"rewind {dict(sorted(batch.first.items()))}")
+
+
+class FailingSink:
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        raise ConnectionError("the broker went away")
+
+
+# Three batches of one conversation per partition, offsets 10.. (a on 0, b on 1).
+SPAN = [
+    _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))]),
+    _batch([(0, chunk("a", 1, [101, 103])), (1, chunk("b", 1, [104]))], first=11),
+    _batch([(0, end("a", 2)), (1, end("b", 2))], first=12),
+]
+
+
+def _clean_outputs() -> list[tuple[str, bytes, bytes, bytes]]:
+    log = Recorder()
+    sink, plain = RecordingSink(log), Checkpoint(RecordingSource(log), MemoryStore())
+    return sorted(t for b in SPAN for t in triples(run(b, plain, sink).result.outputs))
+
+
+def test_a_transaction_spans_batches_until_its_interval_is_up() -> None:
+    log, clock = Recorder(), Clock()
+    txns = FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(
+        RecordingSource(log), MemoryStore(), txns, interval_s=1.0, clock=clock
+    )
+    run(SPAN[0], checkpoint, txns)
+    clock.now = 0.5
+    run(SPAN[1], checkpoint, txns)
+    # One begin, no commit: nothing visible yet.
+    assert [e for e in log.events if e.startswith(("begin", "commit"))] == ["begin [0, 1]"]
+    assert txns.visible == [] and checkpoint.due([0, 1]) == []
+    clock.now = 1.0  # between batches, the lane asks what is due
+    assert checkpoint.due([0, 1]) == [0, 1] and checkpoint.due([1]) == [1]
+    assert await_(checkpoint.commit_due([0])) == []
+    assert txns.committed == {0: 12} and 1 in txns.open
+    # The next batch past the interval commits partition 1's transaction with it, and
+    # begins partition 0's next one, which that batch's commit leaves open.
+    run(SPAN[2], checkpoint, txns)
+    assert txns.committed == {0: 12, 1: 13} and list(txns.open) == [0]
+    assert checkpoint.due([0, 1]) == []
+    await_(checkpoint.settle([0]))  # (the lane stops)
+    assert txns.committed == {0: 13, 1: 13} and txns.open == {}
+    assert sorted(triples(txns.visible)) == _clean_outputs()
+
+
+def test_a_failed_batch_aborts_its_whole_transaction_and_rewinds_to_its_start() -> None:
+    """The third batch of a transaction fails: the batches before it in the transaction
+    are aborted with it, the partitions rewound to where it began, and the redo builds on
+    the states from before the transaction (none: the requests began in it)."""
+    log, clock = Recorder(), Clock()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(
+        RewindingSource(log), store, txns, interval_s=10.0, clock=clock
+    )
+    run(SPAN[0], checkpoint, txns)
+    run(SPAN[1], checkpoint, txns)
+    try:
+        run(SPAN[2], checkpoint, FailingSink())
+    except ConnectionError:
+        await_(checkpoint.abort(SPAN[2]))
+    assert log.events[-2:] == ["abort [0, 1]", "rewind {0: 10, 1: 10}"]
+    assert txns.visible == [] and txns.open == {}
+    assert await_(store.load_many(["a", "b"], [10, 10])) == {"a": None, "b": None}
+    # The redo: the three batches' records from offset 10 as one batch.
+    redo = Batch([r for b in SPAN for r in b.records], {0: 10, 1: 10}, {0: 12, 1: 12})
+    run(redo, checkpoint, txns)
+    await_(checkpoint.settle([0, 1]))
+    assert txns.committed == {0: 13, 1: 13}
+    assert sorted(triples(txns.visible)) == _clean_outputs()
+
+
+def test_settle_leaves_a_transaction_with_a_batch_still_in_it() -> None:
+    """A revocation (or a stop) commits the open transactions whose batches are done; one
+    that a batch is still adding to (it outlived the revocation's wait) is left for its
+    producer's close to abort."""
+    log = Recorder()
+    txns = FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), MemoryStore(), txns, interval_s=5)
+    run(SPAN[0], checkpoint, txns)
+    only_a = Batch([r for r in SPAN[1].records if r.partition == 0], {0: 11}, {0: 12})
+    await_(checkpoint.claim(only_a))  # partition 0's next batch is under way
+    await_(checkpoint.settle([0, 1]))
+    assert txns.committed == {1: 11} and 0 in txns.open

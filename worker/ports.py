@@ -80,10 +80,19 @@ class StateWrite(msgspec.Struct, gc=False):
     # The request's tables (core/tables.py), written with the state that opens the
     # request and kept beside it, untouched by later writes; b"" for none.
     tables: bytes = b""
+    # Exactly-once, a transaction spanning batches (`--transaction-ms`): the first input
+    # offset of the writing batch's transaction (-1: `first_offset`, a transaction per
+    # batch). A state written since then is this transaction's own, not yet committed: a
+    # write over it keeps the state before the transaction (which its abort goes back to).
+    since_offset: int = -1
 
     @property
     def versioned(self) -> bool:
         return self.last_offset >= 0
+
+    @property
+    def since(self) -> int:
+        return self.first_offset if self.since_offset < 0 else self.since_offset
 
 
 @dataclass(slots=True)

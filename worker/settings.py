@@ -101,6 +101,14 @@ FLAGS: list[Flag] = [
         "see every output once)",
     ),
     Flag(
+        "commit-interval-ms",
+        100,
+        "exactly-once: how long a partition's transaction stays open over successive "
+        "batches before it commits (0: one transaction per batch). Longer: fewer commits, "
+        "more throughput; read_committed readers see outputs up to this much later",
+        int,
+    ),
+    Flag(
         "transaction-timeout-ms",
         10000,
         "exactly-once: the broker aborts a transaction open this long (a dead worker's "
@@ -245,6 +253,7 @@ class Settings:
     redis_wait_replicas: int
     redis_wait_timeout_ms: int
     guarantee: str
+    commit_interval_ms: int
     transaction_timeout_ms: int
     transactional_id_prefix: str
     models: str | None
@@ -414,6 +423,13 @@ def validate(s: Settings) -> None:
         )
     if s.transaction_timeout_ms < 1000:
         raise SettingsError("--transaction-timeout-ms must be at least 1000")
+    # (A transaction open for longer than half the broker's timeout risks being aborted
+    # by the broker before its commit arrives.)
+    if not 0 <= s.commit_interval_ms <= s.transaction_timeout_ms // 2:
+        raise SettingsError(
+            f"--commit-interval-ms must be between 0 and half --transaction-timeout-ms "
+            f"({s.transaction_timeout_ms // 2}), got {s.commit_interval_ms}"
+        )
     if s.event_loop not in ("auto", "uvloop", "asyncio"):
         raise SettingsError(f"--event-loop: expected auto, uvloop or asyncio, got {s.event_loop!r}")
     if s.log_format not in ("text", "json"):

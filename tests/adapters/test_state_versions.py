@@ -8,7 +8,8 @@ is at or below the last offset of that batch. A versioned write records that off
 (`last_offset`) and keeps the state it replaced; a load from an offset at or below it
 returns the state before, and a write from there replaces the uncommitted one. These tests
 walk every case the worker meets: commit, abort and redo, a shorter redo, a zombie's late
-write, a request's first batch aborted, a retry after a lost reply."""
+write, a request's first batch aborted, a retry after a lost reply, and a transaction that
+spans batches (`--transaction-ms`): aborted whole, it goes back to the state before it."""
 
 from __future__ import annotations
 
@@ -33,10 +34,12 @@ def vw(
     epoch: int = 1,
     done: bool = False,
     tag: str = "",
+    since: int = -1,
 ) -> StateWrite:
-    """A versioned write by the batch of input offsets first..last."""
+    """A versioned write by the batch of input offsets first..last (of a transaction
+    that began at offset `since`; -1: at `first`)."""
     blob = f"{rid}@{seq}{tag}".encode()
-    return StateWrite(rid, seq, blob, done, expected, epoch, first, last)
+    return StateWrite(rid, seq, blob, done, expected, epoch, first, last, since_offset=since)
 
 
 async def load(store: Store, rid: str, first: int) -> Stored | None:
@@ -157,5 +160,50 @@ def test_many_requests_in_one_batch(harness: Harness, done: bool) -> None:
         assert await store.save_many(writes) == []
         got = await store.load_many(rids, [20] * len(rids))
         assert got == {r: Stored(1, f"{r}@1".encode()) for r in rids}
+
+    harness.run(body)
+
+
+def test_a_transaction_of_several_batches_aborted_goes_back_to_the_state_before_it(
+    harness: Harness,
+) -> None:
+    """One transaction from offset 10 over three batches: each builds on the one before;
+    an abort of the transaction reads the committed state again, not the first batch's."""
+
+    async def body(store: Store) -> None:
+        await store.save_many([vw("a", 0, None, 0, 9)])  # committed
+        assert await store.save_many([vw("a", 3, 0, 10, 19, since=10, tag="-t")]) == []
+        assert await load(store, "a", 20) == Stored(3, b"a@3-t")  # the next batch's base
+        assert await store.save_many([vw("a", 5, 3, 20, 29, since=10, tag="-t")]) == []
+        assert await load(store, "a", 30) == Stored(5, b"a@5-t")
+        assert await store.save_many([vw("a", 6, 5, 30, 39, since=10, tag="-t")]) == []
+        # The transaction aborted: read again from 10, from the committed state.
+        assert await load(store, "a", 10) == Stored(0, b"a@0")
+        # Its redo, one batch this time, replaces what the aborted transaction wrote.
+        assert await store.save_many([vw("a", 6, 5, 10, 39, since=10)]) == ["a"]
+        assert await store.save_many([vw("a", 6, 0, 10, 39, since=10)]) == []
+        assert await load(store, "a", 40) == Stored(6, b"a@6")
+        assert await load(store, "a", 10) == Stored(0, b"a@0")
+
+    harness.run(body)
+
+
+def test_the_next_transaction_keeps_the_last_committed_state(harness: Harness) -> None:
+    """Committed at 10..39; the next transaction (from 40, two batches) keeps that state as
+    the one to go back to, also for a request it first writes in its second batch."""
+
+    async def body(store: Store) -> None:
+        await store.save_many([vw("a", 0, None, 0, 9), vw("b", 0, None, 0, 9)])
+        await store.save_many([vw("a", 4, 0, 10, 19, since=10)])
+        await store.save_many([vw("a", 6, 4, 20, 39, since=10)])  # committed at 40
+        assert await store.save_many([vw("a", 8, 6, 40, 49, since=40, tag="-t")]) == []
+        assert await store.save_many([vw("b", 2, 0, 50, 59, since=40, tag="-t")]) == []
+        assert await store.save_many([vw("a", 9, 8, 50, 59, since=40, tag="-t")]) == []
+        # Aborted: both go back to what was committed before 40.
+        assert await load(store, "a", 40) == Stored(6, b"a@6")
+        assert await load(store, "b", 40) == Stored(0, b"b@0")
+        # Committed instead: the next transaction's batches read the last writes.
+        assert await load(store, "a", 60) == Stored(9, b"a@9-t")
+        assert await load(store, "b", 60) == Stored(2, b"b@2-t")
 
     harness.run(body)

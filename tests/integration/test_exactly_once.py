@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from tokenizers import Tokenizer
 
-from tests.chaos.tools import group_offsets, scrape, wait_until
+from tests.chaos.tools import group_offsets, records_counted, scrape, wait_counted, wait_until
 from tests.integration.harness import (
     WorkerProcess,
     done_count,
@@ -130,3 +130,78 @@ def test_a_transactional_input_topic_leaves_no_lag(
         f"the group to commit past the markers, to {ends}",
     )
     assert worker.stop() == 0, worker.log_tail()
+
+
+# A commit interval far longer than the tests: whatever becomes visible before it is up was
+# committed by a stop or a revocation, not by the interval.
+LONG = ("--commit-interval-ms", "30000", "--transaction-timeout-ms", "60000")
+COMMITTED = "read_committed"
+
+
+def _nothing_committed_yet(bootstrap: str, topics: dict[str, str], group: str) -> None:
+    """The outputs are in the output topic, but only in open transactions."""
+    uncommitted = asyncio.run(read_all(bootstrap, topics["output"], lambda o: done_count(o) > 0))
+    assert done_count(uncommitted) > 0
+    committed = asyncio.run(
+        read_all(
+            bootstrap, topics["output"], lambda o: False, 1.5, isolation_level="read_committed"
+        )
+    )
+    assert committed == []
+    assert group_offsets(bootstrap, group, topics["input"], 4) == {p: 0 for p in range(4)}
+
+
+def test_transactions_span_batches_and_a_stop_commits_them(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """`--commit-interval-ms`: a partition's transaction stays open over its batches; a
+    SIGTERM commits what is open (a stop must not leave the next owner to do it again)."""
+    gens = make_generations(deepseek, 30, seed=721)
+    port = free_port()
+    worker = worker_factory(*EOS, *LONG, metrics_port=port)
+    records = interleave(gens, seed=722)
+    ends = asyncio.run(publish(kafka_bootstrap, topics["input"], records))
+    wait_counted(port, len(records))
+    _nothing_committed_yet(kafka_bootstrap, topics, worker.group_id)
+    assert worker.stop() == 0, worker.log_tail()
+    verdict = verify(read_committed(kafka_bootstrap, topics["output"], len(gens)), gens)
+    assert verdict.repeats == 0, verdict
+    assert group_offsets(kafka_bootstrap, worker.group_id, topics["input"], 4) == {
+        p: ends.get(p, 0) for p in range(4)
+    }
+
+
+def test_a_revocation_commits_the_open_transactions_before_the_partitions_move(
+    deepseek: Tokenizer,
+    kafka_bootstrap: str,
+    topics: dict[str, str],
+    worker_factory: Callable[..., WorkerProcess],
+) -> None:
+    """A second worker joins while the first holds open transactions: the first commits
+    them in its revocation, so the second finds the offsets at the ends and does nothing
+    again (were they aborted, it would redo every record)."""
+    gens = make_generations(deepseek, 30, seed=731)
+    port, port2 = free_port(), free_port()
+    first = worker_factory(*EOS, *LONG, metrics_port=port)
+    records = interleave(gens, seed=732)
+    ends = asyncio.run(publish(kafka_bootstrap, topics["input"], records))
+    wait_counted(port, len(records))
+    _nothing_committed_yet(kafka_bootstrap, topics, first.group_id)
+    second = worker_factory(*EOS, *LONG, metrics_port=port2)
+    wait_until(
+        lambda: (
+            group_offsets(kafka_bootstrap, first.group_id, topics["input"], 4)
+            == {p: ends.get(p, 0) for p in range(4)}
+        ),
+        25,
+        "the revocation to commit the open transactions",
+    )
+    verdict = verify(read_committed(kafka_bootstrap, topics["output"], len(gens)), gens)
+    assert verdict.repeats == 0, verdict
+    wait_until(lambda: scrape(port2).get("derender_assigned_partitions", 0) > 0, 30, "assigned")
+    assert sum(records_counted(port2).values()) == 0
+    assert second.stop() == 0, second.log_tail()
+    assert first.stop() == 0, first.log_tail()

@@ -28,19 +28,8 @@ source half of `loop.run_batch` (at-least-once); its steps, numbered as there:
       sits in the same synchronous stretch as the call it guards, so no rebalance can
       slip in between.
 
-`TransactionalCheckpoint` (exactly-once) has the same calls over Kafka transactions, one
-per input partition of the batch (`ports.Transactions`):
-
-  2a. also begins each partition's transaction; the outputs of step 4 go through them;
-  2b. loads the state as of the batch's first offset: Redis is outside the transaction, so
-      a state saved by a batch whose transaction then aborted is passed over for the one
-      before it (the store keeps both: `StateWrite.first_offset`);
-  5.  saves versioned writes (`offsets` puts the batch's offsets on them);
-  6.  adds `last + 1` to each partition's transaction and commits it: the outputs, the
-      offsets and (through the versions) the states become visible together or not at
-      all. A partition with a refused write is aborted, like one whose commit fails: both
-      mean another owner may hold it, so its producer is dropped until the group is
-      rejoined (a zombie must not start another producer: it would fence the real owner).
+`TransactionalCheckpoint` (exactly-once, batch/transactional.py) has the same calls over
+Kafka transactions.
 """
 
 from __future__ import annotations
@@ -61,7 +50,6 @@ from worker.ports import (
     StateStore,
     StateWrite,
     Stored,
-    Transactions,
 )
 
 log = logging.getLogger("derender.worker")
@@ -136,10 +124,9 @@ class Checkpoint:
         tables of `tables_for`."""
         return await self.store.load_many(list(requests), None, tables_for)
 
-    def offsets(
-        self, batch: Batch
-    ) -> tuple[Mapping[Partition, int], Mapping[Partition, int]] | None:
-        """What the batch's state writes must carry (versioned writes only)."""
+    def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], ...] | None:
+        """What the batch's state writes must carry, per partition (versioned writes only:
+        the first offset of the batch's transaction, the batch's first and last)."""
         return None
 
     async def save(self, writes: list[StateWrite]) -> list[str]:
@@ -217,7 +204,15 @@ class Checkpoint:
                 return failure
         return None
 
-    async def settle(self) -> None:
+    def due(self, partitions: Iterable[Partition]) -> list[Partition]:
+        """Of `partitions`, those with a commit due between batches (exactly-once's
+        transactions spanning batches: batch/transactional.py); none here."""
+        return []
+
+    async def commit_due(self, partitions: Iterable[Partition]) -> list[Partition]:
+        return []
+
+    async def settle(self, partitions: Iterable[Partition] = ()) -> None:
         """Wait for every commit still running in the background (a lane's last act)."""
         running = {c for _, c in self._commits.values() if not c.done()}
         if running:
@@ -241,65 +236,3 @@ def _report_failure(commit: asyncio.Future[None]) -> None:
     of its partitions raises it (it may be revoked first, or never come)."""
     if not commit.cancelled() and (exc := commit.exception()) is not None:
         log.warning("a commit in the background failed: %s: %s", type(exc).__name__, exc)
-
-
-class TransactionalCheckpoint(Checkpoint):
-    """Exactly-once: the steps above over one Kafka transaction per input partition."""
-
-    def __init__(
-        self,
-        source: Source,
-        store: StateStore,
-        transactions: Transactions,
-        lease: Lease | None = None,
-    ) -> None:
-        super().__init__(source, store, lease)
-        self.transactions = transactions
-
-    async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
-        epochs, claimed = await super().claim(batch)
-        # Fenced here, a batch that outlived its revocation never begins a transaction on
-        # a producer that the partitions' next assignment (maybe to another lane of this
-        # worker) opened: the crash "IN_TRANSACTION -> IN_TRANSACTION" of issue #24.
-        self.fence(batch, "begin")
-        await self.transactions.begin(list(batch.last))
-        return epochs, claimed
-
-    async def load(
-        self,
-        batch: Batch,
-        requests: Mapping[str, Partition],
-        tables_for: AbstractSet[str] = frozenset(),
-    ) -> dict[str, Stored | None]:
-        firsts = [batch.first[p] for p in requests.values()]
-        return await self.store.load_many(list(requests), firsts, tables_for)
-
-    def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], Mapping[Partition, int]]:
-        return batch.first, batch.last
-
-    async def commit(
-        self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
-    ) -> list[Partition]:
-        lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
-        if lost:
-            log.warning(
-                "%d state writes refused (partitions %s moved on): aborting them and "
-                "rejoining the group",
-                len(refused),
-                ", ".join(map(str, lost)),
-            )
-            self.fence(batch, "abort")
-            await self.transactions.abort(lost)
-            await self.transactions.drop(lost)
-        offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
-        self.fence(batch, "commit")
-        failed = await self.transactions.commit(offsets) if offsets else []
-        gone = lost + failed
-        self.forget(gone)
-        return gone
-
-    async def abort(self, batch: Batch) -> None:
-        # (Each step re-checks the lease: the abort itself may outlast a revocation.)
-        if self.lease is None or self.lease.holds(batch):
-            await self.transactions.abort(list(batch.last))
-        await super().abort(batch)

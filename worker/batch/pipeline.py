@@ -183,7 +183,7 @@ def process_batch(
     stored: Mapping[str, Stored | None],
     registry: Registry,
     epochs: Mapping[Partition, int] | None = None,
-    offsets: tuple[Mapping[Partition, int], Mapping[Partition, int]] | None = None,
+    offsets: tuple[Mapping[Partition, int], ...] | None = None,
     held: Mapping[str, Tables] | None = None,
     confirm: bool = False,
     control: bool = False,
@@ -195,7 +195,8 @@ def process_batch(
     total); this only routes: outputs with their headers, dead letters, and one state
     write per touched request, carrying the owner epoch of its partition (`epochs`, as
     the checkpoint claimed them; 0 where none was claimed) and, under exactly-once, the
-    batch's first and last offsets in it (`offsets`: the store keeps the state before).
+    first offset of the batch's transaction and the batch's first and last offsets in it
+    (`offsets`, per partition: the store keeps the state before the transaction).
 
     `confirm` (a store that waits for its replicas): a request the batch touched without
     changing its state (every record a duplicate, or skipped) gets its loaded state
@@ -323,7 +324,9 @@ def process_batch(
         if not isinstance(state, RequestState):  # (nothing the core could stand behind)
             continue
         partition = partition_of[rid]
-        first, last = (o[partition] for o in offsets) if offsets is not None else (-1, -1)
+        since, first, last = (
+            (o[partition] for o in offsets) if offsets is not None else (-1, -1, -1)
+        )
         result.writes[rid] = StateWrite(
             rid,
             state.seq,
@@ -334,6 +337,7 @@ def process_batch(
             first,
             last,
             opened.get(rid, b""),
+            since,
         )
         if state.status == ACTIVE:  # (its next records come in a later batch)
             warm.keep(rid, blob, state)
@@ -405,5 +409,6 @@ def fail_refused(
                 w.epoch,
                 w.first_offset,
                 w.last_offset,
+                since_offset=w.since_offset,
             )
     return errors_out

@@ -55,7 +55,7 @@ from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
 from worker.adapters.broker.kafka_txn import Transactions
-from worker.batch.checkpoint import Behind, Checkpoint, TransactionalCheckpoint
+from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.batch.steps import bounded
 from worker.core.model import Registry
@@ -67,12 +67,12 @@ from worker.failures import (
     OutageTooLong,
 )
 from worker.observe.metrics import Metrics
-from worker.observe.propagation import carried_names
 from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
 from worker.run.accounts import Accounts
 from worker.run.assignment import Assignment, partitions
 from worker.run.health import Health
+from worker.run.lanes import lane_source, make_checkpoint
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
@@ -288,17 +288,9 @@ class Runner:
             return
         assert self.consumer is not None
         sources = [self.lane_source(i) for i in range(self.s.lanes)]
-        # One checkpoint for every lane: commits and rewinds go through the one consumer,
-        # the lanes' partitions are disjoint, and a revocation drops an epoch wherever it was.
-        if self.transactions is not None:
-            self.checkpoint = TransactionalCheckpoint(
-                sources[0], self.store, self.transactions, self.assignment.lease
-            )
-        else:
-            # At-least-once commits in the background (checkpoint.py, step 6).
-            src = sources[0]
-            behind = Behind(src.ends, src.commit_ends, self.s.step_timeout_s, self._behind)
-            self.checkpoint = Checkpoint(sources[0], self.store, self.assignment.lease, behind)
+        self.checkpoint = make_checkpoint(
+            self.s, sources[0], self.store, self.transactions, self.assignment, self._behind
+        )
         halt = asyncio.Event()  # the lanes stop polling: a stop, or the clients rebuilt
         lanes = [asyncio.create_task(self._lane(i, src, halt)) for i, src in enumerate(sources)]
         stop = asyncio.ensure_future(self.stopping.wait())
@@ -339,24 +331,8 @@ class Runner:
 
     def lane_source(self, lane: int) -> KafkaSource:
         """The source of lane `lane`: its share of the assigned partitions."""
-        consumer = self.consumer
-        assert consumer is not None
-        txns = self.transactions
-
-        def share() -> list[TopicPartition]:
-            """The lane's partitions: every `lanes`-th assigned one, in a fixed order
-            (under exactly-once, those whose producer is ready)."""
-            mine = sorted(consumer.assignment())[lane :: self.s.lanes]
-            return mine if txns is None else [tp for tp in mine if txns.ready(tp)]
-
-        return KafkaSource(
-            consumer,
-            self.s.group_id,
-            share,
-            timeout_ms=self.s.poll_timeout_ms,
-            max_records=self.s.max_batch,
-            carry=carried_names(self.s.pass_headers),
-        )
+        assert self.consumer is not None
+        return lane_source(self.consumer, self.s, lane, self.transactions)
 
     async def _lane(self, lane: int, source: KafkaSource, halt: asyncio.Event) -> None:
         checkpoint = self.checkpoint
@@ -372,9 +348,14 @@ class Runner:
             elif batch is not None:
                 with self.assignment.processing():
                     await self._handle(batch, checkpoint)
+            if self.assignment.settled and (due := checkpoint.due(source.share())):
+                with self.assignment.processing():  # (exactly-once: transactions due)
+                    await self._commit_due(due, checkpoint)
             if lane == 0 and time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
-        await checkpoint.settle()  # (its commits still running: each bounded)
+        # Its commits still running, or (exactly-once) its open transactions: bounded.
+        with contextlib.suppress(*HANDLED):
+            await checkpoint.settle(source.share())
 
     async def _handle(self, batch: Batch, checkpoint: Checkpoint) -> None:
         assert self.sink is not None
@@ -399,6 +380,17 @@ class Runner:
         if checkpoint.behind is None:  # (else it is through when its commit is: health.py)
             self.health.through()
         self.accounts.batch(report)
+
+    async def _commit_due(self, due: list[TopicPartition], checkpoint: Checkpoint) -> None:
+        """Exactly-once: commit the transactions open past --commit-interval-ms between
+        batches (a failed one gave its partitions up: rejoined, done again)."""
+        try:
+            await checkpoint.commit_due(due)
+        except HANDLED as exc:  # (a commit that never returns: its producer is in doubt)
+            assert self.transactions is not None
+            log.warning("committing transactions between batches failed: %s", exc)
+            checkpoint.forget(due)
+            await self.transactions.drop(due)
 
     def _behind(self, commit: asyncio.Future[None]) -> None:
         """A batch's commit, running in the background: a revocation waits for it."""
@@ -432,6 +424,13 @@ class Runner:
         # No lane polls until the new assignment is ready (`Assignment` says why).
         await self.assignment.revoke(self.s.session_timeout_ms / 2000)
         self.metrics.rebalances.inc()
+        if self.transactions is not None and self.checkpoint is not None:
+            # Their transactions still open commit now (the batches in them are done):
+            # closed, the producers would abort them and the next owner do them again.
+            try:
+                await self.checkpoint.settle(revoked)
+            except HANDLED as exc:
+                log.warning("committing the revoked partitions' transactions failed: %s", exc)
         if self.checkpoint is not None:
             self.checkpoint.forget(revoked)
         if self.transactions is not None:

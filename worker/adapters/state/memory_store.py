@@ -132,7 +132,14 @@ class MemoryStore:
                     if (None if base is None else base[0]) != w.expected_seq:
                         refused.append(w.request_id)
                         continue
-                    prev = base if w.versioned else None
+                    if not w.versioned:
+                        prev = None
+                    elif 0 <= w.since <= cur.upto:
+                        # Written by this transaction (or by one that never committed):
+                        # the state before the transaction stays the one to go back to.
+                        prev = cur.prev
+                    else:
+                        prev = base
             elif w.expected_seq is not None:
                 refused.append(w.request_id)
                 continue

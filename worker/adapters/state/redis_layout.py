@@ -20,26 +20,38 @@ F_TABLES = "tables"
 # state, and the state before it.
 VERSIONS = ("upto", "pseq", "pstate")
 
-# KEYS: the requests' keys. ARGV: eight per key — expected seq ("" = the key must not
-# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms,
-# under exactly-once the writing batch's first and last input offsets in the request's
-# partition ("" and "" otherwise), and the request's tables ("" = leave them: only the
-# write that opens a request carries them). Returns one flag per key: 1 when applied (or
-# when exactly this write is already stored), 0 when refused.
+# KEYS: the requests' keys. ARGV: seven per key — expected seq ("" = the key must not
+# exist; "-1" = the key held no hash when loaded), seq, epoch, state blob, TTL in ms, under
+# exactly-once the input offsets "since first last" in the request's partition ("" otherwise:
+# the first offset of the writing batch's transaction, the first and last offsets of the
+# batch; one argument, not three: each argument costs the client's packing a few hundred
+# ns), and the request's tables ("" = leave them: only the write that opens a request
+# carries them). Returns one flag per key: 1 when applied (or when exactly this write is
+# already stored), 0 when refused.
 #
 # Exactly-once keeps two versions: `seq`/`state` with `upto` (the last offset of the batch
 # that wrote it) and `pseq`/`pstate`, the state before it. Redis is outside the Kafka
 # transaction, so a batch can save and then see its transaction abort; its records are
 # then read again from an offset at or below `upto`, and that batch (from any owner)
 # builds on the state before, replacing the uncommitted one (LOAD_SCRIPT reads the same).
+# A transaction may span batches (`--transaction-ms`): a state whose `upto` is at or past
+# the transaction's first offset is the transaction's own, so a later batch of it replaces
+# that state and keeps `pstate`, the state before the transaction, which an abort of the
+# whole transaction goes back to.
 CAS_SCRIPT = """
 local WRONG_TYPE = '-1'
 -- Seqs are compared as the decimal strings the client wrote, not as Lua numbers: those
 -- are doubles, which cannot tell apart seqs above 2^53 (a seq may be up to 2^63 - 1).
 -- Offsets are compared as numbers: a partition's offsets stay far below 2^53.
-local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s, tables)
+local function apply(key, expected, seq, epoch_s, blob, ttl, offsets, tables)
   local epoch = tonumber(epoch_s)
-  local versioned = last_s ~= ''
+  local versioned = offsets ~= ''
+  local since, first, last_s = 0, 0, ''
+  if versioned then
+    local since_s, first_s
+    since_s, first_s, last_s = string.match(offsets, '^(%d+) (%d+) (%d+)$')
+    since, first = tonumber(since_s), tonumber(first_s)
+  end
   local shift = false
   -- (HMGET of a missing key answers all nils: one call instead of EXISTS + HMGET.)
   local ok, cur = pcall(redis.call, 'HMGET', key, 'seq', 'epoch', 'state', 'upto', 'pseq', 'pstate')
@@ -64,11 +76,12 @@ local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s, ta
     -- The state the batch built on: the stored one, or under exactly-once the one before
     -- it when the batch that stored it never committed (its records came back).
     local base = cur[1]
-    if versioned and cur[4] and tonumber(cur[4]) >= tonumber(first_s) then
+    local upto = tonumber(cur[4]) or -1
+    if versioned and upto >= first then
       base = cur[5]
-    else
-      shift = versioned
     end
+    -- (A state this transaction wrote, or one that never committed, is not kept.)
+    shift = versioned and upto < since
     if expected == '' then
       if base then
         return 0
@@ -99,9 +112,9 @@ local function apply(key, expected, seq, epoch_s, blob, ttl, first_s, last_s, ta
 end
 local out = {}
 for i, key in ipairs(KEYS) do
-  local b = (i - 1) * 8
+  local b = (i - 1) * 7
   out[i] = apply(key, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5],
-    ARGV[b + 6], ARGV[b + 7], ARGV[b + 8])
+    ARGV[b + 6], ARGV[b + 7])
 end
 return out
 """

@@ -118,7 +118,7 @@ def _raise_if_error(reply: Any) -> None:
 
 
 # One write's ARGV for CAS_SCRIPT.
-_CasArgs = tuple[str | int, int, int, bytes, int, int | str, int | str, bytes]
+_CasArgs = tuple[str | int, int, int, bytes, int, str, bytes]
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -292,8 +292,7 @@ class RedisStore:
                 w.epoch,
                 w.blob,
                 done_ttl if w.done else ttl,
-                w.first_offset if w.versioned else "",
-                w.last_offset if w.versioned else "",
+                f"{w.since} {w.first_offset} {w.last_offset}" if w.versioned else "",
                 w.tables,
             )
             for w in writes
