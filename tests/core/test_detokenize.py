@@ -198,7 +198,7 @@ def test_byte_level_memo_holds_only_ids_that_are_whole_alone(deepseek: Tokenizer
         assert "".join(detok.step(cs, [i]) for i in ids) == "🎉 party 🎉"
     emoji = deepseek.encode("🎉", add_special_tokens=False).ids  # two byte pieces
     party = deepseek.encode(" party", add_special_tokens=False).ids
-    memo, partial = detok._memo, detok._partial
+    memo, partial = detok.memo, detok._partial
     assert emoji[0] in partial  # tried alone (nothing pending), found not whole
     assert not set(emoji) & set(memo)
     assert set(party) <= set(memo)

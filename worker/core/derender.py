@@ -43,7 +43,7 @@ from worker.core.state import (
     RequestState,
     encode_state,
 )
-from worker.core.stream import on_chunk, on_end
+from worker.core.stream import on_chunk, on_end, streamed
 from worker.core.tables import EMPTY, RequestTables, Tables, TablesMissing
 from worker.wire.inbound import ChunkRecord
 
@@ -134,7 +134,8 @@ def step(
             tabs = _tables(known, tables, registry)
         if registry.tables.uses.get(record.request_id) != tabs.digest:
             registry.tables.note(record.request_id, tabs.digest)
-        model = registry.resolve(known.model)
+        # (`registry.resolve` without the call: a state's model is always a name)
+        model = registry.models.get(known.model)
         if model is None:  # the registry changed under a live request
             raise DerenderError(
                 f"The model `{known.model}` does not exist.", errors.MODEL_NOT_FOUND, "model"
@@ -144,7 +145,11 @@ def step(
             outputs = echo_chunks(known, record, model)  # the prompt comes first
         # 3) + 4) The payload: its bounds first, then the tokenizer work.
         if record.type == "chunk":
-            said = on_chunk(known, record.request_id, record.generate_chunk, model, tabs)
+            chunk = record.generate_chunk
+            # (the streamed record in one frame; anything else returns None)
+            said = None if chunk is None else streamed(known, record.request_id, chunk, model, tabs)
+            if said is None:
+                said = on_chunk(known, record.request_id, chunk, model, tabs)
             outputs = outputs + said if outputs else said  # (on_chunk's list is its own)
         elif record.type == "response":
             outputs += on_response(known, record, model, tabs)

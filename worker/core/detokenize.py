@@ -71,7 +71,7 @@ class Detokenizer:
     Holds no per-request data: every call reads and writes a `DecodeSlot`.
     """
 
-    __slots__ = ("_context_free", "_decode", "_lead", "_memo", "_partial", "_skip", "_tok")
+    __slots__ = ("_context_free", "_decode", "_lead", "_partial", "_skip", "_tok", "memo")
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool) -> None:
         self._tok = tokenizer
@@ -83,8 +83,11 @@ class Detokenizer:
         # state). Decoders that strip or merge across pieces (SentencePiece's leading
         # space, WordPiece's "##") keep the window.
         self._context_free = isinstance(tokenizer.decoder, decoders.ByteLevel)
-        # id → its text, for ids whose bytes are whole UTF-8 alone (context-free only).
-        self._memo: dict[int, str] = {}
+        # id → its text, for ids whose bytes are whole UTF-8 alone (context-free only:
+        # empty otherwise). Public for the streamed record's path (stream.on_chunk),
+        # which reads it without a call: an id found here with nothing pending is
+        # exactly what `step` returns for it.
+        self.memo: dict[int, str] = {}
         self._partial: set[int] = set()  # ids that are not whole alone (never memoised)
         # Byte pieces that may not start a window past the output's start (see above).
         self._lead = frozenset() if self._context_free else _stripped_bytes(tokenizer)
@@ -115,7 +118,7 @@ class Detokenizer:
     def _whole(self, ids: list[int]) -> str | None:
         """The text of ids that are each whole UTF-8 alone, from the memo; None when one
         is not (or cannot be memoised), and the ids must be decoded together."""
-        memo = self._memo
+        memo = self.memo
         if len(ids) == 1:
             text = memo.get(ids[0])
             return text if text is not None else self._learn(ids[0])
@@ -130,7 +133,7 @@ class Detokenizer:
         return "".join(parts)
 
     def _learn(self, token_id: int) -> str | None:
-        if token_id in self._partial or len(self._memo) >= MEMO_MAX_IDS:
+        if token_id in self._partial or len(self.memo) >= MEMO_MAX_IDS:
             return None
         text: str = self._decode([token_id], self._skip)
         # U+FFFD marks bytes that are not whole UTF-8 alone (or, rarely, a piece that is
@@ -138,7 +141,7 @@ class Detokenizer:
         if REPLACEMENT_CHAR in text:
             self._partial.add(token_id)
             return None
-        self._memo[token_id] = text
+        self.memo[token_id] = text
         return text
 
     def flush(self, slot: DecodeSlot) -> str:

@@ -40,12 +40,14 @@ class Model:
     # The reasoning and tool-call formats compiled against the tokenizer (markers
     # that are single added tokens are matched by id).
     parser: Parser = field(init=False, repr=False)
-    _detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
+    # By `skip_special_tokens` (public for the streamed record's path, stream.on_chunk,
+    # which reads it without a call).
+    detokenizers: dict[bool, Detokenizer] = field(init=False, repr=False)
     _resolver: Resolver | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.vocab_size = int(self.tokenizer.get_vocab_size(with_added_tokens=True))
-        self._detokenizers = {
+        self.detokenizers = {
             skip: Detokenizer(self.tokenizer, skip_special_tokens=skip) for skip in (False, True)
         }
         # Raises KeyError for an unknown format name (the registry reports it).
@@ -59,7 +61,7 @@ class Model:
         )
 
     def detokenizer(self, skip_special_tokens: bool) -> Detokenizer:
-        return self._detokenizers[skip_special_tokens]
+        return self.detokenizers[skip_special_tokens]
 
     def resolver(self) -> Resolver:
         """Logprob token texts; built on first use (its memo fills only with logprobs)."""

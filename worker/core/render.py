@@ -64,7 +64,7 @@ _CHUNKS: dict[str, tuple[Callable[..., Any], str]] = {
     "chat": (out.ChatCompletionChunk, "chat.completion.chunk"),
     "completion": (out.CompletionChunk, "text_completion"),
 }
-_CHAT_CHUNK = _CHUNKS["chat"][1]
+CHAT_CHUNK = _CHUNKS["chat"][1]
 _WHOLE: dict[str, tuple[Callable[..., Any], str]] = {
     "chat": (out.ChatCompletion, "chat.completion"),
     "completion": (out.Completion, "text_completion"),
@@ -121,7 +121,7 @@ def chunk(
                 )
             )
         body = out.ChatCompletionChunk(
-            request_id, _CHAT_CHUNK, state.created, state.model, chat_choices, u
+            request_id, CHAT_CHUNK, state.created, state.model, chat_choices, u
         )
     else:
         choices = [
@@ -138,6 +138,36 @@ def chunk(
     if metrics is not None:
         body.metrics = metrics
     return Output(CHUNK, out.encode(body))
+
+
+# A chat chunk's JSON around its delta, by request: (created, model, choice index, the
+# bytes before the delta, the bytes after it). The streamed record (stream.streamed)
+# encodes only its delta between the two, instead of the whole body (which repeats the
+# same id, object, created and model on every record of the request). Both parts are cut
+# from msgspec's own encoding of the body, so the bytes are the same by construction.
+# A memo, not state: bounded (the oldest out first), and checked against the state's
+# created and model on every use.
+HeadTail = tuple[int, str, int, bytes, bytes]
+HEADS: dict[str, HeadTail] = {}
+HEADS_MAX = 16384
+_DELTA = b'"delta":{}'
+
+
+def chat_head(request_id: str, created: int, model: str, index: int) -> HeadTail:
+    """A chat chunk's bytes before and after its delta (no logprobs, finish, stop
+    reason, usage or metrics), remembered in HEADS."""
+    whole = out.encode(
+        out.ChatCompletionChunk(
+            request_id, CHAT_CHUNK, created, model, [out.ChatChunkChoice(index, out.Delta())]
+        )
+    )
+    # (A string's quotes are escaped in JSON: the last `"delta":{}` is the field.)
+    cut = whole.rindex(_DELTA) + len(_DELTA) - 2
+    entry = (created, model, index, whole[:cut], whole[cut + 2 :])
+    if len(HEADS) >= HEADS_MAX:
+        del HEADS[next(iter(HEADS))]
+    HEADS[request_id] = entry
+    return entry
 
 
 def opening(state: RequestState, request_id: str, index: int) -> Output:

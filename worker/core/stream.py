@@ -8,6 +8,7 @@ reasoning / tool-call parser, then rendered as one `chat.completion.chunk` or
 
 from __future__ import annotations
 
+from worker.constants import CHUNK
 from worker.core import render
 from worker.core.bounds import check_chunk
 from worker.core.decode import FINISH_ABORT, decode_choice, flushed, shown_positions, unhidden
@@ -63,6 +64,86 @@ def on_chunk(
         outputs.append(render.usage_chunk(state, request_id, usage(prompt, completion), metrics))
         state.usage_sent = True
     return outputs
+
+
+def streamed(
+    state: RequestState,
+    request_id: str,
+    chunk: GenerateStreamResponse,
+    model: Model,
+    tables: Tables,
+) -> list[Output] | None:
+    """`on_chunk` of the streamed record, in one frame; None (and `state` untouched)
+    for any other record, which `on_chunk` then takes.
+
+    The record nearly every batch is made of: an opened chat stream's one choice, its
+    role sent, one id whose text the detokenizer knows with nothing pending, not the
+    last, no logprobs, stop reason, metrics, stop strings or usage per chunk. The
+    general path spends seven Python calls on it (check_chunk → _advance →
+    decode_choice → Detokenizer.step → _whole, render.chunk), two Structs (`Decoded`,
+    `Piece`) and the whole body's encoding; this reads every condition first, then does
+    what they do for such a record, and encodes only the delta (`render.chat_head`):
+    the same outputs and the same state, byte for byte (tests/core/test_streamed.py
+    feeds records both ways).
+    """
+    choices = chunk.choices
+    if len(choices) == 1 and chunk.metrics is None and state.opened and state.api == "chat":
+        choice = choices[0]
+        ids = choice.token_ids
+        cstates = state.choices
+        opts = state.opts
+        if (
+            ids is not None
+            and len(ids) == 1
+            and choice.finish_reason is None
+            and choice.logprobs is None
+            and choice.stop_reason is None
+            and len(cstates) == 1
+            and not tables.stopping
+            and not opts.continuous_usage_stats
+            and not opts.hide_output
+        ):
+            cs = cstates[0]
+            tid = ids[0]
+            text = model.detokenizers[opts.skip_special_tokens].memo.get(tid)
+            if (
+                text is not None
+                and 0 <= tid < model.vocab_size  # (check_chunk's bounds)
+                and model.max_model_len >= 1
+                and cs.index == choice.index
+                and cs.role_sent
+                and not cs.done
+                and not cs.pending
+            ):
+                cs.tokens += 1
+                if cs.held:  # (no stop strings: what a stop string held goes out now)
+                    text, cs.held = cs.held + text, ""
+                delta: out.Delta | Miss | None
+                parser_state = cs.parser
+                if parser_state is not None:
+                    quick = model.parser.quick
+                    delta = MISS if quick is None else quick.delta(parser_state, text, ids)
+                    if delta is MISS:
+                        delta = model.parser.engine(
+                            parser_state, text, ids, False, tables.tools
+                        ).delta
+                    if delta is None:
+                        return []
+                elif text:
+                    delta = out.Delta(content=text)
+                else:
+                    return []
+                # The body's JSON around the delta, as render.chunk would encode it.
+                head = render.HEADS.get(request_id)
+                if (
+                    head is None
+                    or head[0] != state.created
+                    or head[1] != state.model
+                    or head[2] != cs.index
+                ):
+                    head = render.chat_head(request_id, state.created, state.model, cs.index)
+                return [Output(CHUNK, head[3] + out.encode(delta) + head[4])]
+    return None
 
 
 def on_end(
