@@ -111,6 +111,7 @@ def _cases(b: SecuredBroker) -> dict[str, Case]:
             b.mtls, granted, ["--security-protocol", "SSL", "--ssl-cafile", str(b.pki.ca)], None
         ),
         "plaintext": Case(b.sasl, granted, [], None),
+        "tls-to-plaintext": Case(b.kafka.bootstrap, granted, sasl),
         "not-enabled": Case(b.bad("SCRAMONLY"), granted, b.sasl_flags("PLAIN")),
         "input": Case(b.sasl, topics(lambda t: (TOPIC, t.input, LITERAL, READ)), sasl),
         "output": Case(b.sasl, topics(lambda t: (TOPIC, t.output, LITERAL, WRITE)), sasl),
@@ -233,6 +234,17 @@ def test_plaintext_to_a_tls_listener(exits: Exits) -> None:
         done,
         f"the broker at {case.bootstrap} speaks TLS: set --security-protocol SSL or SASL_SSL "
         "(and --ssl-cafile)",
+    )
+
+
+def test_tls_to_a_plaintext_listener(exits: Exits) -> None:
+    """The broker resets the handshake, as a restarting one may; asked in plaintext, it
+    answers: a misconfiguration, not an outage."""
+    case, done = exits["tls-to-plaintext"]
+    refused(
+        done,
+        f"the broker at {case.bootstrap} speaks plaintext Kafka, not TLS: set "
+        "--security-protocol PLAINTEXT or SASL_PLAINTEXT",
     )
 
 

@@ -11,7 +11,9 @@ TLS context, SASL mechanism and credentials; aiokafka's own `create_conn`), and 
 every answer that waiting cannot change into a `ConfigError` naming what to fix:
 
 - the TLS handshake: a certificate no CA in `--ssl-cafile` signed, a certificate for
-  another host name, a client certificate the broker requires and did not get;
+  another host name, a client certificate the broker requires and did not get; a
+  listener that speaks TLS to a plaintext client, or plaintext to a TLS one (it resets
+  the handshake, as a restarting broker may: asked in plaintext, it answers);
 - the SASL login: a refused user name or password, a mechanism the broker does not enable;
 - the ACLs, from the broker's own answer (Metadata v8's `topic_authorized_operations`,
   DescribeGroups v3's `authorized_operations`): READ on the input topic, WRITE on the
@@ -37,6 +39,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest_v4, MetadataRequest_v5
 from aiokafka.protocol.types import Array, Boolean, Int16, Int32, Schema, String
 
+from worker.adapters.broker.kafka_probe import speaks_kafka
 from worker.failures import ConfigError
 from worker.settings import KafkaSecurity, Settings
 
@@ -236,6 +239,14 @@ def _refusal(sec: KafkaSecurity, where: str, exc: BaseException) -> ConfigError 
     return None
 
 
+def _not_about_a_certificate(exc: BaseException) -> bool:
+    """The failure is not a verdict on a certificate (which only a TLS listener gives)."""
+    cause = exc.__cause__ or exc.__context__
+    return not isinstance(exc, ssl.SSLCertVerificationError) and not isinstance(
+        cause, ssl.SSLCertVerificationError
+    )
+
+
 async def connect(
     bootstrap: str, sec: KafkaSecurity, kw: dict[str, Any], timeout_ms: int, client_id: str
 ) -> tuple[AIOKafkaConnection, str]:
@@ -265,6 +276,14 @@ async def connect(
             if conn is not None:
                 conn.close()
             refused = _refusal(sec, where, exc)
+            # A plaintext listener resets a TLS handshake as a restarting broker may:
+            # asked in plaintext, it answers (a TLS listener or a dead port does not).
+            tls = sec.security_protocol.endswith("SSL") and _not_about_a_certificate(exc)
+            if tls and await asyncio.to_thread(speaks_kafka, host, port):
+                refused = ConfigError(
+                    f"the broker at {where} speaks plaintext Kafka, not TLS: set "
+                    "--security-protocol PLAINTEXT or SASL_PLAINTEXT"
+                )
             if refused is not None:
                 raise refused from None
             last = exc

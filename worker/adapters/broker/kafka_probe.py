@@ -3,6 +3,9 @@ coordinator, with the standard library only:
 - `kafka_metadata` tells whether a broker on host:port answers, which cluster it belongs
   to and which brokers it lists. `kafka_server.ApacheKafka` waits on it at start
   (listening is not the same as serving).
+- `speaks_kafka` tells whether something answers a plaintext ApiVersions request on
+  host:port: a worker set for TLS that cannot connect asks it, to tell a plaintext
+  listener (a misconfiguration: exit 2) from a broker that is down (an outage).
 - `group_coordinator_error` asks which broker coordinates a consumer group. On a fresh
   cluster the first such question creates the `__consumer_offsets` topic, and until it is
   loaded the answer is COORDINATOR_NOT_AVAILABLE: `ApacheKafka` asks at start, so the
@@ -47,6 +50,28 @@ def kafka_metadata(host: str, port: int, timeout_s: float = 1.0) -> BrokerMetada
         return _parse_metadata(_exchange(host, port, request, timeout_s), correlation_id)
     except (OSError, struct.error, ValueError, UnicodeDecodeError):
         return None
+
+
+# ApiVersions v0: what every broker answers before anything else, a SASL listener included
+# (it is allowed before the handshake), and in the v0 layout even when it would want a
+# newer version.
+API_VERSIONS_API_KEY = 18
+
+
+def speaks_kafka(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether a plaintext Kafka listener answers on host:port (a TLS one does not: it
+    reads the request as a malformed handshake and closes)."""
+    client_id = b"derender-probe"
+    correlation_id = 3
+    request = (
+        struct.pack(">hhih", API_VERSIONS_API_KEY, 0, correlation_id, len(client_id)) + client_id
+    )
+    try:
+        reply = _exchange(host, port, request, timeout_s)
+        got_id, _code, count = struct.unpack_from(">ihi", reply)
+    except (OSError, struct.error, ValueError):
+        return False
+    return bool(got_id == correlation_id and count >= 0)
 
 
 # FindCoordinator v1 (v0 is gone in 4.x; v3 is flexible): a key and its type, 0 = group.
