@@ -77,7 +77,7 @@ def streamed(
     for any other record, which `on_chunk` then takes.
 
     The record nearly every batch is made of: an opened chat stream's one choice, its
-    role sent, one id whose text the detokenizer knows with nothing pending, not the
+    role sent, ids whose texts the detokenizer knows with nothing pending, not the
     last, no logprobs, stop reason, metrics, stop strings or usage per chunk. The
     general path spends seven Python calls on it (check_chunk → _advance →
     decode_choice → Detokenizer.step → _whole, render.chunk), two Structs (`Decoded`,
@@ -93,8 +93,7 @@ def streamed(
         cstates = state.choices
         opts = state.opts
         if (
-            ids is not None
-            and len(ids) == 1
+            ids  # (none: nothing to decode, and the usage-only event)
             and choice.finish_reason is None
             and choice.logprobs is None
             and choice.stop_reason is None
@@ -104,18 +103,34 @@ def streamed(
             and not opts.hide_output
         ):
             cs = cstates[0]
-            tid = ids[0]
-            text = model.detokenizers[opts.skip_special_tokens].memo.get(tid)
+            memo = model.detokenizers[opts.skip_special_tokens].memo
+            count = len(ids)
+            # The text of ids whose texts the memo knows, and check_chunk's bounds: the
+            # ids of Detokenizer._whole (its other ids take the general path, which
+            # learns them).
+            text: str | None
+            if count == 1:
+                tid = ids[0]
+                text = memo.get(tid) if 0 <= tid < model.vocab_size else None
+            elif min(ids) >= 0 and max(ids) < model.vocab_size:
+                parts = []
+                for tid in ids:
+                    part = memo.get(tid)
+                    if part is None:
+                        break
+                    parts.append(part)
+                text = "".join(parts) if len(parts) == count else None
+            else:
+                text = None
             if (
                 text is not None
-                and 0 <= tid < model.vocab_size  # (check_chunk's bounds)
-                and model.max_model_len >= 1
+                and count <= model.max_model_len
                 and cs.index == choice.index
                 and cs.role_sent
                 and not cs.done
                 and not cs.pending
             ):
-                cs.tokens += 1
+                cs.tokens += count
                 if cs.held:  # (no stop strings: what a stop string held goes out now)
                     text, cs.held = cs.held + text, ""
                 delta: out.Delta | Miss | None
