@@ -48,6 +48,7 @@ OPTIONS: dict[str, tuple[dict[str, Any], bool | None]] = {
     ),
     "stop": ({"stop": ["answer"]}, False),
     "n2": ({"n": 2}, None),
+    "completion": ({"api": "completion"}, False),  # (the record's api, not a request field)
 }
 
 
@@ -94,7 +95,10 @@ def _records(
             choice["stop_reason"] = 7
         rec: dict[str, Any] = {"request_id": rid, "seq": seq, "generate_chunk": gen}
         if seq == 0:
-            rec["chat_request"] = request
+            if request.get("api") == "completion":
+                rec["api"], rec["completion_request"] = "completion", {}
+            else:
+                rec["chat_request"] = request
             rec["created"] = rng.choice([1, 1_700_000_000, 2**40])
         recs.append(rec)
     return recs
