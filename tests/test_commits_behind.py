@@ -208,3 +208,81 @@ async def test_a_failed_commit_of_several_partitions_fails_one_next_batch_only()
     await _open(kafka, 1)
     await cp.settle()
     assert kafka.committed == [{"p1": 10}]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _interval(kafka: Offsets_, assignment: Assignment, clock: Clock) -> Checkpoint:
+    behind = Behind(kafka.ends, kafka.commit, None, assignment.track, 1.0, clock)
+    return Checkpoint(NoSource(), MemoryStore(), assignment.lease, behind)
+
+
+@run
+async def test_one_commit_per_interval_carries_the_batches_in_between() -> None:
+    """`--commit-interval-ms`: a batch within the interval of its partition's last commit
+    leaves its offsets pending; the lane commits them between batches once it is up."""
+    kafka, assignment, clock = Offsets_(), Assignment(), Clock()
+    cp = _interval(kafka, assignment, clock)
+    lease = assignment.lease
+    await cp.commit(_batch("p0", 0, 9, lease), [], {})  # the first: committed at once
+    await _open(kafka, 0)
+    for at, first in ((0.3, 10), (0.6, 20)):
+        clock.now = at
+        await cp.commit(_batch("p0", first, first + 9, lease), [], {})
+    await asyncio.sleep(0.01)
+    assert len(kafka.gates) == 1 and cp.due(["p0"]) == []
+    clock.now = 1.0
+    assert cp.due(["p0", "p1"]) == ["p0"]
+    await cp.commit_due(["p0"])
+    await _open(kafka, 1)
+    await cp.settle(["p0"])
+    assert kafka.committed == [{"p0": 10}, {"p0": 30}]
+    # A batch past the interval commits at once again, its own offsets and nothing older.
+    clock.now = 2.5
+    await cp.commit(_batch("p0", 30, 39, lease), [], {})
+    await _open(kafka, 2)
+    await cp.settle(["p0"])
+    assert kafka.committed[-1] == {"p0": 40} and len(kafka.gates) == 3
+
+
+@run
+async def test_a_stop_or_a_revocation_commits_what_is_pending() -> None:
+    """`settle` (a lane's last act; a revocation's, after the lease moved on) starts the
+    pending commit after the running one: in order, and nothing left behind."""
+    kafka, assignment, clock = Offsets_(), Assignment(), Clock()
+    cp = _interval(kafka, assignment, clock)
+    lease = assignment.lease
+    await cp.commit(_batch("p0", 0, 9, lease), [], {})
+    await cp.commit(_batch("p0", 10, 19, lease), [], {})  # pending: the first still runs
+    await assignment.revoke(wait_s=0)  # (the lease moves on; the partitions are ours still)
+    settle = asyncio.create_task(cp.settle(["p0"]))
+    await asyncio.sleep(0.01)
+    assert len(kafka.gates) == 1  # the pending one waits for the running one
+    await _open(kafka, 0)
+    await _open(kafka, 1)
+    await settle
+    assert kafka.committed == [{"p0": 10}, {"p0": 20}]
+    cp.forget(["p0"])
+    assert cp.due(["p0"]) == []
+
+
+@run
+async def test_a_failed_commit_is_raised_by_a_batch_that_leaves_its_offsets_pending() -> None:
+    kafka, assignment, clock = Offsets_(), Assignment(), Clock()
+    cp = _interval(kafka, assignment, clock)
+    lease = assignment.lease
+    kafka.fail = KafkaConnectionError("the broker went away")
+    await cp.commit(_batch("p0", 0, 9, lease), [], {})
+    await _open(kafka, 0)
+    await cp.settle(["p0"])
+    clock.now = 0.5
+    with pytest.raises(KafkaConnectionError):
+        await cp.commit(_batch("p0", 10, 19, lease), [], {})
+    await cp.commit(_batch("p0", 10, 19, lease), [], {})  # (raised once: pending now)
+    assert len(kafka.gates) == 1

@@ -103,9 +103,11 @@ FLAGS: list[Flag] = [
     Flag(
         "commit-interval-ms",
         100,
-        "exactly-once: how long a partition's transaction stays open over successive "
-        "batches before it commits (0: one transaction per batch). Longer: fewer commits, "
-        "more throughput; read_committed readers see outputs up to this much later",
+        "how often a partition's progress is committed (0: after every batch). "
+        "Exactly-once: how long its transaction stays open over successive batches; "
+        "read_committed readers see outputs up to this much later. At-least-once: at most "
+        "one offsets commit (in the background) per interval; a crash redelivers up to "
+        "this much more (no-ops)",
         int,
     ),
     Flag(

@@ -49,7 +49,8 @@ def make_checkpoint(
     """One checkpoint for every lane: commits and rewinds go through the one consumer, the
     lanes' partitions are disjoint, and a revocation drops an epoch wherever it was.
     Exactly-once: transactions over --commit-interval-ms; at-least-once: commits in the
-    background (checkpoint.py, step 6), each handed to `track`."""
+    background, one per partition per --commit-interval-ms (checkpoint.py, step 6), each
+    handed to `track`."""
     if txns is not None:
         return TransactionalCheckpoint(
             source,
@@ -59,5 +60,7 @@ def make_checkpoint(
             interval_s=s.commit_interval_ms / 1000,
             timeout_s=s.step_timeout_s,
         )
-    behind = Behind(source.ends, source.commit_ends, s.step_timeout_s, track)
+    behind = Behind(
+        source.ends, source.commit_ends, s.step_timeout_s, track, s.commit_interval_ms / 1000
+    )
     return Checkpoint(source, store, assignment.lease, behind)

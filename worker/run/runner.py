@@ -382,15 +382,16 @@ class Runner:
         self.accounts.batch(report)
 
     async def _commit_due(self, due: list[TopicPartition], checkpoint: Checkpoint) -> None:
-        """Exactly-once: commit the transactions open past --commit-interval-ms between
-        batches (a failed one gave its partitions up: rejoined, done again)."""
+        """Commit what waited --commit-interval-ms between batches: exactly-once's open
+        transactions (a failed one gave its partitions up: rejoined, done again), or
+        at-least-once's pending offsets (in the background)."""
         try:
             await checkpoint.commit_due(due)
         except HANDLED as exc:  # (a commit that never returns: its producer is in doubt)
-            assert self.transactions is not None
-            log.warning("committing transactions between batches failed: %s", exc)
+            log.warning("committing between batches failed: %s", exc)
             checkpoint.forget(due)
-            await self.transactions.drop(due)
+            if self.transactions is not None:
+                await self.transactions.drop(due)
 
     def _behind(self, commit: asyncio.Future[None]) -> None:
         """A batch's commit, running in the background: a revocation waits for it."""
@@ -424,13 +425,14 @@ class Runner:
         # No lane polls until the new assignment is ready (`Assignment` says why).
         await self.assignment.revoke(self.s.session_timeout_ms / 2000)
         self.metrics.rebalances.inc()
-        if self.transactions is not None and self.checkpoint is not None:
-            # Their transactions still open commit now (the batches in them are done):
-            # closed, the producers would abort them and the next owner do them again.
+        if self.checkpoint is not None:
+            # What waits on --commit-interval-ms commits now (the batches are done): open
+            # transactions (closed, their producers would abort them) and pending offsets;
+            # else the next owner does those records again.
             try:
                 await self.checkpoint.settle(revoked)
             except HANDLED as exc:
-                log.warning("committing the revoked partitions' transactions failed: %s", exc)
+                log.warning("committing the revoked partitions' progress failed: %s", exc)
         if self.checkpoint is not None:
             self.checkpoint.forget(revoked)
         if self.transactions is not None:
