@@ -120,7 +120,8 @@ def start_broker(kind: str, progress: Callable[[str], None]) -> Iterator[tuple[s
                 f"`{' '.join(BENCH_JVM_OPTIONS)}`"
                 + (" + the class-data archive" if archive else "")
                 + "; its log on local disk in a temporary dir (no fsync per write, Kafka's "
-                "default); the broker warmed up (JIT) by an unmeasured passthrough run first; "
+                "default); the broker warmed up (JIT) by an unmeasured passthrough run first (its "
+                "peak, then paced points at the profile's fractions of half that peak); "
                 f"started in {kafka.last_start_s or 0:.1f} s"
             ),
         )

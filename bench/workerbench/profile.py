@@ -64,6 +64,12 @@ BENCH_JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-XX:+ExitOnOutOfMemoryError",
 )
+# The warm-up's paced points: at the profile's fractions of this share of the warm-up
+# passthrough's own peak (about the worker's peak, whose points come first), each this
+# long. 5 s at 10 % took the broker's CPU at 3,000 records/s from ~1.0 core (its JIT at
+# work) to ~0.5 in the first measured point (bench/README.md, issue #29).
+WARMUP_SHARE = 0.5
+WARMUP_POINT_S = 5.0
 # Transactions the warm-up commits before an exactly-once system runs, so the broker's
 # transaction coordinator is compiled and its internal topic loaded.
 WARMUP_TRANSACTIONS = 200
