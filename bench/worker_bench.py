@@ -68,7 +68,7 @@ if str(ROOT) not in sys.path:  # run as `python bench/worker_bench.py`: import t
 
 from common import code_version, cpu_model  # noqa: E402  (bench/common.py, beside this script)
 from workerbench.passthrough import passthrough_main  # noqa: E402
-from workerbench.processes import Env  # noqa: E402
+from workerbench.processes import Env, jit_cpu_seconds  # noqa: E402
 from workerbench.profile import (  # noqa: E402
     AT_LEAST_ONCE,
     BENCH_JVM_OPTIONS,
@@ -80,7 +80,7 @@ from workerbench.profile import (  # noqa: E402
     RESULTS_DIR,
 )
 from workerbench.report import binary_version, other_load, render, versions  # noqa: E402
-from workerbench.runs import SYSTEMS, guarantee_supported, run_all  # noqa: E402
+from workerbench.runs import SYSTEMS, guarantee_supported, run_all, warm_broker  # noqa: E402
 from workerbench.workload import load_deepseek  # noqa: E402
 
 from tests.servers import RedisServer, TansuBroker  # noqa: E402
@@ -120,7 +120,7 @@ def start_broker(kind: str, progress: Callable[[str], None]) -> Iterator[tuple[s
                 f"`{' '.join(BENCH_JVM_OPTIONS)}`"
                 + (" + the class-data archive" if archive else "")
                 + "; its log on local disk in a temporary dir (no fsync per write, Kafka's "
-                "default); the broker warmed up (JIT) by an unmeasured passthrough run first; "
+                "default); "
                 f"started in {kafka.last_start_s or 0:.1f} s"
             ),
         )
@@ -224,7 +224,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         progress(f"{args.broker} on {bootstrap}, redis on {redis.url}")
         try:
-            runs = asyncio.run(run_all(env, tok, prof, systems, args.broker == "apache", progress))
+            if args.broker == "apache":
+                transactions = any(s.transactional for s in systems)
+                warmed = asyncio.run(warm_broker(env, tok, prof, transactions, progress))
+                jit0 = jit_cpu_seconds(broker_pid)
+            runs = asyncio.run(run_all(env, tok, prof, systems, progress))
+            if args.broker == "apache":
+                info["broker"] += (
+                    f"; {warmed}; the JIT {jit_cpu_seconds(broker_pid) - jit0:.1f} s of CPU "
+                    "during the measured runs"
+                )
         except BaseException:
             for log in sorted(Path(tmp).glob("*.log")):
                 tail = log.read_text(errors="replace").splitlines()[-20:]

@@ -51,6 +51,27 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def jit_cpu_seconds(pid: int) -> float:
+    """utime + stime of a JVM's JIT compiler threads ("C1 CompilerThre", "C2 CompilerThre"
+    in /proc/PID/task/*/comm), in seconds; 0 for a process without them (tansu)."""
+    ticks = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return math.nan
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm", encoding="ascii") as f:
+                if "CompilerThre" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # (a compiler thread can come and go)
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds spent by the whole machine (all cores), not idle nor waiting on I/O."""
     with open("/proc/stat", encoding="ascii") as f:

@@ -64,6 +64,16 @@ BENCH_JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-XX:+ExitOnOutOfMemoryError",
 )
+# The warm-up's paced points: at the profile's fractions of this share of the warm-up
+# passthrough's own peak (about the worker's peak, whose points come first), each this
+# long; its runs repeat until the broker's JIT compiler threads use under JIT_IDLE_CORES
+# over one, at most WARMUP_MAX_RUNS times (runs.warm_broker; issue #29: 2 min into a
+# bench that warmed on a peak alone, C2 had used 10.8 s of CPU, the busiest request
+# handler thread 2.7 s).
+WARMUP_SHARE = 0.5
+WARMUP_POINT_S = 5.0
+JIT_IDLE_CORES = 0.1
+WARMUP_MAX_RUNS = 6
 # Transactions the warm-up commits before an exactly-once system runs, so the broker's
 # transaction coordinator is compiled and its internal topic loaded.
 WARMUP_TRANSACTIONS = 200

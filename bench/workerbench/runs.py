@@ -23,6 +23,7 @@ from workerbench.processes import (
     diff,
     fraction_within,
     histogram_quantile,
+    jit_cpu_seconds,
     launch,
     scrape,
     settle,
@@ -31,10 +32,14 @@ from workerbench.processes import (
 from workerbench.profile import (
     EXACTLY_ONCE,
     HALF,
+    JIT_IDLE_CORES,
     PARTITIONS,
     PASSTHROUGH_COPIES,
     ROOT,
     TARGET_P99_S,
+    WARMUP_MAX_RUNS,
+    WARMUP_POINT_S,
+    WARMUP_SHARE,
     WARMUP_TRANSACTIONS,
     Profile,
 )
@@ -346,33 +351,70 @@ async def warm_transactions(bootstrap: str, n: int = WARMUP_TRANSACTIONS) -> Non
         await producer.stop()
 
 
-async def run_all(
+async def warm_broker(
     env: Env,
     tok: Tokenizer,
     prof: Profile,
-    systems: tuple[System, ...],
-    warmup: bool,
+    transactions: bool,
     progress: Callable[[str], None],
-) -> list[Run]:
-    runs: list[Run] = []
-    if warmup:
-        # Not measured: the JVM's JIT compiles the broker's produce, fetch, group and
-        # offset paths on this passthrough run rather than on the first system measured.
-        began = time.perf_counter()
-        work = make_workload(tok, prof.requests, prof.chunks, 1, "warm", 7, prof.request())
+) -> str:
+    """Unmeasured passthrough runs until the broker's JIT is idle; returns what it took.
+
+    The JVM's JIT compiles the broker's produce, fetch, group and offset paths on these
+    runs rather than on the first system measured. Each run has paced points besides its
+    peak: a backlog never leaves a fetch waiting for data, so a peak alone left the paths
+    of paced load (long-polled fetches woken by a produce, small acks=all produces) to be
+    compiled during the first latency point, the worker's at 10 % with 1-token records,
+    the compiler threads taking most of a core (issue #29). Runs repeat until the compiler
+    threads use under `JIT_IDLE_CORES` over one, at most `WARMUP_MAX_RUNS` times."""
+    began = time.perf_counter()
+    work = make_workload(tok, prof.requests, prof.chunks, 1, "warm", 7, prof.request())
+
+    def warm_rates(own: float) -> list[tuple[str, float, float]]:
+        return [(f"warm {f:.0%}", f, f * own * WARMUP_SHARE) for f in prof.fractions]
+
+    def warm_work(rate: float, i: int) -> Workload:
+        per_request = max(2, math.ceil(rate * WARMUP_POINT_S / prof.requests) - 1)
+        return make_workload(tok, prof.requests, per_request, 1, f"warm{i}", 8 + i, prof.request())
+
+    jit_at_start = jit_cpu_seconds(env.broker_pid)
+    for n in range(1, WARMUP_MAX_RUNS + 1):
+        jit0, t0 = jit_cpu_seconds(env.broker_pid), time.perf_counter()
         await one_run(
             PASSTHROUGH,
             env,
             1,
             work,
-            lambda _own: [],
-            lambda _rate, _i: work,
+            warm_rates,
+            warm_work,
             prof,
             lambda msg: progress(f"warm-up (not measured): {msg}"),
         )
-        if any(s.transactional for s in systems):
-            await warm_transactions(env.bootstrap)
-        progress(f"broker warmed up in {time.perf_counter() - began:.1f} s")
+        jit = (jit_cpu_seconds(env.broker_pid) - jit0) / (time.perf_counter() - t0)
+        progress(f"warm-up run {n}: the broker's JIT compiler threads used {jit:.2f} cores")
+        if jit < JIT_IDLE_CORES:
+            break
+    if transactions:
+        await warm_transactions(env.bootstrap)
+    took = time.perf_counter() - began
+    progress(f"broker warmed up in {took:.1f} s")
+    used = jit_cpu_seconds(env.broker_pid) - jit_at_start
+    return (
+        f"warmed up by {n} unmeasured passthrough run(s) (a peak, then paced points at the "
+        f"profile's fractions of half that peak) until its JIT compiler threads used under "
+        f"{JIT_IDLE_CORES} cores over one (at most {WARMUP_MAX_RUNS}): {took:.0f} s, the JIT "
+        f"{used:.1f} s of CPU in them ({jit:.2f} cores in the last)"
+    )
+
+
+async def run_all(
+    env: Env,
+    tok: Tokenizer,
+    prof: Profile,
+    systems: tuple[System, ...],
+    progress: Callable[[str], None],
+) -> list[Run]:
+    runs: list[Run] = []
     for n, (chunk, rnd, system, points) in enumerate(plan(prof, systems)):
         peak_work = make_workload(
             tok, prof.requests, prof.chunks, chunk, f"peak{n}", 100 * chunk + rnd, prof.request()

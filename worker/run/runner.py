@@ -45,6 +45,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from worker.adapters.broker.kafka import (
     check_access,
     check_bootstrapped,
+    fetch_each_partition,
     make_consumer,
     make_producer,
     make_transactional_producer,
@@ -240,6 +241,7 @@ class Runner:
         self.consumer = make_consumer(self.s)
         await self.consumer.start()
         check_bootstrapped(self.consumer)
+        fetch_each_partition(self.consumer)  # (lanes: no lockstep on one fetch)
 
     async def _shutdown(self) -> None:
         """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the

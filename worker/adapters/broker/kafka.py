@@ -38,6 +38,22 @@ def check_bootstrapped(consumer: AIOKafkaConsumer) -> None:
         raise KafkaConnectionError("the broker's metadata lists no brokers yet")
 
 
+def fetch_each_partition(consumer: AIOKafkaConsumer) -> None:
+    """After `start`: a partition whose fetched records wait to be consumed no longer
+    holds back the fetches of the other partitions its broker leads.
+
+    aiokafka sends no fetch to a broker while any partition it leads holds records not yet
+    consumed, for up to `prefetch_backoff` (100 ms; a Fetcher argument AIOKafkaConsumer
+    does not expose). With lanes on one consumer, a lane running a batch leaves its
+    partitions' records waiting, so no other lane's partitions were fetched until it
+    polled again: the lanes polled in lockstep, each record waiting on the other lane's
+    batch too (issue #29). With 0, the partition with records waiting is left out of the
+    next fetch and the others are fetched, as the Java consumer does; what is buffered
+    stays bounded (one fetch's worth per partition). (`_fetcher` is aiokafka's; like
+    `check_bootstrapped`, no public call reaches it.)"""
+    consumer._fetcher._prefetch_backoff = 0
+
+
 def make_consumer(s: Settings) -> AIOKafkaConsumer:
     reset = s.reset if s.reset in ("earliest", "latest") else "earliest"
     return AIOKafkaConsumer(
