@@ -262,6 +262,9 @@ def test_dots_values_are_stripped_and_typed() -> None:
         ),
         # An array that is no call list is the answer's text.
         ("[1, 2] is a list.", "[1, 2] is a list.", []),
+        # A whole answer that is an empty array is an empty call list, no text: vLLM's
+        # preprocess_model_output gives (None, "[]") (found by test_properties' draw).
+        ("[]", None, []),
         # The blocks vLLM also looks for: `<tool_call>`, a json fence, `[TOOL_CALLS]`.
         ('So <tool_call>[{"name": "f", "arguments": {}}]</tool_call>', "So ", [("f", "{}")]),
         ('So ```json\n[{"name": "f", "arguments": {}}]\n```', "So ", [("f", "{}")]),

@@ -140,8 +140,10 @@ def conversations(draw: st.DrawFn, setup: Setup) -> Conversation:
     if setup.name == "required" or (calls and not setup.content_with_calls):
         content = ""
     else:
-        # Formats that sniff the first character get text that does not start a call.
-        content = draw(words if setup.tool_parser in ("llama3_json", "pythonic") else texts)
+        # Formats that sniff the first character get text that does not start a call
+        # (xlam: an answer that is a JSON array, `[]` included, is its call list).
+        sniffs = setup.tool_parser in ("llama3_json", "pythonic", "xlam")
+        content = draw(words if sniffs else texts)
     return Conversation(reasoning, content, tuple(calls))
 
 
