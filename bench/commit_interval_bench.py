@@ -45,7 +45,7 @@ from worker_bench import start_broker  # noqa: E402
 from workerbench.processes import Env, System  # noqa: E402
 from workerbench.profile import EXACTLY_ONCE, QUICK, RESULTS_DIR  # noqa: E402
 from workerbench.report import other_load, versions  # noqa: E402
-from workerbench.runs import PASSTHROUGH, Run, one_run, warm_transactions  # noqa: E402
+from workerbench.runs import Run, one_run, warm_broker  # noqa: E402
 from workerbench.workload import load_deepseek, make_workload  # noqa: E402
 
 from tests.servers import RedisServer  # noqa: E402
@@ -67,15 +67,14 @@ def label(system: System) -> str:
 
 
 async def measure(
-    env: Env, intervals: list[int], rounds: int, progress: object
+    env: Env, intervals: list[int], rounds: int, progress: object, info: dict[str, str]
 ) -> dict[str, list[Run]]:
     tok = load_deepseek()
     prof = QUICK
     say = progress if callable(progress) else print
-    # Not measured: the broker's JIT warms up on a passthrough run and some transactions.
-    warm = make_workload(tok, prof.requests, prof.chunks, 1, "warm", 7, None)
-    await one_run(PASSTHROUGH, env, 1, warm, lambda _o: [], lambda _r, _i: warm, prof, say)
-    await warm_transactions(env.bootstrap)
+    # Not measured: the broker's JIT warms up (peaks and paced points, until it is idle)
+    # and its transaction paths too.
+    info["warm-up"] = await warm_broker(env, tok, prof, True, say)
     systems = [ALO, *(eos(ms) for ms in intervals)]
     runs: dict[str, list[Run]] = {label(s): [] for s in systems}
     alo_peak: dict[str, float] = {}  # (filled by the first at-least-once run)
@@ -115,7 +114,7 @@ def render(runs: dict[str, list[Run]], info: dict[str, str], rounds: int) -> str
         f"- machine: {info['cpu']}, **nproc {info['nproc']}**, {info['platform']}; load "
         f"average at start {info['load']}, {info['idle_load']} cores busy in the second before",
         f"- code: {info['code']}",
-        f"- {info['versions']}",
+        f"- {info['versions']}; the broker {info.get('warm-up', 'not warmed up')}",
         "- workload: worker_bench's quick profile, 1-token chunk records (1000 interleaved "
         f"requests x {QUICK.chunks} chunks + `end`), parsers on; peaks: medians of {rounds} "
         "rounds in turns; latency points (first round): 10 % and 50 % of the at-least-once "
@@ -173,7 +172,7 @@ def main() -> int:
         info["versions"] += f"; broker: {broker}"
         assert redis.pid is not None
         env = Env(bootstrap, redis.url, redis.pid, broker_pid, Path(tmp), 500, "standalone", None)
-        runs = asyncio.run(measure(env, intervals, args.rounds, progress))
+        runs = asyncio.run(measure(env, intervals, args.rounds, progress, info))
     report = render(runs, info, args.rounds)
     print(report)
     if not args.no_write:
