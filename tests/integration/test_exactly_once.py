@@ -37,6 +37,23 @@ def _transactions() -> None:
         pytest.skip("tansu has no transactions")
 
 
+def _committed_to(
+    bootstrap: str,
+    group: str,
+    topics: dict[str, str],
+    ends: dict[int, int],
+    timeout_s: float,
+    by: str,
+) -> None:
+    """Wait until the group's committed offsets are the input's `ends` (all 4 partitions)."""
+    want = {p: ends.get(p, 0) for p in range(4)}
+    wait_until(
+        lambda: group_offsets(bootstrap, group, topics["input"], 4) == want,
+        timeout_s,
+        f"{by} to commit the offsets {want}",
+    )
+
+
 def read_committed(bootstrap: str, topic: str, requests: int) -> list:  # type: ignore[type-arg]
     return asyncio.run(
         read_all(
@@ -66,14 +83,7 @@ def test_hundreds_of_interleaved_requests_once_each(
     # The offsets went in with the transactions: the group's committed offsets are the
     # input's ends, and the lag KEDA would read (committed against the last stable
     # offset) falls to 0 on the worker's own gauge.
-    wait_until(
-        lambda: (
-            group_offsets(kafka_bootstrap, worker.group_id, topics["input"], 4)
-            == {p: ends.get(p, 0) for p in range(4)}
-        ),
-        30,
-        "the transactions' offsets to be committed",
-    )
+    _committed_to(kafka_bootstrap, worker.group_id, topics, ends, 30, "the transactions")
     wait_until(
         lambda: scrape(port).get("derender_group_lag_sum") == 0.0,
         30,
@@ -191,14 +201,7 @@ def test_a_revocation_commits_the_open_transactions_before_the_partitions_move(
     wait_counted(port, len(records))
     _nothing_committed_yet(kafka_bootstrap, topics, first.group_id)
     second = worker_factory(*EOS, *LONG, metrics_port=port2)
-    wait_until(
-        lambda: (
-            group_offsets(kafka_bootstrap, first.group_id, topics["input"], 4)
-            == {p: ends.get(p, 0) for p in range(4)}
-        ),
-        25,
-        "the revocation to commit the open transactions",
-    )
+    _committed_to(kafka_bootstrap, first.group_id, topics, ends, 25, "the revocation")
     verdict = verify(read_committed(kafka_bootstrap, topics["output"], len(gens)), gens)
     assert verdict.repeats == 0, verdict
     wait_until(lambda: scrape(port2).get("derender_assigned_partitions", 0) > 0, 30, "assigned")
