@@ -351,13 +351,15 @@ class Runner:
                 with self.assignment.processing():
                     await self._handle(batch, checkpoint)
             if self.assignment.settled and (due := checkpoint.due(source.share())):
-                with self.assignment.processing():  # (exactly-once: transactions due)
+                with self.assignment.processing():  # (--commit-interval-ms: commits due)
                     await self._commit_due(due, checkpoint)
             if lane == 0 and time.monotonic() - self._last_lag >= LAG_EVERY_S:
                 await self._sample_lag()
-        # Its commits still running, or (exactly-once) its open transactions: bounded.
-        with contextlib.suppress(*HANDLED):
+        # Its pending and running commits, or open transactions (bounded; failed: redone).
+        try:
             await checkpoint.settle(source.share())
+        except HANDLED as exc:
+            log.warning("committing lane %d's progress at its end failed: %s", lane, exc)
 
     async def _handle(self, batch: Batch, checkpoint: Checkpoint) -> None:
         assert self.sink is not None
