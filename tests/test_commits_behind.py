@@ -19,6 +19,8 @@ from worker.ports import Batch, Lease, Partition
 from worker.run.assignment import Assignment
 
 Offsets = Mapping[Partition, int]
+# Each body takes milliseconds; its bound is far above any slow machine's time for it.
+BODY_TIMEOUT_S = 10.0
 
 
 class Offsets_:
@@ -71,11 +73,17 @@ def _checkpoint(
 
 
 def run(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-    """An async test body run on a fresh event loop (pytest sees its fixtures)."""
+    """An async test body run on a fresh event loop (pytest sees its fixtures), bounded:
+    a commit left waiting on a gate nobody opens (a broken coalescing, a lost wake-up)
+    fails the test in seconds instead of holding CI to its time limit."""
 
     @functools.wraps(test)
+    async def bounded(*args: Any, **kwargs: Any) -> None:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            await test(*args, **kwargs)
+
     def sync(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))  # type: ignore[arg-type]
+        asyncio.run(bounded(*args, **kwargs))
 
     return sync
 
