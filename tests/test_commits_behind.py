@@ -77,11 +77,11 @@ def run(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
     a commit left waiting on a gate nobody opens (a broken coalescing, a lost wake-up)
     fails the test in seconds instead of holding CI to its time limit."""
 
-    @functools.wraps(test)
     async def bounded(*args: Any, **kwargs: Any) -> None:
         async with asyncio.timeout(BODY_TIMEOUT_S):
             await test(*args, **kwargs)
 
+    @functools.wraps(test)
     def sync(*args: Any, **kwargs: Any) -> None:
         asyncio.run(bounded(*args, **kwargs))
 
