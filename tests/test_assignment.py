@@ -372,7 +372,7 @@ def test_sigterm_abandons_a_hung_batch_after_the_shutdown_timeout() -> None:
         runner = Runner(s, load_registry(None), MemoryStore())
         consumer = OneBatchConsumer(encode_record(chunk("r", 0, [100])))
         runner.consumer = consumer  # type: ignore[assignment]
-        runner.sink = SilentSink()
+        runner.sinks = [SilentSink()]
         loop = asyncio.create_task(runner._loop())
         while not runner.assignment.in_flight:  # the batch hangs in its produce
             await asyncio.sleep(0.01)

@@ -111,7 +111,7 @@ def _runner(monkeypatch: pytest.MonkeyPatch, stalls: int, *argv: str) -> tuple[R
         consumer = FakeConsumer(_values(4), stalled=len(consumers) < stalls)
         consumers.append(consumer)
         runner.consumer = consumer  # type: ignore[assignment]
-        runner.producer = FakeProducer()  # type: ignore[assignment]
+        runner.producers = [FakeProducer()]  # type: ignore[list-item]
 
     monkeypatch.setattr(runner, "_connect", connect)
     monkeypatch.setattr(runner_module, "GroupLag", FakeGroupLag)

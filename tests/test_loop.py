@@ -168,12 +168,12 @@ def test_a_transient_error_commits_nothing_and_the_runner_rewinds_the_batch() ->
     batch = _batch([(0, chunk("a", 0, [100]))])
     store, source, sink = RecordingStore(log, fail="load"), RecordingSource(log), RecordingSink(log)
     runner = _runner()
-    runner.sink = sink  # type: ignore[assignment]
+    runner.sinks = [sink]
     runner.store = store
     checkpoint = Checkpoint(source, store)
 
     async def body() -> None:
-        await runner._handle(batch, checkpoint)
+        await runner._handle(batch, checkpoint, sink)  # type: ignore[arg-type]
 
     asyncio.run(body())
     assert log.events == ["claim g/in/0", "load", "rewind 0"]

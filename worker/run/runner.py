@@ -60,13 +60,7 @@ from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
 from worker.batch.steps import bounded
 from worker.core.model import Registry
-from worker.failures import (
-    HANDLED,
-    ClientsStalled,
-    ConfigError,
-    Outage,
-    OutageTooLong,
-)
+from worker.failures import HANDLED, ClientsStalled, ConfigError, Outage, OutageTooLong
 from worker.observe.metrics import Metrics
 from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
@@ -108,8 +102,9 @@ class Runner:
         self.totals = self.accounts.totals
         self.stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
-        self.producer: AIOKafkaProducer | None = None
-        self.sink: Sink | None = None
+        # A producer per lane: aiokafka keeps one produce request in flight per broker.
+        self.producers: list[AIOKafkaProducer] = []
+        self.sinks: list[Sink] = []  # per lane (exactly-once: the one `Transactions`)
         self.checkpoint: Checkpoint | None = None
         # Exactly-once: the transactional producers, one per owned input partition.
         self.transactions: Transactions | None = None
@@ -212,11 +207,12 @@ class Runner:
                 dlq_topic=s.dlq_topic,
                 control_topic=s.control_topic,
             )
-            self.sink = self.transactions
+            self.sinks = [self.transactions]
         else:
-            assert self.producer is not None
             s = self.s
-            self.sink = KafkaSink(self.producer, s.output_topic, s.dlq_topic, s.control_topic)
+            self.sinks = [
+                KafkaSink(p, s.output_topic, s.dlq_topic, s.control_topic) for p in self.producers
+            ]
         self.consumer.subscribe(
             [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
         )
@@ -236,8 +232,8 @@ class Runner:
     async def _connect(self, exactly_once: bool) -> None:
         await check_access(self.s)  # (a refused login or right: exit 2, not an outage)
         if not exactly_once:  # (exactly-once has a producer per partition instead)
-            self.producer = make_producer(self.s)
-            await self.producer.start()
+            self.producers = [make_producer(self.s) for _ in range(self.s.lanes)]
+            await asyncio.gather(*(p.start() for p in self.producers))
         self.consumer = make_consumer(self.s)
         await self.consumer.start()
         check_bootstrapped(self.consumer)
@@ -270,7 +266,7 @@ class Runner:
                 await self._group_lag_task
         group_lag, txns = self.group_lag, self.transactions
         self._group_lag_task = self.group_lag = self.transactions = None
-        self.sink = self.checkpoint = None
+        self.sinks, self.checkpoint = [], None
         closing = [self._close_clients()]
         if group_lag is not None:
             closing.append(_closed("the group lag sampler", group_lag.close()))
@@ -279,9 +275,9 @@ class Runner:
         await asyncio.gather(*closing)
 
     async def _close_clients(self) -> None:
-        clients = {"the consumer": self.consumer, "the producer": self.producer}
-        self.consumer = self.producer = None
-        await asyncio.gather(*(_closed(k, c.stop()) for k, c in clients.items() if c is not None))
+        clients = [("the consumer", self.consumer), *(("a producer", p) for p in self.producers)]
+        self.consumer, self.producers = None, []
+        await asyncio.gather(*(_closed(k, c.stop()) for k, c in clients if c is not None))
 
     # -- the lanes ------------------------------------------------------------------
 
@@ -337,7 +333,7 @@ class Runner:
         return lane_source(self.consumer, self.s, lane, self.transactions)
 
     async def _lane(self, lane: int, source: KafkaSource, halt: asyncio.Event) -> None:
-        checkpoint = self.checkpoint
+        checkpoint, sink = self.checkpoint, self.sinks[lane % len(self.sinks)]
         assert checkpoint is not None
         while not halt.is_set() and not self.stopping.is_set():
             self.metrics.last_turn = time.monotonic()
@@ -349,7 +345,7 @@ class Runner:
                 await self._failed(*failed, checkpoint)  # (a commit in the background)
             elif batch is not None:
                 with self.assignment.processing():
-                    await self._handle(batch, checkpoint)
+                    await self._handle(batch, checkpoint, sink)
             if self.assignment.settled and (due := checkpoint.due(source.share())):
                 with self.assignment.processing():  # (--commit-interval-ms: commits due)
                     await self._commit_due(due, checkpoint)
@@ -361,13 +357,12 @@ class Runner:
         except HANDLED as exc:
             log.warning("committing lane %d's progress at its end failed: %s", lane, exc)
 
-    async def _handle(self, batch: Batch, checkpoint: Checkpoint) -> None:
-        assert self.sink is not None
+    async def _handle(self, batch: Batch, checkpoint: Checkpoint, sink: Sink) -> None:
         try:
             report = await self.run_batch(
                 batch,
                 registry=self.registry,
-                sink=self.sink,
+                sink=sink,
                 checkpoint=checkpoint,
                 max_record_bytes=self.s.max_record_bytes,
                 observer=self.metrics,
