@@ -6,7 +6,16 @@ import argparse
 
 import pytest
 
-from worker.settings import FLAGS, Settings, SettingsError, add_flags, from_args
+from worker.settings import (
+    FLAGS,
+    KafkaSecurity,
+    Settings,
+    SettingsError,
+    add_flags,
+    add_security_flags,
+    from_args,
+    security_from_args,
+)
 
 
 def _parse(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
@@ -47,3 +56,18 @@ def test_environment_sets_a_default_and_the_flag_wins() -> None:
 def test_bad_values_are_refused_with_the_flag_named(argv: list[str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         _parse(argv)
+
+
+def test_no_repr_shows_a_secret() -> None:
+    """`run`'s settings and the tools' security flags are one `KafkaSecurity`: printed or
+    logged whole (a traceback's locals, a debug line), neither shows the password."""
+    argv = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN"]
+    argv += ["--sasl-username", "u", "--sasl-password", "hunter2"]
+    s = _parse(argv)
+    assert isinstance(s, KafkaSecurity) and s.sasl_password == "hunter2"
+    assert "hunter2" not in repr(s) and "***" in repr(s) and "'lanes': 2" in repr(s)
+    parser = argparse.ArgumentParser()
+    add_security_flags(parser)
+    tool = security_from_args(parser.parse_args(argv))
+    assert type(tool) is KafkaSecurity and tool.sasl_password == "hunter2"
+    assert "hunter2" not in repr(tool)

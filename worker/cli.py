@@ -14,7 +14,7 @@ from worker import constants
 from worker.config import ConfigError, load_registry
 from worker.failures import ConfigError as RunConfigError
 from worker.observe.logs import PROCESS_INDEX_ENV
-from worker.settings import SettingsError, ToolSecurity, add_security_flags, env_name
+from worker.settings import KafkaSecurity, SettingsError, add_security_flags, env_name
 
 
 def tune_gc() -> None:
@@ -279,7 +279,7 @@ def _add_publish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_security_flags(p)
 
 
-def _kafka_security(args: argparse.Namespace) -> tuple[ToolSecurity, dict[str, Any]]:
+def _kafka_security(args: argparse.Namespace) -> tuple[KafkaSecurity, dict[str, Any]]:
     """`publish` and `tail`: `run`'s security flags, and the aiokafka options they make."""
     from worker.adapters.broker.kafka import security_kwargs
     from worker.settings import security_from_args
@@ -288,7 +288,7 @@ def _kafka_security(args: argparse.Namespace) -> tuple[ToolSecurity, dict[str, A
     return sec, security_kwargs(sec)
 
 
-async def _check_login(args: argparse.Namespace, sec: ToolSecurity, kw: dict[str, Any]) -> None:
+async def _check_login(args: argparse.Namespace, sec: KafkaSecurity, kw: dict[str, Any]) -> None:
     """A refused certificate or login as one line (exit 2), not aiokafka's "Unable to
     bootstrap" after its retries."""
     from worker.adapters.broker.kafka_access import check_login

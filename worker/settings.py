@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any
 
 from worker import constants
 from worker.flags import (
@@ -244,7 +244,27 @@ FLAGS: list[Flag] = [
 
 
 @dataclass(frozen=True)
-class Settings:
+class KafkaSecurity:
+    """How a Kafka client connects: `run`'s settings (a `Settings` is one) and the tools'
+    flags (`publish`, `tail`: the same flags)."""
+
+    security_protocol: str
+    sasl_mechanism: str | None
+    sasl_username: str | None
+    sasl_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
+
+    def __repr__(self) -> str:  # (never the password)
+        return f"<KafkaSecurity {self.security_protocol} {self.sasl_mechanism} ***>"
+
+
+@dataclass(frozen=True, repr=False)
+class Settings(KafkaSecurity):
+    """`run`'s settings, one field per flag (FLAGS); the security fields come from
+    `KafkaSecurity`."""
+
     bootstrap_servers: str
     input_topic: str
     output_topic: str
@@ -282,17 +302,13 @@ class Settings:
     batch_bytes: int
     fetch_max_wait_ms: int
     reset: str | None
-    security_protocol: str
-    sasl_mechanism: str | None
-    sasl_username: str | None
-    sasl_password: str | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
     event_loop: str
     log_format: str
     log_level: str
     pass_headers: str | None
+
+    def __repr__(self) -> str:  # (what may be logged: secrets masked)
+        return f"Settings({self.redacted()})"
 
     def redacted(self) -> dict[str, Any]:
         """The settings as they may be logged: secrets masked."""
@@ -312,41 +328,6 @@ def add_flags(parser: argparse.ArgumentParser, environ: dict[str, str] | None = 
     add_flag_list(parser, FLAGS, environ)
 
 
-class KafkaSecurity(Protocol):
-    """How a Kafka client connects (`Settings`, or the tools' `ToolSecurity`)."""
-
-    @property
-    def security_protocol(self) -> str: ...
-    @property
-    def sasl_mechanism(self) -> str | None: ...
-    @property
-    def sasl_username(self) -> str | None: ...
-    @property
-    def sasl_password(self) -> str | None: ...
-    @property
-    def ssl_cafile(self) -> str | None: ...
-    @property
-    def ssl_certfile(self) -> str | None: ...
-    @property
-    def ssl_keyfile(self) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class ToolSecurity:
-    """`publish` and `tail`'s Kafka security flags (the same as `run`'s)."""
-
-    security_protocol: str
-    sasl_mechanism: str | None
-    sasl_username: str | None
-    sasl_password: str | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
-
-    def __repr__(self) -> str:
-        return f"<ToolSecurity {self.security_protocol} {self.sasl_mechanism} ***>"
-
-
 def security_flags() -> list[Flag]:
     return [f for f in FLAGS if f.name in KAFKA_SECURITY_FLAGS]
 
@@ -355,9 +336,9 @@ def add_security_flags(parser: argparse.ArgumentParser) -> None:
     add_flag_list(parser, security_flags())
 
 
-def security_from_args(args: argparse.Namespace) -> ToolSecurity:
+def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
     read_secret_files(args, security_flags())
-    sec = ToolSecurity(**{f.attr: getattr(args, f.attr) for f in security_flags()})
+    sec = KafkaSecurity(**{f.attr: getattr(args, f.attr) for f in security_flags()})
     validate_security(sec)
     return sec
 
