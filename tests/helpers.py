@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -155,3 +156,16 @@ class ListSink:
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
         self.outputs += outputs
         self.dead += dead_letters
+
+
+class NoGroupLag:
+    """`GroupLag` for a Runner over faked clients: samples nothing until the stop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def export(self, every_s: float, to: Any, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+
+    async def close(self) -> None:
+        pass

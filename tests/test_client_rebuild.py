@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from tests.helpers import ListSink, chunk
+from tests.helpers import ListSink, NoGroupLag, chunk
 from worker.adapters.state.memory_store import MemoryStore
 from worker.config import load_registry
 from worker.run import runner as runner_module
@@ -82,17 +82,6 @@ class FakeProducer:
         pass
 
 
-class FakeGroupLag:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    async def export(self, every_s: float, to: Any, stopping: asyncio.Event) -> None:
-        await stopping.wait()
-
-    async def close(self) -> None:
-        pass
-
-
 def _values(n: int) -> list[bytes]:
     records = [chunk("r", i, [100 + i], "length" if i == n - 1 else None) for i in range(n)]
     return [json.dumps(r).encode() for r in records]
@@ -114,7 +103,7 @@ def _runner(monkeypatch: pytest.MonkeyPatch, stalls: int, *argv: str) -> tuple[R
         runner.producers = [FakeProducer()]  # type: ignore[list-item]
 
     monkeypatch.setattr(runner, "_connect", connect)
-    monkeypatch.setattr(runner_module, "GroupLag", FakeGroupLag)
+    monkeypatch.setattr(runner_module, "GroupLag", NoGroupLag)
     monkeypatch.setattr(runner_module, "KafkaSink", lambda *a: sink)
     return runner, (consumers, sink)
 

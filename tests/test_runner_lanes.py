@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from tests.helpers import ListSink, chunk
+from tests.helpers import ListSink, NoGroupLag, chunk
 from worker.adapters.state.memory_store import MemoryStore
 from worker.config import load_registry
 from worker.run import runner as runner_module
@@ -148,17 +148,6 @@ class _Producer:
         self.stopped = True
 
 
-class _NoGroupLag:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    async def export(self, every_s: float, to: Any, stopping: asyncio.Event) -> None:
-        await stopping.wait()
-
-    async def close(self) -> None:
-        pass
-
-
 def _request(rid: str) -> list[bytes]:
     records = [chunk(rid, i, [100 + i], "length" if i == 2 else None) for i in range(3)]
     return [json.dumps(r).encode() for r in records]
@@ -182,7 +171,7 @@ def test_each_lane_sends_through_a_producer_of_its_own(monkeypatch: pytest.Monke
     monkeypatch.setattr(runner_module, "check_access", nothing)
     monkeypatch.setattr(runner_module, "check_bootstrapped", lambda c: None)
     monkeypatch.setattr(runner_module, "fetch_each_partition", lambda c: None)
-    monkeypatch.setattr(runner_module, "GroupLag", _NoGroupLag)
+    monkeypatch.setattr(runner_module, "GroupLag", NoGroupLag)
     monkeypatch.setattr(runner_module, "KafkaSink", lambda producer, *a: producer.sink)
 
     async def body() -> None:
