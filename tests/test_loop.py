@@ -24,6 +24,7 @@ from tests.helpers import ListSink, ListSource, chunk, end
 from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
+from worker.batch.steps import StepTimeout, within
 from worker.config import load_registry
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.failures import ConfigError, Kind, classify
@@ -246,3 +247,35 @@ def test_failed_requests_are_counted_by_error_code() -> None:
     assert 'derender_errors_total{code="state_missing"} 1.0' in text
     assert 'derender_errors_total{code="invalid_record"} 1.0' in text
     assert 'derender_errors_total{code="sequence_gap"} 0.0' in text  # exported from the start
+
+
+def test_results_count_every_record_dead_letters_first() -> None:
+    """`BatchResult.results`: plain counts by result, dead letters ("dlq") first, then in
+    the order the results were first seen; the errors by code beside them."""
+    bad = {"request_id": "c", "seq": 0, "type": "chunk", "generate_chunk": "not an object"}
+    batch = _batch(
+        [(0, chunk("a", 0, [100])), (0, chunk("b", 3, [101])), (1, bad), (0, chunk("a", 0, [100]))]
+    )
+    result = _run(batch, MemoryStore(), ListSink(), ListSource()).result
+    assert list(result.results.items()) == [("dlq", 1), ("ok", 1), ("error", 1), ("duplicate", 1)]
+    assert list(result.errors.items()) == [("state_missing", 1), ("invalid_record", 1)]
+    clean = _run(_batch([(0, chunk("d", 0, [100]))]), MemoryStore(), ListSink(), ListSource())
+    assert clean.result.results == {"ok": 1}
+    assert clean.result.errors == {}
+
+
+def test_an_unbounded_step_awaits_its_awaitable_itself() -> None:
+    """`within`: no timeout, no wrapper (the awaitable itself); with one, `StepTimeout`."""
+
+    async def stalls() -> None:
+        await asyncio.sleep(10)
+
+    aw = stalls()
+    assert within(aw, None, "load") is aw
+    aw.close()
+
+    async def bounded_step() -> None:
+        await within(stalls(), 0.01, "load")
+
+    with pytest.raises(StepTimeout, match=r"load took longer than 0\.01s"):
+        asyncio.run(bounded_step())

@@ -155,8 +155,12 @@ class Checkpoint:
     ) -> list[Partition]:
         """Step 6. Returns the partitions not committed (rewound) because of `refused`."""
         self.fence(batch, "commit")
-        lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
-        offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
+        if not refused:  # (the usual case: every partition of the batch is committed)
+            lost: list[Partition] = []
+            offsets = {p: off + 1 for p, off in batch.last.items()}
+        else:
+            lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
+            offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
         if lost:
             log.warning(
                 "%d state writes refused (partitions %s moved on); not committing them",

@@ -40,7 +40,7 @@ from worker.batch.pipeline import (
     fail_refused,
     process_batch,
 )
-from worker.batch.steps import bounded
+from worker.batch.steps import within
 from worker.batch.warm import WarmStates
 from worker.constants import DLQ
 from worker.core.model import Registry
@@ -121,14 +121,14 @@ async def run_batch(
     t1 = time.perf_counter()
     observer.stage("decode", t1 - t0)
     # 2) owner epochs (only after an assignment), then every state: one round trip
-    epochs, claimed = await bounded(checkpoint.claim(batch), limit, "claim")
+    epochs, claimed = await within(checkpoint.claim(batch), limit, "claim")
     for _ in range(claimed):
         observer.round_trip("claim_epoch")
     requests = batch_requests(decoded)
     # The requests' tables ride along only where this process does not hold them (those
     # it holds are kept for the batch: the cache may evict while the batch runs).
     held = {rid: t for rid in requests if (t := registry.tables.held(rid)) is not None}
-    stored = await bounded(
+    stored = await within(
         checkpoint.load(batch, requests, {rid for rid in requests if rid not in held}),
         limit,
         "load",
@@ -148,7 +148,7 @@ async def run_batch(
     # 4) produce and await every ack
     checkpoint.fence(batch, "produce")
     try:
-        await bounded(sink.send(result.outputs, result.dead_letters), limit, "produce")
+        await within(sink.send(result.outputs, result.dead_letters), limit, "produce")
     except OutputsRefused as exc:
         # Everything else was delivered: the refused outputs' requests fail, with an
         # `error` output in each refused output's place (same request, seq and part).
@@ -156,21 +156,21 @@ async def run_batch(
             log.error("output %s/%s refused by the broker: %s", rec.kind, rec.key, why)
         errors = fail_refused(result, [rec for rec, _ in exc.refused if rec.kind != DLQ], control)
         checkpoint.fence(batch, "produce")
-        await bounded(sink.send(errors, []), limit, "produce")
+        await within(sink.send(errors, []), limit, "produce")
     t4 = time.perf_counter()
     observer.stage("produce", t4 - t3)
     observer.delivered(batch.records)
     # 5) save states: one round trip, compare-and-set
     writes = list(result.writes.values())
     checkpoint.fence(batch, "save")
-    refused = await bounded(checkpoint.save(writes), limit, "save")
+    refused = await within(checkpoint.save(writes), limit, "save")
     if writes:
         observer.round_trip("save", _round_trips(checkpoint.store))
     observer.saved(writes, len(refused))
     t5 = time.perf_counter()
     observer.stage("redis_save", t5 - t4)
     # 6) commit what was saved
-    rewound = await bounded(checkpoint.commit(batch, refused, result.partitions), limit, "commit")
+    rewound = await within(checkpoint.commit(batch, refused, result.partitions), limit, "commit")
     observer.stage("commit", time.perf_counter() - t5)
     return BatchReport(result, writes, refused, rewound, len(batch.records))
 
