@@ -44,6 +44,7 @@ from worker.batch.steps import within
 from worker.batch.warm import WarmStates
 from worker.constants import DLQ
 from worker.core.model import Registry
+from worker.core.tables import Tables
 from worker.ports import (
     Batch,
     InRecord,
@@ -127,12 +128,14 @@ async def run_batch(
     requests = batch_requests(decoded)
     # The requests' tables ride along only where this process does not hold them (those
     # it holds are kept for the batch: the cache may evict while the batch runs).
-    held = {rid: t for rid in requests if (t := registry.tables.held(rid)) is not None}
-    stored = await within(
-        checkpoint.load(batch, requests, {rid for rid in requests if rid not in held}),
-        limit,
-        "load",
-    )
+    held: dict[str, Tables] = {}
+    unheld: set[str] = set()
+    for rid in requests:
+        if (t := registry.tables.held(rid)) is not None:
+            held[rid] = t
+        else:
+            unheld.add(rid)
+    stored = await within(checkpoint.load(batch, requests, unheld), limit, "load")
     # One per batch on one Redis; in a cluster one per master the batch's keys live on.
     observer.round_trip("load", _round_trips(checkpoint.store))
     t2 = time.perf_counter()
