@@ -131,24 +131,26 @@ class Checkpoint:
                 claimed += 1
         return self.epochs, claimed
 
-    async def load(
+    def load(
         self,
         batch: Batch,
         requests: Mapping[str, Partition],
         tables_for: AbstractSet[str] = frozenset(),
-    ) -> dict[str, Stored | None]:
+    ) -> Awaitable[dict[str, Stored | None]]:
         """Step 2b: the states of `requests` (request id → its partition), with the
-        tables of `tables_for`."""
-        return await self.store.load_many(list(requests), None, tables_for)
+        tables of `tables_for`. (The store's own awaitable: a coroutine frame less per
+        batch; the loop awaits it at once.)"""
+        return self.store.load_many(list(requests), None, tables_for)
 
     def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], ...] | None:
         """What the batch's state writes must carry, per partition (versioned writes only:
         the first offset of the batch's transaction, the batch's first and last)."""
         return None
 
-    async def save(self, writes: list[StateWrite]) -> list[str]:
-        """Step 5. Returns the request ids whose write was refused."""
-        return await self.store.save_many(writes) if writes else []
+    def save(self, writes: list[StateWrite]) -> Awaitable[list[str]]:
+        """Step 5. Returns the request ids whose write was refused. (As `load`: the
+        store's own awaitable.)"""
+        return self.store.save_many(writes) if writes else _none_refused()
 
     async def commit(
         self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
@@ -318,6 +320,10 @@ class Checkpoint:
             self.epochs.pop(p, None)
             self._commits.pop(p, None)  # (a revocation waited for it: `Behind.track`)
             self._pending.pop(p, None)  # (a revocation committed it first: `settle`)
+
+
+async def _none_refused() -> list[str]:
+    return []
 
 
 def _report_failure(commit: asyncio.Future[None]) -> None:
