@@ -342,3 +342,10 @@ def test_a_silent_loop_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     assert report.result.results == {"ok": 1}
     with pytest.raises(AssertionError, match="the clock was read"):
         _observed(_batch([(0, chunk("b", 0, [100]))]), RecordingObserver())
+
+
+def test_a_save_with_nothing_to_write_asks_the_store_nothing() -> None:
+    log = Recorder()
+    checkpoint = Checkpoint(RecordingSource(log), RecordingStore(log))
+    assert asyncio.run(checkpoint.save([])) == []  # type: ignore[arg-type]
+    assert log.events == []
