@@ -1,8 +1,8 @@
 """`serve` against vLLM 0.33's render server: streaming derender chunks/s per server core.
 
     python bench/serve_bench.py [--target ours|vllm|both] [--quick] [--budget-s S] [--tools N]
-    python bench/serve_bench.py --against ../before [--quick] [--tools N]
-    python bench/serve_bench.py --turns [--quick] [--tools N]
+    python bench/serve_bench.py --against ../before [--quick] [--tools N] [--rounds R] [--tokens T]
+    python bench/serve_bench.py --turns [--quick] [--tools N] [--rounds R] [--tokens T]
 
 Every configuration streams DeepSeek V4 outputs (reasoning, `</think>`, an answer, EOS) of
 50, 600 or 2,000 tokens in 1- or 8-token chunks, one HTTP call per chunk, each carrying
@@ -372,8 +372,9 @@ def turns(
     lengths: tuple[int, ...],
     budget_s: float,
     tools: list[dict[str, Any]],
+    rounds: int = AB_ROUNDS,
 ) -> list[tuple[int, int, int, float, float]]:
-    """Two servers, parsers on, taking turns per configuration (AB_ROUNDS, order
+    """Two servers, parsers on, taking turns per configuration (`rounds`, order
     alternating): a shared machine's load falls on both alike. Prints µs per POST."""
     (a, b), rows = names, []
     print(f"| chunk | clients | tokens | {a} µs/POST | {b} µs/POST | {b} per core vs {a} |")
@@ -383,7 +384,7 @@ def turns(
             for clients in (1, 8):
                 for length in lengths:
                     posts, cpu = {a: 0, b: 0}, {a: 0.0, b: 0.0}
-                    for r in range(AB_ROUNDS):
+                    for r in range(rounds):
                         both = [(a, aport, apid), (b, bport, bpid)]
                         for name, port, pid in both[:: -1 if r % 2 else 1]:
                             res = asyncio.run(
@@ -418,17 +419,26 @@ def main() -> int:
     ap.add_argument(
         "--turns", action="store_true", help="vLLM and ours both running, parsers on, in turns"
     )
+    ap.add_argument(
+        "--rounds", type=int, default=AB_ROUNDS, help="turns per configuration (--against, --turns)"
+    )
+    ap.add_argument(
+        "--tokens", type=int, nargs="+", help="only these output lengths (50, 600, 2000)"
+    )
     args = ap.parse_args()
     lengths = (50, 600) if args.quick else (50, 600, 2000)
+    if args.tokens:
+        lengths = tuple(args.tokens)
     sizes = (1,) if args.quick else (1, 8)
     results: list[Result] = []
     tools = [tool(i) for i in range(args.tools)]
     if args.against:
         pair = (ours(args.against), ours())
-        turns(("before", "after"), pair, sizes, lengths, args.budget_s, tools)
+        turns(("before", "after"), pair, sizes, lengths, args.budget_s, tools, args.rounds)
         return 0
     if args.turns:
-        turns(("vLLM", "ours"), (vllm(True), ours()), sizes, lengths, args.budget_s, tools)
+        pair = (vllm(True), ours())
+        turns(("vLLM", "ours"), pair, sizes, lengths, args.budget_s, tools, args.rounds)
         return 0
 
     async def sweep(target: str, port: int, pid: int, parsers: bool, model: str) -> None:

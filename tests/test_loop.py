@@ -23,7 +23,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from tests.helpers import ListSink, ListSource, chunk, end
 from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
-from worker.batch.loop import run_batch
+from worker.batch.loop import SILENT, run_batch
+from worker.batch.steps import StepTimeout, within
 from worker.config import load_registry
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.failures import ConfigError, Kind, classify
@@ -246,3 +247,105 @@ def test_failed_requests_are_counted_by_error_code() -> None:
     assert 'derender_errors_total{code="state_missing"} 1.0' in text
     assert 'derender_errors_total{code="invalid_record"} 1.0' in text
     assert 'derender_errors_total{code="sequence_gap"} 0.0' in text  # exported from the start
+
+
+def test_results_count_every_record_dead_letters_first() -> None:
+    """`BatchResult.results`: plain counts by result, dead letters ("dlq") first, then in
+    the order the results were first seen; the errors by code beside them."""
+    bad = {"request_id": "c", "seq": 0, "type": "chunk", "generate_chunk": "not an object"}
+    batch = _batch(
+        [(0, chunk("a", 0, [100])), (0, chunk("b", 3, [101])), (1, bad), (0, chunk("a", 0, [100]))]
+    )
+    result = _run(batch, MemoryStore(), ListSink(), ListSource()).result
+    assert list(result.results.items()) == [("dlq", 1), ("ok", 1), ("error", 1), ("duplicate", 1)]
+    assert list(result.errors.items()) == [("state_missing", 1), ("invalid_record", 1)]
+    clean = _run(_batch([(0, chunk("d", 0, [100]))]), MemoryStore(), ListSink(), ListSource())
+    assert clean.result.results == {"ok": 1}
+    assert clean.result.errors == {}
+
+
+def test_an_unbounded_step_awaits_its_awaitable_itself() -> None:
+    """`within`: no timeout, no wrapper (the awaitable itself); with one, `StepTimeout`."""
+
+    async def stalls() -> None:
+        await asyncio.sleep(10)
+
+    aw = stalls()
+    assert within(aw, None, "load") is aw
+    aw.close()
+
+    async def bounded_step() -> None:
+        await within(stalls(), 0.01, "load")
+
+    with pytest.raises(StepTimeout, match=r"load took longer than 0\.01s"):
+        asyncio.run(bounded_step())
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def stage(self, name: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.calls.append(f"stage {name}")
+
+    def round_trip(self, kind: str, count: int = 1) -> None:
+        self.calls.append(f"round_trip {kind} {count}")
+
+    def delivered(self, records: list[InRecord]) -> None:
+        self.calls.append(f"delivered {len(records)}")
+
+    def saved(self, writes: list[StateWrite], refused: int) -> None:
+        self.calls.append(f"saved {len(writes)} {refused}")
+
+
+def _observed(batch: Batch, observer: Any) -> Any:
+    return asyncio.run(
+        run_batch(
+            batch,
+            registry=REGISTRY,
+            sink=ListSink(),
+            checkpoint=Checkpoint(ListSource(), MemoryStore()),
+            max_record_bytes=1 << 20,
+            observer=observer,
+        )
+    )
+
+
+def test_an_observer_hears_every_stage_and_round_trip_in_order() -> None:
+    observer = RecordingObserver()
+    _observed(_batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [101]))]), observer)
+    assert observer.calls == [
+        "stage decode",
+        "round_trip claim_epoch 1",
+        "round_trip claim_epoch 1",
+        "round_trip load 1",
+        "stage redis_load",
+        "stage core",
+        "stage produce",
+        "delivered 2",
+        "round_trip save 1",
+        "saved 2 0",
+        "stage redis_save",
+        "stage commit",
+    ]
+
+
+def test_a_silent_loop_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SILENT (serve, replay) is told nothing, so the loop times nothing for it."""
+
+    def no_clock() -> float:
+        raise AssertionError("the clock was read")
+
+    monkeypatch.setattr("worker.batch.loop.time.perf_counter", no_clock)
+    report = _observed(_batch([(0, chunk("a", 0, [100]))]), SILENT)
+    assert report.result.results == {"ok": 1}
+    with pytest.raises(AssertionError, match="the clock was read"):
+        _observed(_batch([(0, chunk("b", 0, [100]))]), RecordingObserver())
+
+
+def test_a_save_with_nothing_to_write_asks_the_store_nothing() -> None:
+    log = Recorder()
+    checkpoint = Checkpoint(RecordingSource(log), RecordingStore(log))
+    assert asyncio.run(checkpoint.save([])) == []  # type: ignore[arg-type]
+    assert log.events == []

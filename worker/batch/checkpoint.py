@@ -131,32 +131,38 @@ class Checkpoint:
                 claimed += 1
         return self.epochs, claimed
 
-    async def load(
+    def load(
         self,
         batch: Batch,
         requests: Mapping[str, Partition],
         tables_for: AbstractSet[str] = frozenset(),
-    ) -> dict[str, Stored | None]:
+    ) -> Awaitable[dict[str, Stored | None]]:
         """Step 2b: the states of `requests` (request id → its partition), with the
-        tables of `tables_for`."""
-        return await self.store.load_many(list(requests), None, tables_for)
+        tables of `tables_for`. (The store's own awaitable: a coroutine frame less per
+        batch; the loop awaits it at once.)"""
+        return self.store.load_many(list(requests), None, tables_for)
 
     def offsets(self, batch: Batch) -> tuple[Mapping[Partition, int], ...] | None:
         """What the batch's state writes must carry, per partition (versioned writes only:
         the first offset of the batch's transaction, the batch's first and last)."""
         return None
 
-    async def save(self, writes: list[StateWrite]) -> list[str]:
-        """Step 5. Returns the request ids whose write was refused."""
-        return await self.store.save_many(writes) if writes else []
+    def save(self, writes: list[StateWrite]) -> Awaitable[list[str]]:
+        """Step 5. Returns the request ids whose write was refused. (As `load`: the
+        store's own awaitable.)"""
+        return self.store.save_many(writes) if writes else _none_refused()
 
     async def commit(
         self, batch: Batch, refused: list[str], partition_of: Mapping[str, Partition]
     ) -> list[Partition]:
         """Step 6. Returns the partitions not committed (rewound) because of `refused`."""
         self.fence(batch, "commit")
-        lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
-        offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
+        if not refused:  # (the usual case: every partition of the batch is committed)
+            lost: list[Partition] = []
+            offsets = {p: off + 1 for p, off in batch.last.items()}
+        else:
+            lost = sorted({partition_of[r] for r in refused if r in partition_of}, key=str)
+            offsets = {p: off + 1 for p, off in batch.last.items() if p not in lost}
         if lost:
             log.warning(
                 "%d state writes refused (partitions %s moved on); not committing them",
@@ -314,6 +320,10 @@ class Checkpoint:
             self.epochs.pop(p, None)
             self._commits.pop(p, None)  # (a revocation waited for it: `Behind.track`)
             self._pending.pop(p, None)  # (a revocation committed it first: `settle`)
+
+
+async def _none_refused() -> list[str]:
+    return []
 
 
 def _report_failure(commit: asyncio.Future[None]) -> None:

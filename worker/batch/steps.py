@@ -17,6 +17,13 @@ class StepTimeout(TimeoutError):
         self.step = step
 
 
+def within(aw: Awaitable[T], timeout_s: float | None, step: str) -> Awaitable[T]:
+    """What a batch's step awaits: `aw` itself when unbounded (replay, the tests, serve:
+    one coroutine frame less per step, five per batch, where serve's one-record batches
+    are a few tens of µs), else `bounded`."""
+    return aw if timeout_s is None else bounded(aw, timeout_s, step)
+
+
 async def bounded(aw: Awaitable[T], timeout_s: float | None, step: str) -> T:
     """`await aw`, within `timeout_s` when given (None: unbounded, and no event loop is
     needed, as `run_sync` drives the loop in replay and the tests)."""
