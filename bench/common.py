@@ -7,11 +7,22 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def py_spy() -> Path:
+    """The sampling profiler beside this venv's python, or a start-up error naming the fix
+    (it is in the `bench` extra, not in `make venv`'s test set: CI never profiles)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        fix = f"{sys.executable} -m pip install -e '.[bench]'"
+        raise SystemExit(f"{spy} is missing: install it with {fix}")
+    return spy
 
 
 def cpu_model() -> str:

@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:  # run as `python bench/prefilled_bench.py`: impor
     sys.path.insert(0, str(ROOT))
 
 from aiokafka.admin import AIOKafkaAdminClient  # noqa: E402
-from common import code_version, cpu_model  # noqa: E402
+from common import code_version, cpu_model, py_spy  # noqa: E402
 from worker_bench import start_broker  # noqa: E402
 from workerbench.processes import (  # noqa: E402
     Env,
@@ -145,7 +145,7 @@ async def one(
         if profile_rate and is_worker:
             spy = subprocess.Popen(
                 [
-                    str(Path(sys.executable).with_name("py-spy")),
+                    str(py_spy()),
                     "record",
                     "--pid",
                     str(proc.pid),
@@ -430,6 +430,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    if args.profile:
+        py_spy()  # named at start, not after the first round
     info = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_model(),

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import serve_bench as sb  # noqa: E402
+from common import py_spy  # noqa: E402
 
 
 def _driver_lines(first: str, last: str | None = None) -> tuple[str, ...]:
@@ -251,6 +252,7 @@ def main() -> int:
         in_process(args.tokens, args.posts)
         return 0
 
+    spy = py_spy()  # before anything starts: a missing profiler is named at once
     # 1) server CPU per POST: serve, and the HTTP stack alone, taking turns
     cpu = {"serve": 0.0, "http": 0.0}
     posts = {"serve": 0, "http": 0}
@@ -265,7 +267,6 @@ def main() -> int:
     us = {k: cpu[k] / posts[k] * 1e6 for k in cpu}
 
     # 2) the app's stages: py-spy samples of the app in-process
-    spy = Path(sys.executable).parent / "py-spy"
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "raw.txt"
         subprocess.run(
