@@ -26,8 +26,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
-from tests.server_fixtures import TANSU, apache_required, kafka_plan
-from tests.servers import create_topics
+from tests.support.server_fixtures import TANSU, apache_required, kafka_plan
+from tests.support.servers import create_topics
 from worker.adapters.broker.kafka_lag import GroupLag, lag_from
 from worker.adapters.local.embedded import free_port
 from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError

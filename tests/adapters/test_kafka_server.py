@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import MessageSizeTooLargeError, for_code
 
-from tests.server_fixtures import apache_required
+from tests.support.server_fixtures import apache_required
 from worker.adapters.broker.kafka_probe import group_coordinator_error
 from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError, kafka_metadata
 

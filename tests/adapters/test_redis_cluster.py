@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.exceptions
 
-from tests import servers
+from tests.support import servers
 from worker.adapters.local.embedded import free_port
 from worker.adapters.state.redis_cluster import parse_seeds, slot_of
 from worker.adapters.state.redis_store import RedisStore

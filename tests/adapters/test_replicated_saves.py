@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from tests.helpers import ListSink, ListSource, chunk
-from tests.test_assignment import encode_record
-from tests.test_loop import REGISTRY
+from tests.batch.test_loop import REGISTRY
+from tests.run.test_assignment import encode_record
+from tests.support.helpers import ListSink, ListSource, chunk
 from worker.adapters.state.redis_cluster import NotReplicated
 from worker.adapters.state.redis_store import RedisStore
 from worker.batch.checkpoint import Checkpoint

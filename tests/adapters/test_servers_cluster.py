@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import servers
 from tests.integration.harness import ROOT
+from tests.support import servers
 from worker.adapters.local.embedded import redis_server_binary, tansu_binary, tcp_accepts
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored

@@ -17,7 +17,7 @@ import redis.asyncio
 import redis.exceptions
 from redis.asyncio.connection import AbstractConnection
 
-from tests import servers
+from tests.support import servers
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored
@@ -495,7 +495,7 @@ def test_a_key_holding_no_hash_fails_its_request_only(
     """A stray non-hash value under the prefix (WRONGTYPE) is a data error of one request:
     through the real loop it gets `state_corrupt`, the batch's other request is answered,
     the offsets are committed, and the failed state replaces the stray value."""
-    from tests.helpers import ListSink, ListSource, chunk
+    from tests.support.helpers import ListSink, ListSource, chunk
     from worker.batch.checkpoint import Checkpoint
     from worker.batch.loop import run_batch
     from worker.config import load_registry

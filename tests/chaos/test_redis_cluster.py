@@ -43,7 +43,7 @@ from tests.integration.harness import (
     make_generations,
     verify,
 )
-from tests.servers import ClusterNode, LocalRedisCluster
+from tests.support.servers import ClusterNode, LocalRedisCluster
 from worker.core.errors import SEQUENCE_GAP, STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

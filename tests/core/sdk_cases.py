@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.core.parsers.samples import SETUPS, chat_request
 from tests.core.parsers.test_properties import PIECES, _tokenizer, conversations
-from tests.helpers import Run
+from tests.support.helpers import Run
 from worker.core.model import Model, Registry
 
 CREATED = 1767225600

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.core.test_logprobs import byte_tokenizer, completion_lp, entry, errors, lp_chunk
-from tests.helpers import Run, chunk, end, registry
+from tests.support.helpers import Run, chunk, end, registry
 from worker.core.model import Registry
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
-from tests.helpers import Run, chunk, end, registry
+from tests.support.helpers import Run, chunk, end, registry
 from worker.core.model import Model, Registry
 
 SHAPES = ["A", "B"]

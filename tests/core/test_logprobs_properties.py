@@ -25,7 +25,7 @@ from tests.core.test_detokenize import (
     split,
 )
 from tests.core.test_logprobs import chat_content, completion_lp, entry, lp_chunk
-from tests.helpers import Run, end, registry
+from tests.support.helpers import Run, end, registry
 from worker.core.logprobs import Position, Resolver
 
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=16).map("".join)

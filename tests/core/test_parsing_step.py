@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.core.parsers.samples import GOLDEN, SETUPS, golden_inputs
-from tests.helpers import Run, end, registry
+from tests.support.helpers import Run, end, registry
 from worker.core.model import Registry
 
 _settings = settings(

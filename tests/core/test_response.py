@@ -12,7 +12,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.test_logprobs import byte_tokenizer, entries, entry, errors, ids_of
-from tests.helpers import Run, registry
+from tests.support.helpers import Run, registry
 from worker.core.model import Registry
 
 

@@ -239,7 +239,7 @@ def test_a_call_cut_after_its_name_has_empty_json_arguments_both_ways() -> None:
     with no arguments at all (the SDK's accumulated arguments: None) and the whole
     response `""`; neither parses. Both say `{}` now, cut by `length` or an abort."""
     from tests.core.sdk_cases import registry
-    from tests.helpers import Run
+    from tests.support.helpers import Run
 
     reg = registry()
     tok = reg.models["required"].tokenizer

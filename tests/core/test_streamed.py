@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.samples import GOLDEN, render_deepseek_v4, tools_for
-from tests.helpers import registry
+from tests.support.helpers import registry
 from worker.core import derender
 from worker.core.derender import step
 from worker.core.model import Registry

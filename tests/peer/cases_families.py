@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from tokenizers import Tokenizer
 
-from tests.offline_tokenizers import offline_tokenizer
 from tests.peer.cases import Builder
 from tests.peer.cases_families_groups import (
     add_completion,
@@ -60,6 +59,7 @@ from tests.peer.cases_families_models import (
 )
 from tests.peer.cases_families_tools import add_tool_choice, add_tools, add_typed
 from tests.peer.drive import Case
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 
 __all__ = [
     "BOOK",

@@ -1,6 +1,6 @@
 """The parity cases of gpt-oss (Harmony): gpt-oss's tokenizer (o200k_harmony, rebuilt id for
-id by tests/tiktoken_convert.py; setup_peer.sh copies it into vLLM's model folder, and our
-registry reads that file) on two render servers:
+id by tests/support/vocab/tiktoken_convert.py; setup_peer.sh copies it into vLLM's model folder, and
+our registry reads that file) on two render servers:
 
 - `gptoss-on`: `--reasoning-parser openai_gptoss --tool-call-parser openai`;
 - `gptoss-reasoning`: no tool parser. vLLM sets `openai_gptoss` for a gpt_oss model itself,

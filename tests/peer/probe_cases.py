@@ -12,7 +12,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests import synthetic_families as fam
+from tests.support.vocab import synthetic_families as fam
 
 TOOLS: list[dict[str, Any]] = [
     {

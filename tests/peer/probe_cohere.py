@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from tests.peer.recorder import Piece, Probe, from_pieces, main
-from tests.synthetic_cohere import cohere_tokenizer
+from tests.support.vocab.synthetic_cohere import cohere_tokenizer
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import sys
 
-from tests import synthetic_longtail as lt
 from tests.peer import cases_longtail as c
 from tests.peer import cases_longtail_markup as m
 from tests.peer.recorder import Probe, from_pieces, main
+from tests.support.vocab import synthetic_longtail as lt
 
 
 def _probe(tok: object, eos: str, cases: object) -> Probe:

@@ -14,9 +14,9 @@ import json
 import sys
 from typing import Any
 
-from tests import synthetic_longtail as lt
 from tests.peer.cases_longtail import AUTO, NAMED, NO_TOOLS, NONE, REQUIRED, TOOLS, W
 from tests.peer.recorder import CaseSpec, Plain, Probe, from_pieces, main
+from tests.support.vocab import synthetic_longtail as lt
 
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
 HIDE = {"include_reasoning": False}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests import synthetic_inkling, synthetic_k2_horizon, synthetic_muse
 from tests.peer.recorded_models import (
     BF16,
     MARKER_CONFIG,
@@ -26,6 +25,7 @@ from tests.peer.recorded_models import (
     _ids,
     _marker_config,
 )
+from tests.support.vocab import synthetic_inkling, synthetic_k2_horizon, synthetic_muse
 
 
 def inkling() -> Files:

@@ -1,7 +1,7 @@
 """The model folders of vLLM's long-tail tool parsers (vllm-parsers-0.33.md row 24), as
 `recorded_models.py` builds the other recorded families' (it writes these too: `FOLDERS`
-here joins its own). Tokenizers: `tests/synthetic_longtail.py` (the Qwen3 vocabulary with
-the family's markers); templates: `tests/peer/templates/`. Family (reasoning / tools):
+here joins its own). Tokenizers: `tests/support/vocab/synthetic_longtail.py` (the Qwen3 vocabulary
+with the family's markers); templates: `tests/peer/templates/`. Family (reasoning / tools):
 
 - phi4_mini_json (— / phi4_mini_json): Phi-4-mini turns; Phi3ForCausalLM; EOS `<|end|>`.
 - internlm (— / internlm): ChatML with InternLM2's `<|plugin|>` system turn; the
@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests import synthetic_longtail as lt
-from tests.offline_tokenizers import offline_tokenizer_json
 from tests.peer.recorded_models import (
     BF16,
     QWEN_IDS,
@@ -36,6 +34,8 @@ from tests.peer.recorded_models import (
     _marker_config,
     _offline_config,
 )
+from tests.support.vocab import synthetic_longtail as lt
+from tests.support.vocab.offline_tokenizers import offline_tokenizer_json
 
 PLAIN_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
-from tests.offline_tokenizers import offline_tokenizer_json
 from tests.peer.recorded_models import BF16, QWEN_IDS, Files, _files, _offline_config
+from tests.support.vocab.offline_tokenizers import offline_tokenizer_json
 
 _CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **QWEN_IDS, **BF16}
 

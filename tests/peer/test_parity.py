@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.offline_tokenizers import offline_tokenizer
 from tests.peer import cases as C
 from tests.peer import cases_families as F
 from tests.peer import cases_gptoss as G
@@ -26,7 +25,8 @@ from tests.peer import cases_llama as L
 from tests.peer import cases_minimax_m3 as M
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
-from tests.tiktoken_convert import gpt_oss_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 from worker.config import load_registry
 

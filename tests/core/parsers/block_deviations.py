@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.synthetic_inkling import inkling_tokenizer
-from tests.synthetic_k2_horizon import k2_horizon_tokenizer
-from tests.synthetic_muse import muse_tokenizer
+from tests.support.vocab.synthetic_inkling import inkling_tokenizer
+from tests.support.vocab.synthetic_k2_horizon import k2_horizon_tokenizer
+from tests.support.vocab.synthetic_muse import muse_tokenizer
 
 # family → (reasoning parser, tool parser, tokenizer, EOS id), as test_vllm_answers.Family.
 BLOCK_FAMILIES: dict[str, tuple[Any, ...]] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.synthetic_cohere import cohere_tokenizer
+from tests.support.vocab.synthetic_cohere import cohere_tokenizer
 
 EOS = 151673  # <|END_OF_TURN_TOKEN|>
 

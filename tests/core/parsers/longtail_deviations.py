@@ -24,7 +24,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests import synthetic_longtail as lt
+from tests.support.vocab import synthetic_longtail as lt
 
 # family → (reasoning parser, tool parser, tokenizer, EOS id)
 LONGTAIL_FAMILIES: dict[str, tuple[str | None, str, Callable[[], Tokenizer], int]] = {

@@ -20,7 +20,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 
 # The response template transformers ships for Qwen3 (transformers/cli/serving/utils.py,
 # `_RESPONSE_TEMPLATE_FALLBACKS`), as a checkpoint would carry it in tokenizer_config.json.

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
-from tests.synthetic_inkling import inkling_tokenizer
-from tests.synthetic_k2_horizon import k2_horizon_tokenizer
-from tests.synthetic_muse import muse_tokenizer
+from tests.support.vocab.synthetic_inkling import inkling_tokenizer
+from tests.support.vocab.synthetic_k2_horizon import k2_horizon_tokenizer
+from tests.support.vocab.synthetic_muse import muse_tokenizer
 
 _M, _E = "<|message_model|>", "<|end_message|>"
 INKLING_MARKERS = (

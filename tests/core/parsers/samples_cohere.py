@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
-from tests.synthetic_cohere import cohere_tokenizer
+from tests.support.vocab.synthetic_cohere import cohere_tokenizer
 
 ST, ET = "<|START_THINKING|>", "<|END_THINKING|>"
 SR, ER = "<|START_RESPONSE|>", "<|END_RESPONSE|>"

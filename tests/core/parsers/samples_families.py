@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
-from tests import synthetic_families as fam
+from tests.support.vocab import synthetic_families as fam
 
 
 class _Call(Protocol):

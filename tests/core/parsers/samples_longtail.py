@@ -12,8 +12,8 @@ from xml.sax.saxutils import escape
 
 from tokenizers import Tokenizer
 
-from tests import synthetic_longtail as lt
 from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
+from tests.support.vocab import synthetic_longtail as lt
 
 _QUOTE = {'"': "&quot;"}
 

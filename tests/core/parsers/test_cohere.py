@@ -19,7 +19,7 @@ import pytest
 from cohere_melody import PyFilter, PyFilterOptions
 
 from tests.core.parsers.harness import Result, parser, request, tool
-from tests.synthetic_cohere import cohere_tokenizer
+from tests.support.vocab.synthetic_cohere import cohere_tokenizer
 
 TOK = cohere_tokenizer()
 PRESETS = {"cohere_command3": "cmd3", "cohere_command4": "cmd4"}

@@ -1,5 +1,5 @@
 """Baidu ERNIE 4.5 (`ernie45` reasoning and tools) on the Qwen3 vocabulary with ERNIE's
-`<response>` tokens (`tests/synthetic_families.py`). vLLM 0.33.0's own answers are in
+`<response>` tokens (`tests/support/vocab/synthetic_families.py`). vLLM 0.33.0's own answers are in
 vllm_answers/ernie45.jsonl (test_vllm_answers.py); these are the rules behind them, each
 checked whole and in every chunking."""
 
@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_families import ernie45_tokenizer
+from tests.support.vocab.synthetic_families import ernie45_tokenizer
 
 TOOLS = [tool("get_weather", city="string"), tool("get_current_date")]
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'

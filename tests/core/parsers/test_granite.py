@@ -1,7 +1,7 @@
 """IBM Granite 3.x (`granite` reasoning and tools, `granite-20b-fc`) on the Qwen3 vocabulary
-with Granite's markers (`tests/synthetic_families.py`). vLLM 0.33.0's own answers for these
-parsers are in vllm_answers/granite*.jsonl (test_vllm_answers.py); these are the rules
-behind them, each checked whole and in every chunking."""
+with Granite's markers (`tests/support/vocab/synthetic_families.py`). vLLM 0.33.0's own answers for
+these parsers are in vllm_answers/granite*.jsonl (test_vllm_answers.py); these are the rules behind
+them, each checked whole and in every chunking."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_families import granite_tokenizer
+from tests.support.vocab.synthetic_families import granite_tokenizer
 
 TOOLS = [tool("get_weather", city="string", days="integer"), tool("get_current_date")]
 WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'

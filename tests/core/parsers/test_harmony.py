@@ -1,13 +1,13 @@
 """gpt-oss Harmony (`openai_gptoss` reasoning, `openai` tools; vllm-parsers-0.33.md §3.1) on
 gpt-oss's real tokenizer (o200k_harmony, rebuilt id for id from `quicktok-v1`'s ranks:
-tests/tiktoken_convert.py), where every framing marker is one special token.
+tests/support/vocab/tiktoken_convert.py), where every framing marker is one special token.
 
 Two oracles:
 - the table: vLLM 0.33.0's answers for the same token ids (its render server on a gpt-oss
   model folder, `--reasoning-parser openai_gptoss --tool-call-parser openai`), each case
   whole and streamed in 1-token, 3-token, one-record and random chunks;
 - the properties: random Harmony conversations through openai-harmony's own streaming
-  parser, driven as vLLM drives it (tests/harmony_oracle.py).
+  parser, driven as vLLM drives it (tests/support/harmony_oracle.py).
 
 Where vLLM's whole and streamed answers differ we give its whole answer in both (README,
 "Differences from vLLM 0.33": messages joined with "\\n"), and arguments as the model wrote
@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
-from tests import harmony_oracle as oracle
 from tests.core.parsers.harness import Parser, Result, Slot, parser, request, tool
-from tests.tiktoken_convert import gpt_oss_tokenizer
+from tests.support import harmony_oracle as oracle
+from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import feed
 from worker.core.parsers.machine.prose import FRAME_MAX

@@ -1,5 +1,5 @@
 """Tencent HY3 / HY4 (`hy_v3`, `hy_v4` reasoning and tools) on the Qwen 2.5 vocabulary
-with HY's think and tool-call tokens (`tests/synthetic_families.py`, no token suffix).
+with HY's think and tool-call tokens (`tests/support/vocab/synthetic_families.py`, no token suffix).
 vLLM 0.33.0's own answers are in vllm_answers/hy_v3.jsonl and hy_v4.jsonl
 (test_vllm_answers.py); these are the rules behind them, each checked whole and in every
 chunking."""
@@ -12,7 +12,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_families import hy_tokenizer
+from tests.support.vocab.synthetic_families import hy_tokenizer
 
 TOOLS = [
     tool("get_weather", city="string", days="integer", include_hourly="boolean"),
@@ -68,7 +68,7 @@ def test_hy_tags_with_a_checkpoint_suffix_are_found_in_the_vocabulary() -> None:
     """A checkpoint whose HY tags all end in `:<hex>` (`<tool_call:6124c78e>`): the
     formats take the suffix from the tokenizer's added tokens, as vLLM reads it (whole and
     in every chunking); the unsuffixed tags are then plain text."""
-    from tests.synthetic_families import HY_SUFFIX, hy_suffix_tokenizer
+    from tests.support.vocab.synthetic_families import HY_SUFFIX, hy_suffix_tokenizer
 
     tok = hy_suffix_tokenizer()
     text = "R</think>" + block("<tool_sep>")

@@ -1,6 +1,6 @@
 """Inkling (`inkling` reasoning and tools, typed blocks; vllm-parsers-0.33.md row 21) on
 the real Qwen3 vocabulary with Inkling's block tokens added as special tokens
-(tests/synthetic_inkling.py; no Inkling tokenizer is obtainable offline).
+(tests/support/vocab/synthetic_inkling.py; no Inkling tokenizer is obtainable offline).
 
 The expected values follow vLLM 0.33.0's answers for the same ids (the probe's cases are
 pinned in test_vllm_answers.py); these add the prompt's part, the bounds and the switches.
@@ -16,7 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_inkling import inkling_tokenizer
+from tests.support.vocab.synthetic_inkling import inkling_tokenizer
 from worker.core.parsers.machine import prose
 
 M, TH, TX = "<|message_model|>", "<|content_thinking|>", "<|content_text|>"

@@ -1,6 +1,6 @@
 """K2 Horizon (`k2_horizon` reasoning and tools; vllm-parsers-0.33.md row 22) on the real
-Qwen3 vocabulary with K2 Horizon's `<ifm|…>` markers added (tests/synthetic_k2_horizon.py;
-no K2 Horizon tokenizer is obtainable offline).
+Qwen3 vocabulary with K2 Horizon's `<ifm|…>` markers added
+(tests/support/vocab/synthetic_k2_horizon.py; no K2 Horizon tokenizer is obtainable offline).
 
 The expected values follow vLLM 0.33.0's answers for the same ids (the probe's cases are
 pinned in test_vllm_answers.py); these add the prompt's part and the switches. Each case
@@ -16,7 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_k2_horizon import k2_horizon_tokenizer
+from tests.support.vocab.synthetic_k2_horizon import k2_horizon_tokenizer
 
 TS, TE = "<ifm|think>", "</ifm|think>"
 GS, GE = "<ifm|tool_calls>", "</ifm|tool_calls>"

@@ -1,7 +1,7 @@
 """Kimi K3 (`kimi_k3` reasoning and tools, XTML; vllm-parsers-0.33.md §3.4) on a real base
 vocabulary with K3's `<|open|>`, `<|close|>`, `<|sep|>` added as special tokens
-(tests/synthetic_tokenizers.py; no K3 tokenizer is obtainable offline). Channel and tag
-names are text, so every marker is several tokens, matched on text as vLLM matches them.
+(tests/support/vocab/synthetic_tokenizers.py; no K3 tokenizer is obtainable offline). Channel and
+tag names are text, so every marker is several tokens, matched on text as vLLM matches them.
 
 Expected values are vLLM 0.33.0's answers for the same ids (all probe cases are pinned in
 test_vllm_answers.py); each case here runs whole and streamed in 1-token, 3-token,
@@ -17,7 +17,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_tokenizers import kimi_k3_tokenizer
+from tests.support.vocab.synthetic_tokenizers import kimi_k3_tokenizer
 
 OP, C, S = "<|open|>", "<|close|>", "<|sep|>"
 TOOLS = [tool("get_weather", city="string", days="integer"), tool("calc", x="number")]

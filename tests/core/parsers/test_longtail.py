@@ -9,8 +9,8 @@ import functools
 import pytest
 from tokenizers import Tokenizer
 
-from tests import synthetic_longtail as lt
 from tests.core.parsers.harness import Parser, parser, request
+from tests.support.vocab import synthetic_longtail as lt
 
 TOOLS = ["get_weather", "f"]
 

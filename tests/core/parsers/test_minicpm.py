@@ -13,7 +13,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import Parser, expect, parser, request, tool
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers.arguments.held import HOLD_MAX
 from worker.core.parsers.language.state import Unescape
 from worker.core.parsers.machine import escapes

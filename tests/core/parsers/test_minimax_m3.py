@@ -18,7 +18,7 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import Slot, expect, merge, parser, request, tool
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import ToolCallArgs, feed
 from worker.core.parsers.arguments import elements

@@ -1,6 +1,6 @@
 """Meta Muse (`muse`, its alias `musespark1x`, `muse_glimmer`; vllm-parsers-0.33.md row 11)
 on the real Qwen3 vocabulary with Muse's framing tokens added as special tokens
-(tests/synthetic_muse.py; no Muse tokenizer is obtainable offline).
+(tests/support/vocab/synthetic_muse.py; no Muse tokenizer is obtainable offline).
 
 The expected values follow vLLM 0.33.0's answers for the same ids (the probe's cases are
 pinned in test_vllm_answers.py); these add the bounds and the name rules. Each case runs
@@ -16,7 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_muse import muse_tokenizer
+from tests.support.vocab.synthetic_muse import muse_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 from worker.core.parsers.machine import prose
 

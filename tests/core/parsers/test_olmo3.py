@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_families import olmo3_tokenizer
+from tests.support.vocab.synthetic_families import olmo3_tokenizer
 
 TOOLS = [tool("get_weather", city="string", days="integer"), tool("get_current_date")]
 CALL = "<function_calls>get_weather(city='Paris')</function_calls>"

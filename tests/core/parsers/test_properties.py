@@ -27,7 +27,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests import synthetic_tokenizers
 from tests.core.parsers.harness import Parser, Result, deepseek_tokenizer, merge, request
 from tests.core.parsers.samples import (
     MARKER_TOKENIZERS,
@@ -43,7 +42,8 @@ from tests.core.parsers.samples_blocks import BLOCK_TOKENIZERS
 from tests.core.parsers.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.samples_families import FAMILY_TOKENIZERS
 from tests.core.parsers.samples_longtail import LONGTAIL_TOKENIZERS
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab import synthetic_tokenizers
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser
 from worker.core.parsers.families.response_template import template_formats
 from worker.core.parsers.language.state import Unescape

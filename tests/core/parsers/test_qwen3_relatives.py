@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 
 TOOLS = [tool("get_weather", city="string", days="integer")]
 PROMPT = "<|im_start|>assistant\n"

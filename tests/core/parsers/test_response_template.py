@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import Parser, expect, request, tool
 from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import compile_parser
 from worker.core.parsers.families.response_template import TemplateError
 
@@ -133,7 +133,7 @@ def test_the_registry_reads_the_template_beside_the_tokenizer(tmp_path: Any) -> 
     refuses the model at start-up, as vLLM refuses to start."""
     import json
 
-    from tests.offline_tokenizers import offline_tokenizer_json
+    from tests.support.vocab.offline_tokenizers import offline_tokenizer_json
     from worker.config import ConfigError, load_registry
 
     (tmp_path / "tokenizer.json").write_text(offline_tokenizer_json("qwen-3"))

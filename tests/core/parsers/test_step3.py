@@ -1,5 +1,5 @@
 """StepFun Step-3 (`step3` reasoning and tools) on the Qwen3 vocabulary with Step-3's
-markers (`tests/synthetic_families.py`). vLLM 0.33.0's own answers are in
+markers (`tests/support/vocab/synthetic_families.py`). vLLM 0.33.0's own answers are in
 vllm_answers/step3.jsonl (test_vllm_answers.py); these are the rules behind them, each
 checked whole and in every chunking."""
 
@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.harness import expect, parser, request, tool
-from tests.synthetic_families import step3_tokenizer
+from tests.support.vocab.synthetic_families import step3_tokenizer
 
 TOOLS = [
     tool("get_weather", city="string", days="integer", include_hourly="boolean"),

@@ -68,15 +68,15 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests import synthetic_families as synth_families
-from tests import synthetic_tokenizers as synth
 from tests.core.parsers.block_deviations import BLOCK_DEVIATIONS, BLOCK_FAMILIES
 from tests.core.parsers.cohere_deviations import COHERE_DEVIATIONS, COHERE_FAMILIES
 from tests.core.parsers.family_deviations import FAMILY_DEVIATIONS
 from tests.core.parsers.harness import Result, merge, parser, request
 from tests.core.parsers.longtail_deviations import LONGTAIL_DEVIATIONS, LONGTAIL_FAMILIES
 from tests.core.parsers.minicpm_deviations import MINICPM_DEVIATIONS, MINICPM_FAMILIES
-from tests.offline_tokenizers import offline_tokenizer
+from tests.support.vocab import synthetic_families as synth_families
+from tests.support.vocab import synthetic_tokenizers as synth
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
 
 HERE = Path(__file__).parent / "vllm_answers"
