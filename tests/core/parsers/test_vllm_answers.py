@@ -13,9 +13,9 @@ vLLM rendered itself), and vLLM's `whole` and `stream` answers (content, reasoni
 calls without their random ids, finish reason).
 
 The model folders (no weights: the render server only renders, tokenizes and parses) are
-built by `tests/peer/recorded_models.py` (`tests/peer/setup_peer.sh` writes them next to
+built by `tests/peer/recorded/recorded_models.py` (`tests/peer/setup_peer.sh` writes them next to
 the other peer folders; minimax_m3's is the MiniMax M3 parity folder), and `make parity`
-runs every case here against vLLM again (`tests/peer/test_recorded.py`: the same prompt,
+runs every case here against vLLM again (`tests/peer/recorded/test_recorded.py`: the same prompt,
 the same answers, and ours checked by `check_answer` against the live ones). Family
 (reasoning / tools): tokenizer, whose ids are the ones used here; template; config
 architecture:
@@ -112,7 +112,7 @@ FAMILIES: dict[str, Family] = {
     "llama4_pythonic": Family(None, "llama4_pythonic", synth.llama4_tokenizer, 128261),
     "llama4_json": Family(None, "llama4_json", synth.llama4_tokenizer, 128261),
     # Granite 3.x, one folder (granite / granite; none / granite-20b-fc; probed 2026-12-02 by
-    # tests/peer/probe_answers.py): `granite_tokenizer()`; Granite 3 role turns;
+    # tests/peer/probes/probe_answers.py): `granite_tokenizer()`; Granite 3 role turns;
     # GraniteForCausalLM; EOS `<|end_of_text|>`.
     "granite": Family("granite", "granite", synth_families.granite_tokenizer, 151671),
     "granite_20b_fc": Family(None, "granite-20b-fc", synth_families.granite_tokenizer, 151671),
@@ -563,7 +563,7 @@ def _shown(r: Result | Want) -> dict[str, Any]:
 
 def check_answer(family: str, case: dict[str, Any]) -> None:
     """Our answer to a case against vLLM's answers in it (`whole`, `stream`: the recorded
-    ones here, the live ones in tests/peer/test_recorded.py): our whole answer is vLLM's
+    ones here, the live ones in tests/peer/recorded/test_recorded.py): our whole answer is vLLM's
     whole one, or what DEVIATIONS says instead; our streams, in 1-token and in random
     chunks, say what our whole answer says. An AssertionError says what differs."""
     fam = FAMILIES[family]
