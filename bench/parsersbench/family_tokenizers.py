@@ -97,7 +97,7 @@ def _llama32() -> Tokenizer:
 
 def _marker(kind: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
-        from tests.core.parsers import harness
+        from tests.core.parsers.shared import harness
 
         special = {"kimi": harness.KIMI_SPECIAL, "mistral": harness.MISTRAL_SPECIAL}[kind]
         return harness.marker_tokenizer(special=special)

@@ -17,8 +17,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.core.parsers.samples import SETUPS, chat_request
-from tests.core.parsers.test_properties import PIECES, _tokenizer, conversations
+from tests.core.parsers.properties.test_properties import PIECES, _tokenizer, conversations
+from tests.core.parsers.shared.samples import SETUPS, chat_request
 from tests.support.helpers import Run
 from worker.core.model import Model, Registry
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import (
+from tests.core.parsers.shared.harness import (
     KIMI_SPECIAL,
     LLAMA_SPECIAL,
     MISTRAL_OLD_SPECIAL,

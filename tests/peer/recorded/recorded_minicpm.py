@@ -11,14 +11,14 @@ Folder (reasoning / tools):
 - minicpm5 (— / minicpm5): ChatML with the tools in the system turn (`minicpm5.jinja`).
 - template (hf / hf, beam / beam): as minicpmv's, plus `response_template` in
   tokenizer_config.json: the Qwen3 template transformers ships
-  (`tests/core/parsers/minicpm_deviations.QWEN3_TEMPLATE`).
+  (`tests/core/parsers/recorded/minicpm_deviations.QWEN3_TEMPLATE`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.core.parsers.minicpm_deviations import QWEN3_TEMPLATE
+from tests.core.parsers.recorded.minicpm_deviations import QWEN3_TEMPLATE
 from tests.peer.recorded.recorded_models import BF16, QWEN_IDS, Files, _files, _offline_config
 from tests.support.vocab.offline_tokenizers import offline_tokenizer_json
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.test_vllm_answers import (
+from tests.core.parsers.recorded.test_vllm_answers import (
     DEVIATIONS,
     FAMILIES,
     check_answer,
