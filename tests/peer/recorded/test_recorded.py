@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from tokenizers import Tokenizer
 
+from tests.core.parsers.recorded.families import DEVIATIONS, FAMILIES
 from tests.core.parsers.recorded.test_vllm_answers import (
-    DEVIATIONS,
-    FAMILIES,
     check_answer,
     missing_parsers,
     recorded_cases,
