@@ -1,5 +1,5 @@
 """Logprobs through `step`, as data tables: resolution, byte-fallback repair, shapes,
-per-request limits, hidden tokens, and every kind of bad payload.
+per-request limits and hidden tokens; every kind of bad payload is in test_logprobs_payloads.py.
 
 Numbers in docstrings refer to reference/vllm-derender-behaviors.md §4.
 """
@@ -9,135 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import Tokenizer
 
-from tests.support.helpers import Run, chunk, end, registry
-from worker.core.model import Model, Registry
+from tests.core import logprob_builders
+from tests.core.logprob_builders import (
+    CHAT_LP,
+    chat_content,
+    completion_lp,
+    entries,
+    entry,
+    errors,
+    ids_of,
+    lp_chunk,
+)
+from tests.support.helpers import Run, registry
+from worker.core.model import Registry
+
+reg = logprob_builders.reg  # the shared fixture
+breg = logprob_builders.breg  # the shared fixture
+bytes_tok = logprob_builders.bytes_tok  # the shared fixture (breg takes it)
+
 
 SHAPES = ["A", "B"]
-
-
-# -- builders shared by the logprob, echo and response tests ---------------------------
-
-
-def _gpt2_bytes() -> dict[int, str]:
-    """GPT-2's byte → printable character table (what a ByteLevel vocabulary spells)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars, strict=True)}
-
-
-def byte_tokenizer() -> Tokenizer:
-    """vLLM's Rust test tokenizer: token id = UTF-8 byte value, `<bos>` = 256 (added with
-    special tokens). No merges, so every byte of every character is its own token."""
-    table = _gpt2_bytes()
-    tok = Tokenizer(models.BPE({table[b]: b for b in range(256)}, []))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(["<bos>"])
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", special_tokens=[("<bos>", 256)]
-    )
-    return tok
-
-
-@pytest.fixture(scope="module")
-def bytes_tok() -> Tokenizer:
-    return byte_tokenizer()
-
-
-def entry(
-    tid: int, logprob: float, top: list[tuple[int, float]] | None = None, shape: str = "B"
-) -> dict[str, Any]:
-    """One generate logprob entry in shape A (placeholder) or B (integer id)."""
-    e: dict[str, Any] = (
-        {"token": f"token_id:{tid}", "logprob": logprob, "bytes": None}
-        if shape == "A"
-        else {"token_id": tid, "logprob": logprob, "rank": 1}
-    )
-    if top is not None:
-        e["top_logprobs"] = [entry(c, lp, None, shape) for c, lp in top]
-    return e
-
-
-def entries(ids: list[int], shape: str = "B", cands: list[int] | None = None) -> list[Any]:
-    """Entries for `ids`: logprob -0.5 - i/10, candidates = the sampled id, then `cands`."""
-    return [
-        entry(
-            t,
-            -0.5 - i / 10,
-            [(t, -0.5 - i / 10)] + [(c, -3.0 - k) for k, c in enumerate(cands or [])],
-            shape,
-        )
-        for i, t in enumerate(ids)
-    ]
-
-
-def lp_chunk(
-    rid: str,
-    seq: int,
-    ids: list[int],
-    content: list[Any] | None,
-    finish: str | None = None,
-    index: int = 0,
-    **top: Any,
-) -> dict[str, Any]:
-    rec = chunk(rid, seq, ids, finish, index=index, **top)
-    rec["generate_chunk"]["choices"][0]["logprobs"] = {"content": content}
-    return rec
-
-
-def ids_of(tok: Tokenizer, text: str) -> list[int]:
-    return list(tok.encode(text, add_special_tokens=False).ids)
-
-
-def chat_content(run: Run, index: int = 0) -> list[dict[str, Any]]:
-    """Every chat logprob entry streamed for one choice, in order."""
-    got: list[dict[str, Any]] = []
-    for v in run.values("chunk"):
-        for c in v["choices"]:
-            if c["index"] == index and c["logprobs"] is not None:
-                got += c["logprobs"]["content"]
-    return got
-
-
-def completion_lp(run: Run, index: int = 0) -> dict[str, list[Any]]:
-    """The streamed completion logprobs of one choice, concatenated."""
-    got: dict[str, list[Any]] = {
-        "text_offset": [],
-        "token_logprobs": [],
-        "tokens": [],
-        "top_logprobs": [],
-    }
-    for v in run.values("chunk"):
-        for c in v["choices"]:
-            if c["index"] == index and c["logprobs"] is not None:
-                for k in got:
-                    got[k] += c["logprobs"][k]
-    return got
-
-
-def errors(run: Run) -> list[dict[str, Any]]:
-    return [v["error"] for v in run.values("error")]
-
-
-@pytest.fixture
-def reg(deepseek: Tokenizer) -> Registry:
-    return registry(deepseek, name="deepseek-v4", max_model_len=64, max_logprobs=5)
-
-
-@pytest.fixture
-def breg(bytes_tok: Tokenizer) -> Registry:
-    return registry(bytes_tok, name="render-model", max_model_len=128, max_logprobs=20)
-
-
-CHAT_LP = {"logprobs": True, "top_logprobs": 5}
 
 
 # -- resolution -------------------------------------------------------------------------
@@ -413,136 +306,6 @@ def test_tokens_after_a_stop_string_are_hidden(reg: Registry, deepseek: Tokenize
     assert run.text() == "Answer "
     assert "".join(tokens).endswith("STOP") and "".join(tokens).startswith("Answer")
     assert len(tokens) < len(ids)
-
-
-# -- bad payloads ----------------------------------------------------------------------------
-
-
-def _mutate(path: str, value: Any) -> Any:
-    def apply(content: list[Any]) -> list[Any]:
-        target: Any = content
-        keys = path.split(".")
-        for key in keys[:-1]:
-            target = target[int(key)] if key.isdigit() else target[key]
-        last = keys[-1]
-        if value is _DELETE:
-            del target[last]
-        elif last.isdigit():
-            target[int(last)] = value
-        else:
-            target[last] = value
-        return content
-
-    return apply
-
-
-_DELETE = object()
-
-
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [
-        (_mutate("0.token_id", _DELETE), "has neither `token` and `token_id`"),
-        (_mutate("0.token", "token_id:19923"), "has both `token` and `token_id`"),
-        (
-            _mutate("0.top_logprobs.1.token_id", 10**7),
-            "token_id 10000000 is outside the vocabulary",
-        ),
-        (_mutate("0.token_id", 11), "names token 11 but token_ids[0] is 19923"),
-        (
-            lambda content: [*content, {"token_id": 11, "logprob": -1.0}],
-            "logprobs.content length (2) in choice 0 does not match its token_ids length (1)",
-        ),
-        (
-            _mutate("0.top_logprobs.0.top_logprobs", [{"token_id": 1, "logprob": -1.0}]),
-            "has its own top_logprobs",
-        ),
-    ],
-)
-def test_bad_shape_b_payloads_fail_the_request(reg: Registry, mutate: Any, message: str) -> None:
-    content = mutate([entry(19923, -0.1, [(19923, -0.1), (11, -2.0)])])
-    _assert_fails_before_decoding(reg, content, message)
-
-
-@pytest.mark.parametrize(
-    ("token", "message"),
-    [
-        ("token_id:", "is not a `token_id:N` placeholder"),
-        ("token_id: 7", "is not a `token_id:N` placeholder"),
-        ("token_id:+7", "is not a `token_id:N` placeholder"),
-        ("token_id:٧", "is not a `token_id:N` placeholder"),
-        ("token_id:129280", "token id 129280 is outside the vocabulary [0, 129280)"),
-    ],
-)
-def test_bad_placeholders_fail_the_request(reg: Registry, token: str, message: str) -> None:
-    content = [entry(19923, -0.1, [(19923, -0.1)], "A")]
-    content[0]["top_logprobs"][0]["token"] = token
-    _assert_fails_before_decoding(reg, content, message)
-
-
-def test_bounds_on_logprobs(reg: Registry) -> None:
-    """93, 94: content over max_model_len, candidates over max_logprobs."""
-    many = [entry(19923, -0.1, [(19923, -0.1)] * 6)]
-    _assert_fails_before_decoding(
-        reg, many, "top_logprobs count (6) in choice 0 exceeds max_logprobs (5)"
-    )
-    long = [entry(19923, -0.1)] * 65
-    _assert_fails_before_decoding(
-        reg,
-        long,
-        "logprobs.content length (65) in choice 0 exceeds max_model_len (64)",
-        ids=[19923] * 64,
-    )
-
-
-def test_a_bad_payload_fails_even_when_logprobs_were_not_asked(reg: Registry) -> None:
-    content = [{"logprob": -0.1}]
-    _assert_fails_before_decoding(reg, content, "has neither", request={})
-
-
-def _assert_fails_before_decoding(
-    reg: Registry,
-    content: list[Any],
-    message: str,
-    ids: list[int] | None = None,
-    request: dict[str, Any] | None = None,
-) -> None:
-    run = Run(reg)
-    run.feed(chunk("r", 0, [], chat_request=CHAT_LP if request is None else request))
-    with pytest.MonkeyPatch.context() as mp:
-
-        def boom(self: Model, *args: Any) -> None:
-            raise AssertionError("tokenizer used before the logprobs were checked")
-
-        mp.setattr(Model, "detokenizer", boom)
-        mp.setattr(Model, "resolver", boom)
-        run.feed(lp_chunk("r", 1, ids or [19923], content))
-    (err,) = errors(run)
-    assert err["code"] == "invalid_request_error"
-    assert err["param"] == "logprobs"
-    assert message in err["message"]
-    run.feed(end("r", 2))
-    assert run.values()[-1] == "[DONE]"
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        [{"token_id": 19923}],  # no logprob
-        [{"token_id": 19923, "logprob": "high"}],
-        [{"token_id": 19923, "logprob": -0.1, "top_logprobs": {"19923": -0.1}}],
-        {"token_id": 19923, "logprob": -0.1},  # not a list
-    ],
-)
-def test_malformed_logprobs_are_schema_errors(reg: Registry, bad: Any) -> None:
-    """Wrong types (a missing logprob, a dict of candidates) do not match the record
-    schema: dead-lettered, and the request gets an error."""
-    run = Run(reg)
-    run.feed(lp_chunk("r", 0, [19923], bad))
-    assert len(run.dead) == 1
-    (err,) = errors(run)
-    assert err["code"] == "invalid_record"
-    assert "logprobs" in err["message"]
 
 
 def test_an_unfinished_character_at_the_end_goes_onto_the_last_token(

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tests.core.logprob_builders import chat_content, completion_lp, entry, lp_chunk
 from tests.core.test_detokenize import (
     PIECES,
     REPLACEMENT_CHAR,
@@ -24,7 +25,6 @@ from tests.core.test_detokenize import (
     shows_one_shot,
     split,
 )
-from tests.core.test_logprobs import chat_content, completion_lp, entry, lp_chunk
 from tests.support.helpers import Run, end, registry
 from worker.core.logprobs import Position, Resolver
 
