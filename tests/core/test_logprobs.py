@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core import logprob_builders
 from tests.core.logprob_builders import (
     CHAT_LP,
     chat_content,
@@ -22,13 +21,11 @@ from tests.core.logprob_builders import (
     ids_of,
     lp_chunk,
 )
+from tests.core.logprob_builders import breg as breg  # (the fixture)
+from tests.core.logprob_builders import bytes_tok as bytes_tok  # (the fixture)
+from tests.core.logprob_builders import reg as reg  # (the fixture)
 from tests.support.helpers import Run, registry
 from worker.core.model import Registry
-
-reg = logprob_builders.reg  # the shared fixture
-breg = logprob_builders.breg  # the shared fixture
-bytes_tok = logprob_builders.bytes_tok  # the shared fixture (breg takes it)
-
 
 SHAPES = ["A", "B"]
 

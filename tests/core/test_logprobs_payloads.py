@@ -10,13 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.core import logprob_builders
 from tests.core.logprob_builders import CHAT_LP, entry, errors, lp_chunk
+from tests.core.logprob_builders import reg as reg  # (the fixture)
 from tests.support.helpers import Run, chunk, end
 from worker.core.model import Model, Registry
-
-reg = logprob_builders.reg  # the shared fixture
-
 
 # -- bad payloads ----------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.shared import tool_cases
 from tests.core.parsers.shared.harness import (
     LLAMA_SPECIAL,
     MISTRAL_OLD_SPECIAL,
@@ -30,9 +29,7 @@ from tests.core.parsers.shared.harness import (
     request,
 )
 from tests.core.parsers.shared.tool_cases import NS, Case, S, check
-
-qwen_tok = tool_cases.qwen_tok  # the shared fixture
-
+from tests.core.parsers.shared.tool_cases import qwen_tok as qwen_tok  # (the fixture)
 
 # -- §5.5 hermes -----------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.shared import tool_cases
 from tests.core.parsers.shared.harness import (
     KIMI_SPECIAL,
     marker_tokenizer,
@@ -25,9 +24,7 @@ from tests.core.parsers.shared.harness import (
     tool,
 )
 from tests.core.parsers.shared.tool_cases import CHARS, NS, Case, S, check
-
-qwen_tok = tool_cases.qwen_tok  # the shared fixture
-
+from tests.core.parsers.shared.tool_cases import qwen_tok as qwen_tok  # (the fixture)
 
 # -- §5.9 DeepSeek V3 / V3.1 (the real DeepSeek tokenizer has these markers) ---------------
 
