@@ -7,8 +7,8 @@ records and the commits must give, and from a consumer of the group
 KEDA v2.21's scaler itself (/work/shared/reference/keda-hpa.md), and
 `test_the_same_total_as_kedas_scaler` asks KEDA's scaler again when its program is built
 (`DERENDER_KEDALAG`). Transactions, DeleteRecords and a paused broker need Apache Kafka,
-so those cases are skipped on tansu. The rest of the file (the lag rule and the gauges)
-needs no server.
+so those cases are skipped on tansu. The lag rule and the gauges, which need no server,
+are in test_kafka_lag_rule.py.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from tests.support.server_fixtures import TANSU, apache_required, kafka_plan
 from tests.support.servers import create_topics
-from worker.adapters.broker.kafka_lag import GroupLag, lag_from
+from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.local.embedded import free_port
 from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError
-from worker.observe.metrics import Metrics
 
 integration = pytest.mark.integration
 
@@ -479,60 +478,3 @@ def test_a_broker_that_stops_answering_gives_nothing_then_lag_again(
             await lag.close()
 
     asyncio.run(scenario())
-
-
-# -- the rule and the gauges, no server ----------------------------------------------------
-
-
-def test_lag_rule() -> None:
-    ends = {0: 10, 1: 10, 2: 10, 3: 0}
-    committed = {0: 4, 1: -1, 2: 12}  # 3 is missing: never committed either
-    starts = {1: 3, 3: 0}
-    # Committed past the end: negative, not clamped, as KEDA sums it.
-    assert lag_from(ends, committed, starts) == {0: 6, 1: 7, 2: -2, 3: 0}
-    assert lag_from(ends, committed, starts, "latest") == {0: 6, 1: 1, 2: -2, 3: 1}
-    # Never committed, the log start past a stale end (retention between the two
-    # requests): 0, as KEDA clamps it.
-    assert lag_from({0: 5}, {}, {0: 9}) == {0: 0}
-
-
-def test_the_runners_call_is_accepted() -> None:
-    """worker/run/runner.py passes read_committed=exactly_once: accepted, and it changes
-    nothing (the end is the high watermark under both guarantees)."""
-    lag = GroupLag("localhost:9092", "g", "t", read_committed=True, reset="latest")
-    assert lag.reset == "latest" and not hasattr(lag, "read_committed")
-
-
-def test_reset_must_be_known() -> None:
-    with pytest.raises(ValueError, match="reset"):
-        GroupLag("localhost:9092", "g", "t", read_committed=False, reset="none")  # type: ignore[arg-type]
-
-
-def _series(metrics: Metrics, name: str) -> dict[str, float]:
-    return {
-        s.labels.get("partition", ""): s.value
-        for family in metrics.registry.collect()
-        for s in family.samples
-        if s.name == name
-    }
-
-
-def test_group_lag_gauges() -> None:
-    m = Metrics()
-    assert _series(m, "derender_group_lag") == {}
-    assert _series(m, "derender_group_lag_sum") == {"": 0.0}
-    m.set_group_lag({0: 5, 1: 0, 2: 3})
-    assert _series(m, "derender_group_lag") == {"0": 5.0, "1": 0.0, "2": 3.0}
-    assert _series(m, "derender_group_lag_sum") == {"": 8.0}
-    # A partition missing from the next sample loses its series.
-    m.set_group_lag({0: 1, 2: 2})
-    assert _series(m, "derender_group_lag") == {"0": 1.0, "2": 2.0}
-    assert _series(m, "derender_group_lag_sum") == {"": 3.0}
-    m.forget_group_lag("2")
-    m.forget_group_lag("7")  # never had one
-    assert _series(m, "derender_group_lag") == {"0": 1.0}
-    m.set_group_lag({})
-    assert _series(m, "derender_group_lag") == {}
-    assert _series(m, "derender_group_lag_sum") == {"": 0.0}
-    # The consumer's own lag gauges are separate.
-    assert _series(m, "derender_consumer_lag") == {}
