@@ -17,135 +17,60 @@ Generated from a fixed seed, like cases.py; every case name starts `gptoss-`.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOL_CHOICES, TOOLS, Builder
-from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS, mark_specials
-from tests.peer.drive import GPTOSS_MODEL, Case, Gen
+from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOLS, Builder
+from tests.peer.cases.cases_gptoss_harmony import (
+    ALTERNATIVES,
+    END,
+    ENDOFPROMPT,
+    GPTOSS_EOS,
+    GPTOSS_TOKENIZER,
+    JSON_CT,
+    NAMED,
+    NEXT,
+    ON,
+    REASONING,
+    REPORTED,
+    RETURN,
+    SEED,
+    SERVERS,
+    _case,
+    _text,
+    analysis,
+    args_text,
+    call,
+    calls,
+    chat_request,
+    completion_request,
+    final,
+    gen,
+    harmony,
+    msg,
+    preamble,
+)
+from tests.peer.cases.cases_gptoss_tools import _completion, _errors, _tool_choice, _tools, _typed
+from tests.peer.cases.families.cases_families import mark_specials
+from tests.peer.drive import Case, Gen
 
-SEED = 20261206
-PEER_HOME = Path(os.environ.get("DERENDER_PEER_HOME", Path.home() / ".cache" / "derender-peer"))
-# The tokenizer.json in vLLM's model folder; our registry reads the same file.
-GPTOSS_TOKENIZER = PEER_HOME / "models" / "gptoss" / "tokenizer.json"
-
-ON = "gptoss-on"  # openai_gptoss + openai
-REASONING = "gptoss-reasoning"  # openai_gptoss only
-SERVERS = (ON, REASONING)
-
-STARTOFTEXT = 199998
-ENDOFTEXT = 199999  # the pad token; a generation-config EOS
-RETURN = 200002  # <|return|>: tokenizer_config's eos_token, vLLM's primary EOS
-CONSTRAIN = 200003
-CHANNEL = 200005
-START = 200006
-END = 200007
-MESSAGE = 200008
-CALL = 200012  # <|call|>: a generation-config EOS
-ENDOFPROMPT = 200018  # <|endofprompt|> (openai-harmony names it <|reserved_200018|>)
-RESERVED = 200013  # <|reserved_200013|>
-# vLLM's EOS ids, primary first (the model folder's generation_config.json).
-GPTOSS_EOS = (RETURN, ENDOFTEXT, CALL)
-# The stop_reason the engine reports for each EOS id (None for the primary).
-REPORTED = {RETURN: None, ENDOFTEXT: ENDOFTEXT, CALL: CALL}
-
-# Logprob candidates: words, a space, lone UTF-8 bytes (CJK and emoji lead bytes), a JSON
-# opener, 你.
-ALTERNATIVES = (13225, 290, 220, 11, 13, 162, 172, 253, 10848, 12370)
-
-NEXT = "<|start|>assistant"
-MESSAGES = [{"role": "user", "content": "Say hello"}]
-JSON_CT = " <|constrain|>json"
-NAMED = {"type": "function", "function": {"name": "get_weather"}}
-
-
-def chat_request(**kw: Any) -> dict[str, Any]:
-    return {"model": GPTOSS_MODEL, "messages": MESSAGES, **kw}
-
-
-def completion_request(**kw: Any) -> dict[str, Any]:
-    return {"model": GPTOSS_MODEL, "prompt": "Once upon a time", **kw}
-
-
-# --------------------------------------------------------------------------- Harmony text
-
-
-def msg(
-    channel: str,
-    body: str,
-    *,
-    to: str | None = None,
-    ctype: str = "",
-    end: str = "<|end|>",
-    to_first: bool = False,
-) -> str:
-    """One message after its `<|start|>assistant`: the header (the recipient after the
-    channel, or before it with `to_first`), `<|message|>`, the body, the end marker."""
-    if to is not None and to_first:
-        head = f" to={to}<|channel|>{channel}{ctype}"
-    else:
-        head = f"<|channel|>{channel}" + (f" to={to}" if to is not None else "") + ctype
-    return f"{head}<|message|>{body}{end}"
-
-
-def harmony(*messages: str) -> str:
-    """Messages as one output: the first's `<|start|>assistant` is the prompt's end."""
-    return NEXT.join(messages)
-
-
-def analysis(text: str) -> str:
-    return msg("analysis", text)
-
-
-def final(text: str, end: str = "<|return|>") -> str:
-    return msg("final", text, end=end)
-
-
-def preamble(text: str) -> str:
-    return msg("commentary", text)
-
-
-def args_text(args: Any, compact: bool = True) -> str:
-    """Arguments as gpt-oss writes them (compact, non-ASCII as is), or as vLLM's whole
-    response re-serializes them (`json.dumps` defaults)."""
-    if compact:
-        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-    return json.dumps(args)
-
-
-def call(
-    name: str,
-    args: Any,
-    *,
-    ctype: str = JSON_CT,
-    end: str = "<|call|>",
-    to_first: bool = False,
-    prefix: str = "functions.",
-) -> str:
-    body = args if isinstance(args, str) else args_text(args)
-    return msg("commentary", body, to=prefix + name, ctype=ctype, end=end, to_first=to_first)
-
-
-def calls(items: Sequence[tuple[str, Any]]) -> list[str]:
-    """One call message per item; each but the last ends `<|end|>` (the engine stops at
-    `<|call|>`), the last `<|call|>`."""
-    return [
-        call(n, a, end="<|call|>" if k == len(items) - 1 else "<|end|>")
-        for k, (n, a) in enumerate(items)
-    ]
-
-
-def gen(ids: list[int], finish: str = "stop", **kw: Any) -> Gen:
-    """A choice; finishing "stop" on an EOS id, its stop_reason as the engine reports it."""
-    if finish == "stop" and "stop_reason" not in kw and ids and ids[-1] in REPORTED:
-        kw["stop_reason"] = REPORTED[ids[-1]]
-    return Gen(ids, finish, **kw)
+# What the other modules read here (`G.…`): the Harmony text helpers and constants live in
+# cases_gptoss_harmony.py, the tool groups in cases_gptoss_tools.py.
+__all__ = [
+    "ALTERNATIVES",
+    "END",
+    "GPTOSS_EOS",
+    "GPTOSS_TOKENIZER",
+    "NAMED",
+    "REPORTED",
+    "SERVERS",
+    "args_text",
+    "build",
+    "chat_request",
+    "harmony",
+    "msg",
+]
 
 
 def build(tok: Tokenizer) -> list[Case]:
@@ -168,31 +93,6 @@ def build(tok: Tokenizer) -> list[Case]:
     for case in b.cases:
         mark_specials(case, tok)
     return b.cases
-
-
-def _case(
-    name: str,
-    server: str,
-    req: dict[str, Any],
-    gens: list[Gen],
-    shape: str | None = None,
-    api: str = "chat",
-) -> Case:
-    case = Case(f"gptoss-{name}", server, api, False, req, [gens])
-    if shape is not None:
-        case.extra["shape"] = shape
-    return case
-
-
-def _text(
-    b: Builder, name: str, server: str, text: str, how: str | int = "random", **kw: Any
-) -> None:
-    """A case of one Harmony text (finish "stop" when it ends on an EOS id, else
-    "length"), streamed and whole."""
-    ids = b.ids(text)
-    finish = "stop" if ids and ids[-1] in REPORTED else "length"
-    shape = kw.pop("shape", None)
-    b.both(_case(name, server, chat_request(**kw), [gen(ids, finish)], shape), how)
 
 
 # --------------------------------------------------------------------------- groups
@@ -492,122 +392,3 @@ def _logprobs(b: Builder) -> None:
     lp = [{"token_id": t, "logprob": -0.25} for t in ids]
     req = chat_request(logprobs=True)
     b.both(_case("logprobs-no-top", ON, req, [gen(ids, logprobs=lp)]), 2)
-
-
-def _tools(b: Builder) -> None:
-    r = analysis(REASONINGS[1])
-    tokyo = {"location": "Tokyo"}
-    outputs = {
-        "single": harmony(r, *calls(CALLS[:1])),
-        "single-spaced-json": harmony(r, call("get_weather", args_text(CALLS[2][1], False))),
-        "parallel": harmony(r, *calls(CALLS[:2])),
-        "parallel3": harmony(r, *calls(CALLS[1:4])),
-        "preamble-then-call": harmony(r, preamble("Let me check."), *calls(CALLS[2:3])),
-        "call-then-final": harmony(r, call("get_weather", tokyo, end="<|end|>"), final("Done.")),
-        "recipient-first": harmony(r, call("get_weather", tokyo, to_first=True)),
-        "recipient-first-json": harmony(
-            r, call("get_weather", tokyo, ctype=" json", to_first=True)
-        ),
-        "recipient-first-constrain": harmony(
-            r, call("search", {"query": "x"}, ctype=" <|constrain|>json", to_first=True)
-        ),
-        "first-message-call": harmony(call("get_weather", tokyo)),
-        "first-message-recipient-first": harmony(call("get_weather", tokyo, to_first=True)),
-        "ctype-json-word": harmony(r, call("get_weather", tokyo, ctype=" json")),
-        "ctype-none": harmony(r, call("get_weather", tokyo, ctype="")),
-        "ctype-code": harmony(r, call("get_weather", "print( 1 )", ctype=" <|constrain|>code")),
-        "dotted-name": harmony(r, call("math.sum", '{"a": 2, "b": 3}', prefix="")),
-        "bare-name": harmony(r, call("get_weather", '{"location":"X"}', prefix="")),
-        "ended-by-end": harmony(r, call("get_weather", tokyo, end="<|end|>"), final("Hello!")),
-        "ended-by-return": harmony(r, call("get_weather", tokyo, end="<|return|>")),
-        "args-not-json": harmony(r, call("get_weather", "{'location': 'Tokyo'}")),
-        "args-empty": harmony(r, call("get_weather", "")),
-        "args-object-empty": harmony(r, call("search", {})),
-        "args-unicode": harmony(r, call("get_weather", {"location": "東京 😀"})),
-        "args-spaced": harmony(r, call("get_weather", '{ "location" :  "Tokyo" }')),
-        "args-newlines": harmony(r, call("search", '{\n  "query": "a\\nb",\n  "limit": 2\n}')),
-        "unknown-function": harmony(r, *calls([("img_gen", {"prompt": "cat"}), CALLS[2]])),
-        "text-before-call-header": "Hi" + call("get_weather", tokyo),
-    }
-    for k, (name, text) in enumerate(outputs.items()):
-        how: str | int = 1 if name == "single" else "random" if k % 2 else 2
-        for server in SERVERS if k % 3 == 0 else (ON,):
-            _text(b, f"tools-{name}-{server}", server, text, how, tools=TOOLS, shape="call")
-    # A call cut by length: in its header, in the arguments, after them (no <|call|>).
-    full = harmony(r, call("get_weather", CALLS[0][1]))
-    ids = b.ids(full)
-    marks = {
-        "in-recipient": full.index("get_weather") + 4,
-        "in-args": full.index("杭") + 1,
-        "after-args": full.index("<|call|>"),
-    }
-    for where, at in marks.items():
-        k = len(ids)
-        while k and not full[:at].startswith(b.tok.decode(ids[:k], skip_special_tokens=False)):
-            k -= 1
-        g = gen(ids[:k], "length")
-        b.both(_case(f"tools-cut-{where}", ON, chat_request(tools=TOOLS), [g], "cut"), "random")
-    # parallel_tool_calls false with two and three calls.
-    for n in (2, 3):
-        text = harmony(r, *calls(CALLS[:n]))
-        req = chat_request(tools=TOOLS, parallel_tool_calls=False)
-        b.both(_case(f"tools-single-call-only-{n}", ON, req, [gen(b.ids(text))], "call"), 2)
-    # Calls with logprobs.
-    ids = b.ids(harmony(analysis("Hm."), *calls(CALLS[:1])))
-    req = chat_request(tools=TOOLS, logprobs=True, top_logprobs=2)
-    g = gen(ids, logprobs=b.logprobs(ids, 2))
-    b.both(_case("tools-logprobs", ON, req, [g], "call"), "random")
-
-
-def _typed(b: Builder) -> None:
-    """Arguments of every JSON type, compact and non-ASCII as gpt-oss writes them, and as
-    `json.dumps` writes them."""
-    for name, items in TYPED_CALLS.items():
-        for compact in (True, False):
-            body = [call(n, args_text(a, compact)) for n, a in items]
-            text = harmony(analysis("Booking."), *body)
-            req = chat_request(tools=TYPED_TOOLS)
-            b.both(_case(f"typed-{name}-compact-{compact}", ON, req, [gen(b.ids(text))], "call"))
-
-
-def _tool_choice(b: Builder) -> None:
-    """Every tool_choice on both servers, the output a call, a preamble then a call, or an
-    answer."""
-    r = analysis("Hm.")
-    shapes = {
-        "call": harmony(r, *calls(CALLS[:1])),
-        "preamble-call": harmony(r, preamble("Checking."), *calls(CALLS[2:3])),
-        "final": harmony(r, final("I cannot call tools right now. 😀")),
-    }
-    for server in SERVERS:
-        for choice_name, choice in TOOL_CHOICES:
-            for shape, text in shapes.items():
-                extra: dict[str, Any] = {}
-                if choice_name != "no-tools":
-                    extra = {"tools": TOOLS, "tool_choice": choice}
-                req = chat_request(**extra)
-                name = f"tool-choice-{choice_name}-{shape}-{server}"
-                b.both(_case(name, server, req, [gen(b.ids(text))], shape), "random")
-
-
-def _completion(b: Builder) -> None:
-    """Completion on the parser server: the parsers do not apply."""
-    o = b.ids(harmony(analysis("Hm."), *calls(CALLS[:1])) + " text")
-    b.both(_case("completion-harmony", ON, completion_request(), [gen(o)], api="completion"), 1)
-    prompts = ["Once upon a time", "日本語で"]
-    outs = [b.ids(" there was a tokenizer. 日本語"), b.ids("話しましょう 😀")]
-    creq = completion_request(prompt=prompts, n=2)
-    gens = [[Gen(o, "length", index=0), Gen([*o[:3], RETURN], "stop", index=1)] for o in outs]
-    b.add(Case("gptoss-completion-prompts2-n2/whole", ON, "completion", False, creq, gens))
-    creq = completion_request(stream_options={"include_usage": True})
-    g = Gen(outs[0], "length", cuts=b.cuts(len(outs[0]), "random"))
-    case = _case("completion-usage", ON, creq, [g], api="completion")
-    b.add(replace(case, stream=True, engine_usage="final"))
-
-
-def _errors(b: Builder) -> None:
-    vocab = b.tok.get_vocab_size(with_added_tokens=True)
-    ids = b.ids(harmony(analysis("Hm."), "<|channel|>final<|message|>Hi"))
-    g = Gen([*ids, vocab, RETURN])
-    b.both(_case("error-out-of-vocab", ON, chat_request(), [g]), 1)
-    b.add(_case("error-empty-token-ids/whole", ON, chat_request(), [Gen([], "stop")]))
