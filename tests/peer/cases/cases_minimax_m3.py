@@ -15,168 +15,58 @@ elements, as the template writes them; or JSON text). `]<]minimax[>[`, `<mm:thin
 
 The generic groups of cases_families.py (plain text, EOS, special tokens, usage, stop
 strings, n, logprobs, completion, errors) run with the explicit-block form; the groups here
-cover each thinking mode, the call syntax, schema typing and tool_choice. Generated from a
-fixed seed; every case name starts `minimax_m3-`.
+(and in cases_minimax_m3_tools.py) cover each thinking mode, the call syntax, schema
+typing and tool_choice. Generated from a fixed seed; every case name starts `minimax_m3-`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from typing import Any
 
 from tokenizers import Tokenizer
 
-from tests.peer.cases import cases as C
-from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOL_CHOICES, TOOLS, Builder
+from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOLS, Builder
+from tests.peer.cases.cases_minimax_m3_text import (
+    ENABLED,
+    END_THINK,
+    EOS,
+    M3,
+    MODES,
+    NS,
+    ORDER_TOOLS,
+    SERVER,
+    THINK,
+    _case,
+    _plain_ids,
+    _text,
+    block,
+    el,
+    enabled_think,
+    explicit_think,
+    invoke,
+    m3_calls,
+    mark_texts,
+    raw_invoke,
+    think_for,
+)
+from tests.peer.cases.cases_minimax_m3_tools import _hidden, _tool_choice, _typed
 from tests.peer.cases.families import cases_families as F
-from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS, Family, Items, Server
-from tests.peer.drive import M3_MODEL, Case, Gen
+from tests.peer.drive import Case, Gen
 
-NS = "]<]minimax[>["
-THINK, END_THINK = "<mm:think>", "</mm:think>"
-SERVER = "minimax_m3-on"
-EOS = 200020  # [e~[
-
-ENABLED = {"chat_template_kwargs": {"thinking_mode": "enabled"}}
-DISABLED = {"chat_template_kwargs": {"thinking_mode": "disabled"}}
-ADAPTIVE = {"chat_template_kwargs": {"thinking_mode": "adaptive"}}
-# Request extras per thinking mode ("absent": no chat_template_kwargs, the template's
-# adaptive default).
-MODES: dict[str, dict[str, Any]] = {
-    "absent": {},
-    "enabled": ENABLED,
-    "disabled": DISABLED,
-    "adaptive": ADAPTIVE,
-}
-
-
-def xml(value: Any) -> str:
-    """A value as the chat template's `to_xml` writes it: an object's members as elements
-    (None members left out), a list's entries as `<item>` elements, booleans as JSON, the
-    rest as text."""
-    if isinstance(value, dict):
-        return "".join(f"{NS}<{k}>{xml(v)}{NS}</{k}>" for k, v in value.items() if v is not None)
-    if isinstance(value, list):
-        return "".join(f"{NS}<item>{xml(v)}{NS}</item>" for v in value)
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def invoke(name: str, args: dict[str, Any], json_text: bool = False, quote: str = '"') -> str:
-    """One invoke, its parameters as the template writes them (`json_text`: objects and
-    arrays as JSON text instead of elements)."""
-    params = ""
-    for k, v in args.items():
-        if v is None:
-            continue
-        body = (
-            json.dumps(v, ensure_ascii=False)
-            if json_text and isinstance(v, dict | list)
-            else xml(v)
-        )
-        params += f"{NS}<{k}>{body}{NS}</{k}>"
-    return f"{NS}<invoke name={quote}{name}{quote}>{params}{NS}</invoke>\n"
-
-
-def m3_calls(items: Items, json_text: bool = False) -> str:
-    """One `<tool_call>` block with an invoke per call."""
-    invokes = "".join(invoke(n, a, json_text) for n, a in items)
-    return f"{NS}<tool_call>\n{invokes}{NS}</tool_call>"
-
-
-def el(tag: str, body: str) -> str:
-    return f"{NS}<{tag}>{body}{NS}</{tag}>"
-
-
-def block(*invokes: str) -> str:
-    return f"{NS}<tool_call>\n" + "".join(invokes) + f"{NS}</tool_call>"
-
-
-def raw_invoke(name: str, *params: str) -> str:
-    return f'{NS}<invoke name="{name}">' + "".join(params) + f"{NS}</invoke>\n"
-
-
-def enabled_think(reasoning: str, answer: str) -> str:
-    """Thinking enabled: the prompt opened the block; the model ends it."""
-    return f"{reasoning}{END_THINK}{answer}"
-
-
-def explicit_think(reasoning: str, answer: str) -> str:
-    """Any other mode: the model writes the whole block."""
-    return f"{THINK}{reasoning}{END_THINK}{answer}"
-
-
-def think_for(mode: str) -> Any:
-    return enabled_think if mode == "enabled" else explicit_think
-
-
-M3 = Family(
-    prefix="minimax_m3",
-    data="minimax-m3",
-    model=M3_MODEL,
-    folder="minimax_m3",
-    eos=(EOS,),
-    servers=(Server(SERVER, "minimax_m3", "minimax_m3", calls=m3_calls),),
-    seed=20261207,
-    no_think=DISABLED,
-    think=explicit_think,
-    # ]!p~[, <fim_prefix>, ]~b], ]<]image[>[; <think> and <tool_call> (added, not special:
-    # text to M3's parsers)
-    specials=(200000, 200001, 200019, 200025),
-    added=(200050, 200052),
-    alternatives=(19739, 275, 32, 44, 46, 230, 240, 159, 18396, 1085),
-    plain=((SERVER, {}),),
-)
-
-# A tool whose parameters have nested schemas (vLLM's own engine test): a nested object's
-# leaves, an array's items, an anyOf array|string, a free-form object.
-ORDER = C.function_tool(
-    "create_order",
-    "Create an order",
-    {
-        "user_id": {"type": "integer"},
-        "note": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "qty": {"type": "array", "items": {"type": "integer"}},
-        "shipping": {
-            "type": "object",
-            "properties": {"zip": {"type": "integer"}, "city": {"type": "string"}},
-        },
-        "either": {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string"}]},
-        "free": {"type": "object"},
-    },
-)
-# Schemas whose type is not one name: a list of types, anyOf alternatives, an enum; and
-# single types given words that are no JSON of theirs.
-COERCE = C.function_tool(
-    "set_values",
-    "Set values",
-    {
-        "flag": {"type": "boolean"},
-        "count": {"type": "integer"},
-        "ratio": {"type": "number"},
-        "multi": {"type": ["string", "integer"]},
-        "maybe": {"type": ["integer", "null"]},
-        "opt": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-        "level": {"enum": [1, 2, 3]},
-        "label": {"type": "string"},
-    },
-)
-ORDER_TOOLS = [*TYPED_TOOLS, ORDER, COERCE]
-
-
-def mark_texts(case: Case, tok: Tokenizer) -> Case:
-    """Record each choice's output text (special tokens kept) for the differences about
-    M3's think markup (`case.extra["texts"]`, by choice index), and the special tokens'
-    texts (`case.extra["specials"]`)."""
-    case.extra["texts"] = {
-        str(g.index): tok.decode(g.token_ids, skip_special_tokens=False) for g in case.outputs[0]
-    }
-    return F.mark_specials(case, tok)
+# What the other modules read here (`M.…`): the markup, the family and the case builders
+# live in cases_minimax_m3_text.py, the typed, tool_choice and hidden groups in
+# cases_minimax_m3_tools.py.
+__all__ = [
+    "END_THINK",
+    "EOS",
+    "M3",
+    "MODES",
+    "SERVER",
+    "THINK",
+    "build",
+    "m3_calls",
+    "mark_texts",
+]
 
 
 def build(tok: Tokenizer) -> list[Case]:
@@ -199,26 +89,6 @@ def build(tok: Tokenizer) -> list[Case]:
     for case in b.cases:
         mark_texts(case, tok)
     return b.cases
-
-
-def _case(
-    name: str, req: dict[str, Any], gens: list[Gen], shape: str | None = None, api: str = "chat"
-) -> Case:
-    case = Case(f"minimax_m3-{name}", SERVER, api, False, req, [gens])
-    if shape is not None:
-        case.extra["shape"] = shape
-    return case
-
-
-def _text(b: Builder, name: str, text: str, how: str | int = "random", **kw: Any) -> None:
-    """A case of one output text, ending on EOS, streamed (chunked by `how`) and whole."""
-    shape = kw.pop("shape", None)
-    b.both(_case(name, M3.chat_request(**kw), [Gen([*b.ids(text), EOS])], shape), how)
-
-
-def _plain_ids(b: Builder, text: str) -> list[int]:
-    """`text` one character at a time: markers become ordinary tokens."""
-    return [i for ch in text for i in b.ids(ch)]
 
 
 # --------------------------------------------------------------------------- groups
@@ -445,102 +315,3 @@ def _cuts(b: Builder) -> None:
     at = full.index("</invoke>\n") + len("</invoke>\n")
     g = Gen(F._prefix_ids(b, ids, full[:at]), "length")
     b.both(_case("tools-cut-between-invokes", M3.chat_request(tools=TOOLS), [g], "cut"), 1)
-
-
-def _typed(b: Builder) -> None:
-    """Parameters of every JSON type against the tool's schema, as elements (the
-    template's layout) and as JSON text; nested schemas; values that miss their type."""
-    for name, items in TYPED_CALLS.items():
-        for json_text in (False, True):
-            text = enabled_think("Booking.", m3_calls(items, json_text))
-            label = f"typed-{name}-{'json' if json_text else 'xml'}"
-            _text(b, label, text, "random", tools=TYPED_TOOLS, shape="native", **ENABLED)
-    misfits = {
-        "misfit": {"city": "Rome", "nights": "three", "pets": 2},
-        "json-misfit": {"city": "Rome", "nights": 2.5, "breakfast": [1], "prefs": [1, 2]},
-        "words": {"city": "Rome", "nights": " 7 ", "breakfast": "True", "budget": "1e3"},
-        "null-words": {"city": "null", "nights": "null", "breakfast": "None"},
-    }
-    for name, misfit in misfits.items():
-        text = m3_calls([("book_hotel", misfit)])
-        _text(b, f"typed-{name}", text, 1, tools=TYPED_TOOLS, shape="native")
-    # Nested schemas.
-    nested = {
-        "nested-leaves": raw_invoke(
-            "create_order",
-            el("user_id", "42"),
-            el("shipping", el("zip", "018956") + el("city", "Oslo")),
-            el("tags", el("item", "a") + el("item", "7")),
-            el("free", el("t", "x") + el("t", "1")),
-        ),
-        "array-items-typed": raw_invoke(
-            "create_order", el("qty", el("item", "1") + el("item", "2"))
-        ),
-        "anyof-items": raw_invoke("create_order", el("either", el("item", "1") + el("item", "2"))),
-        "anyof-text": raw_invoke("create_order", el("either", "just text")),
-        "empty-elements": raw_invoke(
-            "create_order", el("tags", ""), el("shipping", ""), el("note", ""), el("free", "")
-        ),
-        "empty-anyof": raw_invoke("create_order", el("either", "")),
-        "mixed-text": raw_invoke(
-            "create_order", el("free", "hi " + el("k", "v") + " there"), el("note", "n")
-        ),
-        "single-item": raw_invoke("create_order", el("tags", el("item", "only"))),
-        "json-in-array": raw_invoke(
-            "create_order", el("tags", '["a", "b"]'), el("shipping", '{"zip": 1}')
-        ),
-    }
-    coerce = {
-        "bool-digits": [("flag", "1"), ("count", "0")],
-        "bool-zero": [("flag", "0")],
-        "none-word": [("count", "None"), ("flag", "None"), ("label", "None")],
-        "null-word": [("count", "null"), ("flag", "NULL"), ("label", "null")],
-        "type-list": [("multi", "5"), ("maybe", "null")],
-        "type-list-text": [("multi", "five"), ("maybe", "7")],
-        "anyof-string-first": [("opt", "5")],
-        "enum-integers": [("level", "2")],
-        "number-words": [("ratio", "1e3"), ("count", " 7 ")],
-        "integer-float": [("count", "2.0"), ("ratio", "2.50")],
-    }
-    for name, params in coerce.items():
-        nested[f"coerce-{name}"] = raw_invoke("set_values", *(el(k, v) for k, v in params))
-    for k, (name, inv) in enumerate(nested.items()):
-        how: str | int = 1 if k % 2 == 0 else "random"
-        _text(b, f"typed-{name}", block(inv), how, tools=ORDER_TOOLS, shape="native")
-
-
-def _tool_choice(b: Builder) -> None:
-    """Every tool_choice with the output in the model's own format, the bare JSON each
-    forced mode would constrain to without strict tool calling, and prose; thinking
-    enabled (the reasoning before the answer) and absent (no reasoning)."""
-    name, args = CALLS[0]
-    shapes = {
-        "native": m3_calls([(name, args)]),
-        **C.json_and_prose(name, args),
-        "content-then-call": "Sure. " + m3_calls([(name, args)]),
-    }
-    for mode in ("absent", "enabled"):
-        for choice_name, choice in TOOL_CHOICES:
-            for shape, text in shapes.items():
-                if mode == "enabled" and shape in ("json-required", "json-named"):
-                    continue
-                extra: dict[str, Any] = dict(MODES[mode])
-                if choice_name != "no-tools":
-                    extra["tools"] = TOOLS
-                    extra["tool_choice"] = choice
-                out = enabled_think("Hm.", text) if mode == "enabled" else text
-                label = f"tool-choice-{choice_name}-{shape}-{mode}"
-                b.both(_case(label, M3.chat_request(**extra), [Gen([*b.ids(out), EOS])], shape))
-
-
-def _hidden(b: Builder) -> None:
-    """include_reasoning false: each kind of reasoning, with a call, with logprobs."""
-    for mode in ("enabled", "absent", "disabled"):
-        think = think_for(mode)
-        for k, answer in enumerate((TEXTS[0], "Checking. " + m3_calls(CALLS[:1]))):
-            req = M3.chat_request(include_reasoning=False, tools=TOOLS, **MODES[mode])
-            g = Gen([*b.ids(think(REASONINGS[k], answer)), EOS])
-            b.both(_case(f"hidden-{mode}-{k}", req, [g], "native"), 1 if k else "random")
-    ids = [*b.ids(enabled_think(REASONINGS[2], TEXTS[2])), EOS]
-    req = M3.chat_request(include_reasoning=False, logprobs=True, top_logprobs=1, **ENABLED)
-    b.both(_case("hidden-logprobs-enabled", req, [Gen(ids, logprobs=b.logprobs(ids, 1))]))
