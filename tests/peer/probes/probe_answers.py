@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from tests.peer.probes import probe_cases
+from tests.peer.probes.probe_base import TOOLS
 from tests.peer.recorded.recorder import Probe, main
 
 
@@ -40,7 +41,7 @@ def _probe(family: str) -> Probe:
             out.append(case)
         return out
 
-    return Probe(probe_cases.TOOLS, cases)
+    return Probe(TOOLS, cases)
 
 
 PROBES = {family: _probe(family) for family in probe_cases.PROBES}

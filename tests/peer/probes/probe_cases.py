@@ -1,74 +1,22 @@
 """The cases `probe_answers.py` asks vLLM 0.33.0 about, per recorded family: output texts
 (markers written as the family's tokens), the request, how the output ends.
 
-Each family's tokenizer and EOS are the ones `test_vllm_answers.FAMILIES` names.
+Each family's tokenizer and EOS are the ones `families.FAMILIES` names
+(tests/core/parsers/recorded). The shared pieces are in probe_base.py; ERNIE 4.5, Hunyuan A13B and
+HY3 / HY4 in probe_cases_ernie_hunyuan.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-from tokenizers import Tokenizer
-
+from tests.peer.probes.probe_base import DATE, HIDE, NAMED, NONE, REQUIRED, WEATHER, P, Probe, T
+from tests.peer.probes.probe_cases_ernie_hunyuan import ERNIE45, HUNYUAN_A13B, _hy_cases, _suffixed
 from tests.support.vocab import synthetic_families as fam
-
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather for a city",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "include_hourly": {"type": "boolean"},
-                },
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_current_date",
-            "description": "Today",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    },
-]
-T = {"tools": "@0"}
-NONE = {"tools": "@0", "tool_choice": "none"}
-REQUIRED = {"tools": "@0", "tool_choice": "required"}
-NAMED = {"tools": "@0", "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-HIDE = {"include_reasoning": False}
-
-
-@dataclass(frozen=True)
-class P:
-    label: str
-    text: str
-    request: dict[str, Any] = field(default_factory=dict)
-    finish: str = "stop"  # "stop" (EOS appended) or "length"
-    messages: list[dict[str, Any]] | None = None
-    ids: list[int] | None = None  # instead of encoding `text`
-
-
-@dataclass(frozen=True)
-class Probe:
-    tokenizer: Callable[[], Tokenizer]
-    eos: int
-    cases: list[P]
-
 
 # -- Granite 3.x ------------------------------------------------------------------------
 
 THOUGHT, RESPONSE = "Here is my thought process:", "Here is my response:"
-WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
-DATE = '{"name": "get_current_date", "arguments": {}}'
+
+
 G30 = "<|tool_call|>[" + WEATHER + "]"
 G31 = "<tool_call>[" + WEATHER + "]"
 
@@ -341,217 +289,11 @@ STEP3 = [
 ]
 PROBES["step3"] = Probe(fam.step3_tokenizer, 151670, STEP3)
 
-# -- Baidu ERNIE 4.5 --------------------------------------------------------------------
 
-E_CALL = "<tool_call>\n" + WEATHER + "\n</tool_call>\n"
-ERNIE45 = [
-    P("reasoning + answer", "abc\n</think>\n\ndef"),
-    P("response wrapper", "abc\n</think>\n\n<response>\ndef\n</response>\n"),
-    P("with start tag", "<think>abc\n</think>\ndef"),
-    P("no end", "still thinking"),
-    P("truncated in reasoning", "still thin", finish="length"),
-    P("empty answer", "abc</think>"),
-    P("response without end", "abc</think>\n<response>\ndef"),
-    P("two ends", "R</think>C</think>D"),
-    P("text around response", "R</think>A<response>B</response>C"),
-    P("include_reasoning false", "R\n</think>\n\n<response>\nC\n</response>\n", HIDE),
-    P("call", "R\n</think>\n\n\n" + E_CALL, T),
-    P("two calls", "R</think>" + E_CALL + "<tool_call>\n" + DATE + "\n</tool_call>\n", T),
-    P("text before call", "R</think>Checking.\n\n" + E_CALL, T),
-    P("text after call", "R</think>" + E_CALL + "Done.", T),
-    P("call in response", "R</think>\n<response>\n" + E_CALL + "</response>\n", T),
-    P("invalid json", "R</think><tool_call>{invalid}</tool_call>", T),
-    P("no arguments", 'R</think><tool_call>{"name": "get_current_date"}</tool_call>', T),
-    P("call without end", "R</think><tool_call>\n" + WEATHER, T),
-    P(
-        "cut in value",
-        'R</think><tool_call>{"name": "get_weather", "arguments": {"city": "Pa',
-        T,
-        finish="length",
-    ),
-    P("tool_choice none", "R</think>Sure. " + E_CALL, NONE),
-    P("no tools + call", "R</think>" + E_CALL),
-    P(
-        "tool_choice required",
-        'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
-        REQUIRED,
-    ),
-    P("tool_choice named", 'R</think>{"city": "Paris"}', NAMED),
-    P("call in reasoning", "R" + E_CALL + "</think>C", T),
-    P(
-        "unknown tool",
-        'R</think><tool_call>{"name": "img_gen", "arguments": {"p": 1}}</tool_call>',
-        T,
-    ),
-]
 PROBES["ernie45"] = Probe(fam.ernie45_tokenizer, 151670, ERNIE45)
 
-# -- Tencent Hunyuan A13B ---------------------------------------------------------------
 
-H_CALLS = '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>'
-HUNYUAN_A13B = [
-    P("think + answer", "<think>\nR\n</think>\n<answer>\nC\n</answer>"),
-    P("answer only", "C\n</answer>"),
-    P("no answer end", "<think>\nR\n</think>\n<answer>\nC"),
-    P("plain", "Hello there."),
-    P("think without answer", "<think>\nR still"),
-    P("truncated in answer", "<think>\nR\n</think>\n<answer>\nC", finish="length"),
-    P("text after answer", "<think>\nR\n</think>\n<answer>\nC\n</answer>\nafter"),
-    P("empty think", "<think>\n\n</think>\n<answer>\nC\n</answer>"),
-    P("multiline", "<think>\na\n\nb\n</think>\n<answer>\nc\n\nd\n</answer>"),
-    P("include_reasoning false", "<think>\nR\n</think>\n<answer>\nC\n</answer>", HIDE),
-    P("call", "<think>\nR\n</think>\n<answer>\n" + H_CALLS + "\n</answer>", T),
-    P(
-        "two calls",
-        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", "arguments": '
-        '{"city": "Paris"}}, {"name": "get_current_date", "arguments": {}}]</tool_calls>\n'
-        "</answer>",
-        T,
-    ),
-    P(
-        "text before call",
-        "<think>\nR\n</think>\n<answer>\nChecking. " + H_CALLS + "\n</answer>",
-        T,
-    ),
-    P("call without think", H_CALLS, T),
-    P("call bare", H_CALLS + "\n</answer>", T),
-    P(
-        "invalid json",
-        "<think>\nR\n</think>\n<answer>\n<tool_calls>[{bad}]</tool_calls>\n</answer>",
-        T,
-    ),
-    P(
-        "not a list",
-        "<think>\nR\n</think>\n<answer>\n<tool_calls>" + WEATHER + "</tool_calls>\n</answer>",
-        T,
-    ),
-    P(
-        "string arguments",
-        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", '
-        '"arguments": "{\\"city\\": \\"P\\"}"}]</tool_calls>\n</answer>',
-        T,
-    ),
-    P(
-        "missing arguments",
-        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_current_date"}]'
-        "</tool_calls>\n</answer>",
-        T,
-    ),
-    P(
-        "cut in call",
-        '<think>\nR\n</think>\n<answer>\n<tool_calls>[{"name": "get_weather", '
-        '"arguments": {"city": "Pa',
-        T,
-        finish="length",
-    ),
-    P("call in think", "<think>\nR " + H_CALLS + "\n</think>\n<answer>\nC\n</answer>", T),
-    P("tool_choice none", "<think>\nR\n</think>\n<answer>\nSure. " + H_CALLS + "\n</answer>", NONE),
-    P("no tools + call", "<think>\nR\n</think>\n<answer>\n" + H_CALLS + "\n</answer>"),
-    P(
-        "tool_choice required",
-        "<think>\nR\n</think>\n<answer>\n"
-        '[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
-        REQUIRED,
-    ),
-    P("tool_choice named", '{"city": "Paris"}', NAMED),
-    P("assistant prefix", "助手：Hello"),
-]
 PROBES["hunyuan_a13b"] = Probe(fam.olmo3_tokenizer, 151645, HUNYUAN_A13B)
-
-# -- Tencent HY3 / HY4 ------------------------------------------------------------------
-
-THINK = {"chat_template_kwargs": {"reasoning_effort": "high"}}
-NO_THINK = {"chat_template_kwargs": {"reasoning_effort": "no_think"}}
-
-
-def _hy_call(name: str, sep: str, **args: str) -> str:
-    pairs = "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in args.items())
-    return f"<tool_call>{name}{sep}{pairs}</tool_call>"
-
-
-def _suffixed(p: P, suffix: str) -> P:
-    """The case with every HY tag carrying the checkpoint's suffix."""
-    text = p.text
-    for tag in ("think", "tool_calls", "tool_call", "tool_sep", "arg_key", "arg_value"):
-        for t in (f"<{tag}>", f"</{tag}>"):
-            text = text.replace(t, t[:-1] + suffix + ">")
-    return P(p.label, text, p.request, p.finish, p.messages)
-
-
-def _hy_cases(sep: str) -> list[P]:
-    paris = "<tool_calls>" + _hy_call("get_weather", sep, city="Paris") + "</tool_calls>"
-    return [
-        P("default effort", "R</think>C"),
-        P("effort high", "R</think>C", THINK),
-        P("effort no_think", "<think>R</think>C", NO_THINK),
-        P("top-level effort high", "R</think>C", {"reasoning_effort": "high"}),
-        P("think tag written", "<think>R</think>C", THINK),
-        P("no end", "still thinking", THINK),
-        P("truncated in reasoning", "still thin", THINK, finish="length"),
-        P("two ends", "R</think>C</think>D", THINK),
-        P("whitespace", "\nR\n</think>\n\nC\n", THINK),
-        P("include_reasoning false", "R</think>C", {**THINK, **HIDE}),
-        P("call", "R</think>" + paris, {**T, **THINK}),
-        P("call, no_think", paris, {**T, **NO_THINK}),
-        P(
-            "typed args",
-            "R</think><tool_calls>"
-            + _hy_call("get_weather", sep, city="Paris", days="3", include_hourly="true")
-            + "</tool_calls>",
-            {**T, **THINK},
-        ),
-        P(
-            "two calls",
-            "R</think><tool_calls>"
-            + _hy_call("get_weather", sep, city="A")
-            + _hy_call("get_current_date", sep)
-            + "</tool_calls>",
-            {**T, **THINK},
-        ),
-        P("text before block", "R</think>Checking. " + paris, {**T, **THINK}),
-        P("text after block", "R</think>" + paris + " Done.", {**T, **THINK}),
-        P(
-            "value with spaces",
-            "R</think><tool_calls>"
-            + _hy_call("get_weather", sep, city="  Paris \n")
-            + "</tool_calls>",
-            {**T, **THINK},
-        ),
-        P(
-            "unknown key",
-            "R</think><tool_calls>"
-            + _hy_call("get_weather", sep, city="P", extra="[1, 2]")
-            + "</tool_calls>",
-            {**T, **THINK},
-        ),
-        P(
-            "block without end",
-            "R</think><tool_calls>" + _hy_call("get_weather", sep, city="Paris"),
-            {**T, **THINK},
-        ),
-        P(
-            "cut in value",
-            "R</think><tool_calls><tool_call>get_weather"
-            + sep
-            + "<arg_key>city</arg_key><arg_value>Par",
-            {**T, **THINK},
-            finish="length",
-        ),
-        P("tool_choice none", "R</think>Sure. " + paris, {**NONE, **THINK}),
-        P("no tools + call", "R</think>" + paris, THINK),
-        P(
-            "tool_choice required",
-            'R</think>[{"name": "get_weather", "parameters": {"city": "Paris"}}]',
-            {**REQUIRED, **THINK},
-        ),
-        P("tool_choice named", 'R</think>{"city": "Paris"}', {**NAMED, **THINK}),
-        P(
-            "unknown tool",
-            "R</think><tool_calls>" + _hy_call("img_gen", sep, p="1") + "</tool_calls>",
-            {**T, **THINK},
-        ),
-        P("call in reasoning", "R" + paris + "</think>C", {**T, **THINK}),
-    ]
 
 
 PROBES["hy_v3"] = Probe(fam.hy_tokenizer, 151645, _hy_cases("<tool_sep>"))
