@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.peer.recorded.recorded_models import (
+from tests.peer.recorded.recorded_files import (
     BF16,
     MARKER_CONFIG,
     QWEN_IDS,

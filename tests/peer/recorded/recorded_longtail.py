@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.peer.recorded.recorded_models import (
+from tests.peer.recorded.recorded_files import (
     BF16,
     QWEN_IDS,
     Files,

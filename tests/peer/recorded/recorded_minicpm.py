@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.core.parsers.recorded.minicpm_deviations import QWEN3_TEMPLATE
-from tests.peer.recorded.recorded_models import BF16, QWEN_IDS, Files, _files, _offline_config
+from tests.peer.recorded.recorded_files import BF16, QWEN_IDS, Files, _files, _offline_config
 from tests.support.vocab.offline_tokenizers import offline_tokenizer_json
 
 _CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **QWEN_IDS, **BF16}
