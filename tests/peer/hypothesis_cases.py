@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from tests.peer.cases import cases as C
-from tests.peer.cases import cases_llama as L
-from tests.peer.cases import cases_minimax_m3 as M
 from tests.peer.cases.families import cases_families as F
+from tests.peer.cases.llama import cases_llama as L
+from tests.peer.cases.minimax_m3 import cases_minimax_m3 as M
 from tests.peer.drive import Case, Gen
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer

@@ -12,9 +12,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.peer.cases import cases as C
-from tests.peer.cases import cases_gptoss as G
-from tests.peer.cases import cases_minimax_m3 as M
 from tests.peer.cases.families import cases_families as F
+from tests.peer.cases.gptoss import cases_gptoss as G
+from tests.peer.cases.minimax_m3 import cases_minimax_m3 as M
 from tests.peer.drive import Case, Gen
 from tests.peer.hypothesis_cases import GPTOSS, M3, SETTINGS, _choices_case, text, tool_call
 

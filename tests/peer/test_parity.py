@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, seed, settings
 
 from tests.peer.cases import cases as C
-from tests.peer.cases import cases_gptoss as G
-from tests.peer.cases import cases_llama as L
-from tests.peer.cases import cases_minimax_m3 as M
 from tests.peer.cases.families import cases_families as F
+from tests.peer.cases.gptoss import cases_gptoss as G
+from tests.peer.cases.llama import cases_llama as L
+from tests.peer.cases.minimax_m3 import cases_minimax_m3 as M
 from tests.peer.drive import Case
 from tests.peer.hypothesis_cases import (
     FAMILY_SETTINGS,

@@ -26,7 +26,8 @@ from dataclasses import replace
 from tokenizers import Tokenizer
 
 from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOLS, Builder
-from tests.peer.cases.cases_minimax_m3_text import (
+from tests.peer.cases.families import cases_families as F
+from tests.peer.cases.minimax_m3.cases_minimax_m3_text import (
     ENABLED,
     END_THINK,
     EOS,
@@ -49,8 +50,7 @@ from tests.peer.cases.cases_minimax_m3_text import (
     raw_invoke,
     think_for,
 )
-from tests.peer.cases.cases_minimax_m3_tools import _hidden, _tool_choice, _typed
-from tests.peer.cases.families import cases_families as F
+from tests.peer.cases.minimax_m3.cases_minimax_m3_tools import _hidden, _tool_choice, _typed
 from tests.peer.drive import Case, Gen
 
 # What the other modules read here (`M.…`): the markup, the family and the case builders

@@ -7,7 +7,8 @@ from typing import Any
 
 from tests.peer.cases import cases as C
 from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOL_CHOICES, TOOLS, Builder
-from tests.peer.cases.cases_minimax_m3_text import (
+from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS
+from tests.peer.cases.minimax_m3.cases_minimax_m3_text import (
     ENABLED,
     EOS,
     M3,
@@ -22,7 +23,6 @@ from tests.peer.cases.cases_minimax_m3_text import (
     raw_invoke,
     think_for,
 )
-from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS
 from tests.peer.drive import Gen
 
 

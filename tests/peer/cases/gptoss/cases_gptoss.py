@@ -22,7 +22,8 @@ from dataclasses import replace
 from tokenizers import Tokenizer
 
 from tests.peer.cases.cases import CALLS, REASONINGS, TEXTS, TOOLS, Builder
-from tests.peer.cases.cases_gptoss_harmony import (
+from tests.peer.cases.families.cases_families import mark_specials
+from tests.peer.cases.gptoss.cases_gptoss_harmony import (
     ALTERNATIVES,
     END,
     ENDOFPROMPT,
@@ -51,8 +52,13 @@ from tests.peer.cases.cases_gptoss_harmony import (
     msg,
     preamble,
 )
-from tests.peer.cases.cases_gptoss_tools import _completion, _errors, _tool_choice, _tools, _typed
-from tests.peer.cases.families.cases_families import mark_specials
+from tests.peer.cases.gptoss.cases_gptoss_tools import (
+    _completion,
+    _errors,
+    _tool_choice,
+    _tools,
+    _typed,
+)
 from tests.peer.drive import Case, Gen
 
 # What the other modules read here (`G.…`): the Harmony text helpers and constants live in

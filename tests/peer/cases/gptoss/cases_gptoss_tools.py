@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from tests.peer.cases.cases import CALLS, REASONINGS, TOOL_CHOICES, TOOLS, Builder
-from tests.peer.cases.cases_gptoss_harmony import (
+from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS
+from tests.peer.cases.gptoss.cases_gptoss_harmony import (
     ON,
     RETURN,
     SERVERS,
@@ -24,7 +25,6 @@ from tests.peer.cases.cases_gptoss_harmony import (
     harmony,
     preamble,
 )
-from tests.peer.cases.families.cases_families import TYPED_CALLS, TYPED_TOOLS
 from tests.peer.drive import Case, Gen
 
 

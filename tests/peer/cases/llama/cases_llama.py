@@ -12,7 +12,7 @@ from __future__ import annotations
 from tokenizers import Tokenizer
 
 from tests.peer.cases.cases import CALLS, TEXTS, TOOLS, Builder
-from tests.peer.cases.cases_llama_text import (
+from tests.peer.cases.llama.cases_llama_text import (
     ALTERNATIVES,
     BOS,
     END_OF_TEXT,
@@ -33,7 +33,7 @@ from tests.peer.cases.cases_llama_text import (
     chat_request,
     completion_request,
 )
-from tests.peer.cases.cases_llama_tools import _completion, _errors, _tools
+from tests.peer.cases.llama.cases_llama_tools import _completion, _errors, _tools
 from tests.peer.drive import Case, Gen
 
 # What the other modules read here (`L.…`): the ids, requests and call text live in

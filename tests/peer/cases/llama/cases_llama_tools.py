@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from tests.peer.cases.cases import CALLS, TEXTS, TOOL_CHOICES, TOOLS, Builder
-from tests.peer.cases.cases_llama_text import (
+from tests.peer.cases.llama.cases_llama_text import (
     EOM,
     EOS,
     EOT,
