@@ -32,7 +32,7 @@ import pytest
 from redis.crc import key_slot
 from tokenizers import Tokenizer
 
-from tests.adapters.redis_cluster_tools import wait_all_named
+from tests.adapters.state.redis_cluster_tools import wait_all_named
 from tests.chaos.test_redis import Input
 from tests.chaos.tools import Tail, describe, per_request, wait_log, wait_until
 from tests.integration.harness import (

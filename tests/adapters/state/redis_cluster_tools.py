@@ -34,7 +34,7 @@ def run(url: str, body: Callable[[RedisStore], Awaitable[None]], prefix: str | N
     asyncio.run(main())
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def worker_argv(redis_url: str, *extra: str) -> list[str]:

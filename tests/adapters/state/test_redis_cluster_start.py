@@ -13,7 +13,7 @@ import time
 import pytest
 import redis.exceptions
 
-from tests.adapters.redis_cluster_tools import (
+from tests.adapters.state.redis_cluster_tools import (
     ROOT,
     run_worker,
     w,

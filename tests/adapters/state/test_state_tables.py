@@ -8,8 +8,8 @@ them compiled asks for none, so a batch moves a plain request's bytes)."""
 
 from __future__ import annotations
 
-from tests.adapters.state_contract import Harness
-from tests.adapters.state_contract import harness as harness  # (the fixture)
+from tests.adapters.state.state_contract import Harness
+from tests.adapters.state.state_contract import harness as harness  # (the fixture)
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis.exceptions
 
-from tests.adapters.redis_cluster_tools import run, run_worker, w
+from tests.adapters.state.redis_cluster_tools import run, run_worker, w
 from tests.support import servers
 from worker.adapters.state.redis_cluster import slot_of
 from worker.adapters.state.redis_store import RedisStore

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.state_contract import Harness
-from tests.adapters.state_contract import harness as harness  # (the fixture)
+from tests.adapters.state.state_contract import Harness
+from tests.adapters.state.state_contract import harness as harness  # (the fixture)
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import StateWrite, Stored

@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
-from tests.adapters.state_contract import DONE_TTL_S, TTL_S, cluster_client, w
+from tests.adapters.state.state_contract import DONE_TTL_S, TTL_S, cluster_client, w
 from tests.support import servers
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import Stored

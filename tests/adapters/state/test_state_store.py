@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
-from tests.adapters.state_contract import BATCH, DONE_TTL_S, SHORT_TTL_S, TTL_S, Harness, w
-from tests.adapters.state_contract import harness as harness  # (the fixture)
+from tests.adapters.state.state_contract import BATCH, DONE_TTL_S, SHORT_TTL_S, TTL_S, Harness, w
+from tests.adapters.state.state_contract import harness as harness  # (the fixture)
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore
 from worker.ports import Stored
