@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from tests.core.logprob_builders import byte_tokenizer, completion_lp, entry, errors, lp_chunk
+from tests.core.logprobs.logprob_builders import (
+    byte_tokenizer,
+    completion_lp,
+    entry,
+    errors,
+    lp_chunk,
+)
 from tests.support.helpers import Run, chunk, end, registry
 from worker.core.model import Registry
 

@@ -48,7 +48,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from tests.core.sdk_cases import Case, chat_cases, completion_cases, run_case
+from tests.core.sdk.sdk_cases import Case, chat_cases, completion_cases, run_case
 
 # The official SDK's finish reasons (its `Literal`s): vLLM's `abort` is none of them.
 ABORT = "abort"
@@ -238,7 +238,7 @@ def test_a_call_cut_after_its_name_has_empty_json_arguments_both_ways() -> None:
     calling off) cut after a call's name, before its arguments: the stream sent the call
     with no arguments at all (the SDK's accumulated arguments: None) and the whole
     response `""`; neither parses. Both say `{}` now, cut by `length` or an abort."""
-    from tests.core.sdk_cases import registry
+    from tests.core.sdk.sdk_cases import registry
     from tests.support.helpers import Run
 
     reg = registry()

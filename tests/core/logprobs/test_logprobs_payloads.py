@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.core.logprob_builders import CHAT_LP, entry, errors, lp_chunk
-from tests.core.logprob_builders import reg as reg  # (the fixture)
+from tests.core.logprobs.logprob_builders import CHAT_LP, entry, errors, lp_chunk
+from tests.core.logprobs.logprob_builders import reg as reg  # (the fixture)
 from tests.support.helpers import Run, chunk, end
 from worker.core.model import Model, Registry
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.logprob_builders import byte_tokenizer, entries, entry, errors, ids_of
+from tests.core.logprobs.logprob_builders import byte_tokenizer, entries, entry, errors, ids_of
 from tests.support.helpers import Run, registry
 from worker.core.model import Registry
 

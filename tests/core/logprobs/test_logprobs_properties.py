@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests.core.logprob_builders import chat_content, completion_lp, entry, lp_chunk
+from tests.core.logprobs.logprob_builders import chat_content, completion_lp, entry, lp_chunk
 from tests.core.test_detokenize import (
     PIECES,
     REPLACEMENT_CHAR,

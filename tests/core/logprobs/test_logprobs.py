@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.logprob_builders import (
+from tests.core.logprobs.logprob_builders import (
     CHAT_LP,
     chat_content,
     completion_lp,
@@ -21,9 +21,9 @@ from tests.core.logprob_builders import (
     ids_of,
     lp_chunk,
 )
-from tests.core.logprob_builders import breg as breg  # (the fixture)
-from tests.core.logprob_builders import bytes_tok as bytes_tok  # (the fixture)
-from tests.core.logprob_builders import reg as reg  # (the fixture)
+from tests.core.logprobs.logprob_builders import breg as breg  # (the fixture)
+from tests.core.logprobs.logprob_builders import bytes_tok as bytes_tok  # (the fixture)
+from tests.core.logprobs.logprob_builders import reg as reg  # (the fixture)
 from tests.support.helpers import Run, registry
 from worker.core.model import Registry
 
