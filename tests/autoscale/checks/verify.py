@@ -10,20 +10,20 @@ import math
 import statistics
 from collections import defaultdict
 
+from tests.autoscale.checks.measure import pauses
+from tests.autoscale.checks.reader import Out, Reader
+from tests.autoscale.checks.replay import code_hash, replay_expected
+from tests.autoscale.checks.topics import final_lag, read_input, records_in
 from tests.autoscale.config import (
     EXACTLY_ONCE,
     PAUSE_MAX_TARGET_S,
     PAUSE_P50_TARGET_S,
     SIGTERM_TARGET_S,
 )
-from tests.autoscale.fleet import Worker
-from tests.autoscale.keda import Keda
-from tests.autoscale.measure import pauses
-from tests.autoscale.reader import Out, Reader
-from tests.autoscale.replay import code_hash, replay_expected
+from tests.autoscale.load.fleet import Worker
+from tests.autoscale.load.workload import Rec
 from tests.autoscale.result import RunResult
-from tests.autoscale.topics import final_lag, read_input, records_in
-from tests.autoscale.workload import Rec
+from tests.autoscale.scaling.keda import Keda
 from worker.constants import DONE
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import msgspec
 
+from tests.autoscale.checks.topics import InputRecord
 from tests.autoscale.config import ROOT, VENV_BIN
-from tests.autoscale.topics import InputRecord
 from worker.constants import H_PART, H_REQUEST_ID, H_SEQ
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from tests.autoscale.config import TICK_S
-from tests.autoscale.workload import Rec
+from tests.autoscale.load.workload import Rec
 
 
 class Publisher:

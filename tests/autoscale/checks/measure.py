@@ -10,10 +10,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tests.autoscale.checks.reader import Out
 from tests.autoscale.config import EVENT_WINDOW_S
-from tests.autoscale.fleet import ScaleEvent
-from tests.autoscale.reader import Out
-from tests.autoscale.workload import Rec
+from tests.autoscale.load.fleet import ScaleEvent
+from tests.autoscale.load.workload import Rec
 
 
 def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

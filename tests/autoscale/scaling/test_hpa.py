@@ -1,4 +1,5 @@
-"""The HPA rules of `make autoscale` (tests/autoscale/hpa.py): pure, no servers, no clock."""
+"""The HPA rules of `make autoscale` (tests/autoscale/scaling/hpa.py): pure, no servers, no
+clock."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.autoscale.hpa import Hpa, HpaSettings, Policy, keda_active, replicas_for_metric
-from tests.autoscale.scaledobject import compress_threshold, scaled_object, trigger_metadata
+from tests.autoscale.scaling.hpa import Hpa, HpaSettings, Policy, keda_active, replicas_for_metric
+from tests.autoscale.scaling.scaledobject import compress_threshold, scaled_object, trigger_metadata
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCALED_OBJECT = ROOT / "deploy" / "k8s" / "keda-scaledobject.yaml"
 
 

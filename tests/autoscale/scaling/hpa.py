@@ -1,6 +1,6 @@
 """The Horizontal Pod Autoscaler's rules, as KEDA's ScaledObject drives them: pure Python,
 no clock of its own (every call is given `now`), so `make autoscale` and the unit tests
-(tests/autoscale/test_hpa.py) run the same code.
+(tests/autoscale/scaling/test_hpa.py) run the same code.
 
 Written from Kubernetes v1.36 `pkg/controller/podautoscaler` (facts in
 /work/shared/reference/keda-hpa.md) and KEDA v2.21:
@@ -27,7 +27,7 @@ Time compression: `HpaSettings.compressed(factor)` divides every period and wind
 (KEDA's polling interval and cooldown, the HPA's sync period, stabilization window and
 policy periods) by `factor`; replica counts, thresholds and tolerance stay as they are
 (the harness divides lagThreshold and activationLagThreshold itself, before: see
-tests/autoscale/scaledobject.py).
+tests/autoscale/scaling/scaledobject.py).
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.autoscale.checks.reader import Reader
 from tests.autoscale.config import PARTITIONS, ROOT, VENV_BIN
-from tests.autoscale.publisher import Publisher
-from tests.autoscale.reader import Reader
-from tests.autoscale.workload import workload
+from tests.autoscale.load.publisher import Publisher
+from tests.autoscale.load.workload import workload
 from worker.adapters.local.embedded import create_topics, free_port
 from worker.constants import DONE
 
