@@ -14,7 +14,7 @@ from tests.serve.bodies import (
     generate_response,
 )
 from tests.serve.conftest import Client, LiveServer
-from tests.serve.contract_calls import CHAT
+from tests.serve.contract.contract_calls import CHAT
 
 
 def test_models_health_metrics(server: LiveServer) -> None:

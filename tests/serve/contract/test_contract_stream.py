@@ -28,7 +28,7 @@ from tests.serve.bodies import (
     ids,
 )
 from tests.serve.conftest import Client
-from tests.serve.contract_calls import COMPLETION, message_error, stream
+from tests.serve.contract.contract_calls import COMPLETION, message_error, stream
 from worker.serve.stream_state import Sealed
 
 

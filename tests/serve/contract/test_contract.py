@@ -23,7 +23,7 @@ from tests.serve.bodies import (
     ids,
 )
 from tests.serve.conftest import Client
-from tests.serve.contract_calls import message_error
+from tests.serve.contract.contract_calls import message_error
 
 
 def test_chat_roundtrip_is_the_recorded_vllm_answer(client: Client) -> None:

@@ -15,7 +15,7 @@ from tests.serve.bodies import (
     generate_response,
 )
 from tests.serve.conftest import Client
-from tests.serve.contract_calls import message_error
+from tests.serve.contract.contract_calls import message_error
 
 
 @pytest.mark.parametrize(
