@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from tests.integration.harness import ROOT
-from tests.security.kafka_fixtures import (
+from tests.security.broker.kafka_fixtures import (
     WORKER_PASSWORD,
     SecuredBroker,
     Topics,

@@ -28,7 +28,7 @@ from tests.integration.harness import (
     verify,
 )
 from tests.security.certs import Pki, make_pki
-from tests.security.redis_fixtures import (
+from tests.security.state.redis_fixtures import (
     SecureRedis,
     cluster_url,
     secure_cluster,

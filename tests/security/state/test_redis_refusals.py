@@ -3,7 +3,7 @@ exit 2 within seconds (the outage limit is a minute), one log line saying what t
 password anywhere in the worker's output.
 
 The servers are Debian's redis-server 7 on a TLS port only, with ACL users and the default
-user off (tests/security/redis_fixtures.py); the broker is an address nobody listens on,
+user off (tests/security/state/redis_fixtures.py); the broker is an address nobody listens on,
 since the state store starts before Kafka. Every case's worker is started at once (the
 `exits` fixture), each test then reads its own: a worker spends seconds importing, the
 refusal itself takes milliseconds."""
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.security.certs import Pki, make_pki
-from tests.security.redis_fixtures import (
+from tests.security.state.redis_fixtures import (
     SecureRedis,
     cluster_url,
     finish,

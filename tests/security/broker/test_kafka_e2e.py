@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.integration.harness import ROOT, WorkerProcess, make_generations
-from tests.security.kafka_fixtures import (
+from tests.security.broker.kafka_fixtures import (
     LITERAL,
     READ,
     TOPIC,

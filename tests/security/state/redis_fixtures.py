@@ -206,7 +206,7 @@ def cluster_url(
 
 
 # -- the worker run to its end, against a broker nobody listens on ---------------------
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass

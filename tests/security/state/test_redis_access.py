@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.security.certs import Pki, make_pki
-from tests.security.redis_fixtures import SecureRedis, worker_user
+from tests.security.state.redis_fixtures import SecureRedis, worker_user
 from worker.adapters.local.embedded import ServerError
 from worker.adapters.state.redis_access import (
     SCRIPT_COMMANDS,
