@@ -85,7 +85,7 @@ parity: $(PEER_STAMP) $(LLAMA_STAMP)
 ## 1 → N → 1 under a load ramp on a local Apache Kafka and redis-server, KEDA's own Kafka
 ## scaler (tests/autoscale/keda, Go, built once into ~/.cache/derender-keda: the first build
 ## takes ~10 min and a 2 GB module cache) as the oracle of lag and the HPA's rules
-## (tests/autoscale/hpa.py) applied, time compressed ×10; four runs (both guarantees, with
+## (tests/autoscale/scaling/hpa.py) applied, time compressed ×10; four runs (both guarantees, with
 ## and without static membership; ARGS="--only eos-dynamic" for one). Writes bench/results/.
 KEDA_CACHE ?= $(HOME)/.cache/derender-keda
 KEDALAG := $(KEDA_CACHE)/kedalag

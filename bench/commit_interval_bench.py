@@ -48,7 +48,7 @@ from workerbench.report import other_load, versions  # noqa: E402
 from workerbench.runs import Run, one_run, warm_broker  # noqa: E402
 from workerbench.workload import load_deepseek, make_workload  # noqa: E402
 
-from tests.servers import RedisServer  # noqa: E402
+from tests.support.servers import RedisServer  # noqa: E402
 
 ALO = System("worker")
 FRACTIONS = (0.1, 0.5)

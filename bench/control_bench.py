@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import REPO, code_version, cpu_model, pin_one_core, timed_round_robin
 
-from tests.helpers import ListSink, ListSource
+from tests.support.helpers import ListSink, ListSource
 from worker.adapters.local.embedded import RedisServer, create_topics
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore

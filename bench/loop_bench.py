@@ -54,7 +54,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from common import REPO, cpu_model, pin_one_core
 
-from tests.helpers import ListSink, ListSource
+from tests.support.helpers import ListSink, ListSource
 from worker.adapters.state.memory_store import MemoryStore
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch, run_sync

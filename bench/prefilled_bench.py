@@ -63,7 +63,7 @@ from workerbench.runs import stage_means, warm_transactions  # noqa: E402
 from workerbench.workload import Reader, load_deepseek, make_workload, prefill  # noqa: E402
 
 from tests.integration.harness import Output, verify  # noqa: E402
-from tests.servers import RedisServer, create_topics, free_port  # noqa: E402
+from tests.support.servers import RedisServer, create_topics, free_port  # noqa: E402
 from worker.adapters.local.embedded import redis_server_binary  # noqa: E402
 from worker.constants import STAGES  # noqa: E402
 

@@ -45,7 +45,7 @@ from common import REPO, code_version, cpu_model  # bench/common.py
 
 sys.path.insert(0, str(REPO))
 
-from tests.core.parsers.samples import SETUPS, decoy_tools, golden_inputs
+from tests.core.parsers.shared.samples import SETUPS, decoy_tools, golden_inputs
 from worker.adapters.local.embedded import RedisServer
 from worker.adapters.state.memory_store import MemoryStore
 from worker.adapters.state.redis_store import RedisStore

@@ -216,7 +216,7 @@ def measure(fns: list[Callable[[], int]], repeats: int) -> list[tuple[float, flo
 RECEIVER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from tests.otlp_receiver import otlp_receiver
+from tests.support.otlp_receiver import otlp_receiver
 with otlp_receiver() as r:
     print(r.url, flush=True)
     sys.stdin.read()

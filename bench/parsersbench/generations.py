@@ -255,7 +255,8 @@ def gen_minicpm5(tok: Tokenizer) -> str:
     return _prose(tok) + '<function name="f"><param name="s">x</param></function>'
 
 
-# The response template transformers ships for Qwen3 (tests/core/parsers/test_response_template.py).
+# The response template transformers ships for Qwen3
+# (tests/core/parsers/real/test_response_template.py).
 QWEN3_TEMPLATE: dict[str, Any] = {
     "start_anchor": "<|im_start|>assistant\n",
     "fields": {

@@ -98,7 +98,7 @@ class Profile:
     def request(self) -> dict[str, Any] | None:
         if not (self.tools or self.stops):
             return None
-        from tests.core.parsers.samples import decoy_tools
+        from tests.core.parsers.shared.samples import decoy_tools
 
         req: dict[str, Any] = {"messages": []}
         if self.tools:

@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 from tokenizers import Tokenizer
 
 from tests.integration.harness import Output, verify
-from tests.servers import create_topics, free_port
+from tests.support.servers import create_topics, free_port
 from worker.constants import H_REQUEST_ID, H_SEQ, STAGES
 from workerbench.processes import (
     CpuMeter,

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.autoscale.config import EVENT_WINDOW_S, GRACE_S, PARTITIONS, ROOT
-from tests.autoscale.hpa import HpaSettings
 from tests.autoscale.result import RunResult
-from tests.autoscale.scaledobject import thresholds
+from tests.autoscale.scaling.hpa import HpaSettings
+from tests.autoscale.scaling.scaledobject import thresholds
 from worker.adapters.local import kafka_server
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.autoscale.fleet import ScaleEvent, Worker
-from tests.autoscale.hpa import HpaSettings
-from tests.autoscale.keda import Poll
-from tests.autoscale.measure import EventPause
+from tests.autoscale.checks.measure import EventPause
+from tests.autoscale.load.fleet import ScaleEvent, Worker
+from tests.autoscale.scaling.hpa import HpaSettings
+from tests.autoscale.scaling.keda import Poll
 
 
 @dataclass

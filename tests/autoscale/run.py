@@ -14,7 +14,7 @@ prefix. Per run:
   the SASL/TLS settings; lagThreshold and activationLagThreshold, records per replica =
   a rate × a time, divided by the time compression like the periods) every compressed
   polling interval and prints KEDA's metric.
-- **HPA**: tests/autoscale/hpa.py turns the latest metric into a replica count every
+- **HPA**: tests/autoscale/scaling/hpa.py turns the latest metric into a replica count every
   compressed sync period; the harness starts workers (slot = lowest free; static
   membership: `--group-instance-id w-<slot>`) or SIGTERMs the newest ones, as Kubernetes
   deletes pods; a worker not gone within the grace period (30 s) is SIGKILLed and fails
@@ -58,7 +58,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.autoscale.capacity import measure_capacity
+from tests.autoscale.checks.reader import Reader
+from tests.autoscale.checks.replay import code_hash
+from tests.autoscale.checks.verify import verify
 from tests.autoscale.config import (
     COMPRESSION,
     DEFAULT_KEDALAG,
@@ -69,17 +71,19 @@ from tests.autoscale.config import (
     VENV_BIN,
 )
 from tests.autoscale.console import say
-from tests.autoscale.fleet import Fleet, ScaleEvent, scrape_lag
-from tests.autoscale.hpa import Hpa, HpaSettings
-from tests.autoscale.keda import Keda, Poll, keda_selfcheck
-from tests.autoscale.publisher import Publisher
-from tests.autoscale.reader import Reader
-from tests.autoscale.replay import code_hash
+from tests.autoscale.load.capacity import measure_capacity
+from tests.autoscale.load.fleet import Fleet, ScaleEvent, scrape_lag
+from tests.autoscale.load.publisher import Publisher
+from tests.autoscale.load.workload import FULL, QUICK, Profile, load_tokenizer, workload
 from tests.autoscale.report import machine, render
 from tests.autoscale.result import RunResult
-from tests.autoscale.scaledobject import compressed_thresholds, scaled_object, trigger_metadata
-from tests.autoscale.verify import verify
-from tests.autoscale.workload import FULL, QUICK, Profile, load_tokenizer, workload
+from tests.autoscale.scaling.hpa import Hpa, HpaSettings
+from tests.autoscale.scaling.keda import Keda, Poll, keda_selfcheck
+from tests.autoscale.scaling.scaledobject import (
+    compressed_thresholds,
+    scaled_object,
+    trigger_metadata,
+)
 from worker.adapters.local import kafka_server
 from worker.adapters.local.embedded import RedisServer, create_topics
 

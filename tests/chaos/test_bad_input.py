@@ -34,7 +34,7 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.servers import free_port
+from tests.support.servers import free_port
 from worker.core.errors import INVALID_RECORD, INVALID_REQUEST, SEQUENCE_GAP, STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

@@ -24,8 +24,8 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.server_fixtures import TANSU, kafka_plan
-from tests.servers import create_topics
+from tests.support.server_fixtures import TANSU, kafka_plan
+from tests.support.servers import create_topics
 from worker.adapters.local import kafka_server
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

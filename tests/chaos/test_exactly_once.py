@@ -49,8 +49,8 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.server_fixtures import TANSU, kafka_plan
-from tests.servers import free_port
+from tests.support.server_fixtures import TANSU, kafka_plan
+from tests.support.servers import free_port
 from worker.adapters.local import kafka_server
 from worker.constants import CONTROL
 

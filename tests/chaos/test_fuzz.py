@@ -30,7 +30,6 @@ from tests.chaos.tools import (
     wait_counted,
     worker_registry,
 )
-from tests.helpers import Run as LoopRun
 from tests.integration.harness import (
     WorkerProcess,
     interleave,
@@ -39,7 +38,8 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.servers import free_port
+from tests.support.helpers import Run as LoopRun
+from tests.support.servers import free_port
 from worker.batch.pipeline import decode_batch, process_batch
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.core import errors

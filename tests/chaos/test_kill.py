@@ -18,7 +18,7 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

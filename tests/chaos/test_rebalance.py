@@ -28,7 +28,7 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.servers import free_port
+from tests.support.servers import free_port
 from worker.core.state import DONE, decode_state
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

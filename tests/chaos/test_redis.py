@@ -42,7 +42,7 @@ from tests.integration.harness import (
     publish,
     verify,
 )
-from tests.servers import RedisServer, ServerError
+from tests.support.servers import RedisServer, ServerError
 from worker.core.errors import STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

@@ -32,7 +32,7 @@ import pytest
 from redis.crc import key_slot
 from tokenizers import Tokenizer
 
-from tests.adapters.test_redis_cluster import wait_all_named
+from tests.adapters.state.redis_cluster_tools import wait_all_named
 from tests.chaos.test_redis import Input
 from tests.chaos.tools import Tail, describe, per_request, wait_log, wait_until
 from tests.integration.harness import (
@@ -43,7 +43,7 @@ from tests.integration.harness import (
     make_generations,
     verify,
 )
-from tests.servers import ClusterNode, LocalRedisCluster
+from tests.support.servers import ClusterNode, LocalRedisCluster
 from worker.core.errors import SEQUENCE_GAP, STATE_MISSING
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

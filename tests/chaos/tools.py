@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from tests.helpers import Run
 from tests.integration.harness import Output, WorkerProcess
+from tests.support.helpers import Run
 from worker.config import load_registry
 from worker.constants import H_KIND, H_PART, H_REQUEST_ID, H_SEQ
 from worker.core.model import Registry

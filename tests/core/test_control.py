@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests.helpers import Run, chunk, end, registry
+from tests.support.helpers import Run, chunk, end, registry
 from worker.adapters.state.memory_store import MemoryStore
 from worker.constants import CONTROL, SKIPPED
 from worker.core.model import Registry

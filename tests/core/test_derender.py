@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.helpers import Run, chunk, end, registry
+from tests.support.helpers import Run, chunk, end, registry
 from worker.core.model import Model, Registry
 
 

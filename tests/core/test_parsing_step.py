@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tests.core.parsers.samples import GOLDEN, SETUPS, golden_inputs
-from tests.helpers import Run, end, registry
+from tests.core.parsers.shared.samples import GOLDEN, SETUPS, golden_inputs
+from tests.support.helpers import Run, end, registry
 from worker.core.model import Registry
 
 _settings = settings(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.core.test_detokenize import PIECES, split
-from tests.helpers import Run, chunk, end, registry
+from tests.support.helpers import Run, chunk, end, registry
 
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=20).map("".join)
 _settings = settings(

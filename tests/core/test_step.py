@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.helpers import chunk, end
+from tests.support.helpers import chunk, end
 from worker.core import (
     CorruptState,
     Registry,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.samples import GOLDEN, render_deepseek_v4, tools_for
-from tests.helpers import registry
+from tests.core.parsers.shared.samples import GOLDEN, render_deepseek_v4, tools_for
+from tests.support.helpers import registry
 from worker.core import derender
 from worker.core.derender import step
 from worker.core.model import Registry

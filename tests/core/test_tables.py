@@ -15,9 +15,9 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.samples import SETUPS, decoy_tools, golden_inputs
-from tests.helpers import Run, end, registry
-from tests.offline_tokenizers import offline_tokenizer
+from tests.core.parsers.shared.samples import SETUPS, decoy_tools, golden_inputs
+from tests.support.helpers import Run, end, registry
+from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.adapters.state.memory_store import MemoryStore
 from worker.core.model import Registry
 from worker.core.state import decode_state, encode_state

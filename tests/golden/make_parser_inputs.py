@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.core.parsers.samples import MARKER_TOKENIZERS, SETUPS, golden_inputs
+from tests.core.parsers.shared.samples import MARKER_TOKENIZERS, SETUPS, golden_inputs
 from worker.adapters.tokenizers import load_tokenizer
 
 HERE = Path(__file__).parent / "parsers"

@@ -23,8 +23,8 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.server_fixtures import TANSU, kafka_plan
-from tests.servers import free_port
+from tests.support.server_fixtures import TANSU, kafka_plan
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 

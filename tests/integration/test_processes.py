@@ -27,7 +27,7 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 import pytest
 from tokenizers import Tokenizer
 
-from tests import servers
 from tests.integration.harness import (
     WorkerProcess,
     done_count,
@@ -21,7 +20,8 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.server_fixtures import TANSU, kafka_plan
+from tests.support import servers
+from tests.support.server_fixtures import TANSU, kafka_plan
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 Real broker, real redis-server, `derender-worker publish` and `run` as processes, the
 worker exporting with the real OTLP/HTTP exporter (configured only by OTEL_* variables)
-to a receiver that decodes its protobuf bodies (tests/otlp_receiver.py), and
+to a receiver that decodes its protobuf bodies (tests/support/otlp_receiver.py), and
 `worker.tools.tail.tail` reading the output topic as a gateway would.
 """
 
@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer
 from tokenizers import Tokenizer
 
 from tests.integration.harness import ROOT, WorkerProcess, interleave, make_generations
-from tests.otlp_receiver import Span, otel_env, otlp_receiver
-from tests.server_fixtures import TANSU, kafka_plan
+from tests.support.otlp_receiver import Span, otel_env, otlp_receiver
+from tests.support.server_fixtures import TANSU, kafka_plan
 from worker.tools.tail import tail
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from tests.integration.harness import (
     read_all,
     verify,
 )
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +154,7 @@ def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    from tests.server_fixtures import TANSU, kafka_plan
+    from tests.support.server_fixtures import TANSU, kafka_plan
 
     if kafka_plan().kind == TANSU:
         pytest.skip("tansu does not enforce max.message.bytes")

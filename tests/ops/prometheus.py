@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from tests.ops.promql import CONFIG, PROMETHEUS
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 START_TIMEOUT_S = 60.0
 

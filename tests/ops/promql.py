@@ -1,5 +1,5 @@
 """Where deploy/ keeps PromQL, and the metric names it may use: shared by the rule tests,
-the live Prometheus check and tests/test_deploy.py."""
+the live Prometheus check and tests/docs/test_deploy.py."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from tests.integration.harness import ROOT, WorkerProcess, make_generations
 from tests.ops.prometheus import Prometheus, has_data
 from tests.ops.promql import dashboard_exprs, hpa_exprs, rules
 from tests.serve import bodies
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 

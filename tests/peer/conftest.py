@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.peer.cases_families import FAMILIES
-from tests.peer.cases_gptoss import GPTOSS_EOS, GPTOSS_TOKENIZER
-from tests.peer.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
-from tests.peer.cases_minimax_m3 import M3
+from tests.peer.cases.families.cases_families import FAMILIES
+from tests.peer.cases.gptoss.cases_gptoss import GPTOSS_EOS, GPTOSS_TOKENIZER
+from tests.peer.cases.llama.cases_llama import LLAMA_EOS, LLAMA_TOKENIZER
+from tests.peer.cases.minimax_m3.cases_minimax_m3 import M3
 from tests.peer.drive import GPTOSS_MODEL, LLAMA_MODEL, RECORDED, family
 from tests.peer.parity import Prompts, Tally
 from worker.adapters.tokenizers import primary_eos_ids, resolve_tokenizer_path

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.helpers import Run
+from tests.support.helpers import Run
 from worker.core.model import Registry
 
 if TYPE_CHECKING:

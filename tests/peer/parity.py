@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.peer.compare import Diff, compare, compare_to_whole
-from tests.peer.differences import DIFFERENCES, PROPOSED, explain
+from tests.peer.differences.differences import DIFFERENCES, PROPOSED, explain
 from tests.peer.drive import Case, run_ours, run_vllm, served_model
 from worker.core.model import Registry
 

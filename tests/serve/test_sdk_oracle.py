@@ -3,7 +3,7 @@
 A gateway built on vLLM's derender endpoints calls `POST /v1/chat/completions/derender`
 once per generate chunk, carrying `stream_state`, and writes each answer's `chunk` to its
 client as an SSE `data:` line, then `data: [DONE]`. That is done here on real TCP against
-`serve`, for the SDK oracle's generated chat cases (tests/core/sdk_cases.py: every
+`serve`, for the SDK oracle's generated chat cases (tests/core/sdk/sdk_cases.py: every
 registered format and a plain model, `n` = 1…3 interleaved, logprobs, stop strings,
 `length`), with one `stream_state` for all of a request's choices (what README's `serve`
 section advises for `n > 1`); the SDK reads the re-framed stream and must accumulate it to
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from tests.core.sdk_cases import Case, chat_cases, registry, run_case
-from tests.core.test_sdk_oracle import _settings, check_chat_bytes
+from tests.core.sdk.sdk_cases import Case, chat_cases, registry, run_case
+from tests.core.sdk.test_sdk_oracle import _settings, check_chat_bytes
 from tests.serve.conftest import Client, LiveServer
 from worker.serve.app import build_app
 

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import (
+from tests.core.parsers.shared.harness import (
     KIMI_SPECIAL,
     QWEN_ADDED,
     QWEN_SPECIAL,

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import Slot, request, tool
+from tests.core.parsers.shared.harness import Slot, request, tool
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     Content,

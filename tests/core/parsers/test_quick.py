@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.core.parsers.harness import Slot, deepseek_tokenizer, request
-from tests.core.parsers.samples import GOLDEN, SETUPS, chat_request, render_deepseek_v4
-from tests.core.parsers.test_properties import _spec, _tokenizer, conversations
+from tests.core.parsers.properties.test_properties import _spec, _tokenizer, conversations
+from tests.core.parsers.shared.harness import Slot, deepseek_tokenizer, request
+from tests.core.parsers.shared.samples import GOLDEN, SETUPS, chat_request, render_deepseek_v4
 from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     REASONING,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import (
+from tests.core.parsers.shared.harness import (
     MISTRAL_SPECIAL,
     QWEN_ADDED,
     QWEN_SPECIAL,

@@ -5,7 +5,7 @@ the model registry, so every name vLLM registers must be accepted, and no name v
 refuse (a name we accept that vLLM does not is a config that works here and nowhere else).
 
 `vllm_registry.json` is recorded from vLLM's own `ReasoningParserManager` /
-`ToolParserManager` in the peer venv by `tests/peer/record_registry.py` (the command is in
+`ToolParserManager` in the peer venv by `tests/peer/recorded/record_registry.py` (the command is in
 the file, under "command").
 
 `NOT_YET` lists the names still missing while issue 26 lands family by family: remove a

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.harness import (
+from tests.core.parsers.shared.harness import (
     QWEN_ADDED,
     QWEN_SPECIAL,
     Result,

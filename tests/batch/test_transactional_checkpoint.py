@@ -1,0 +1,273 @@
+"""Exactly-once's checkpoint through the one loop, with a fake of the Kafka transactions
+(outputs become visible only when their partition's transaction commits) and the real
+MemoryStore with its two state versions. The broker-level proof is
+tests/chaos/test_exactly_once.py; this pins the protocol and the state rule exactly,
+including transactions that span batches (`--commit-interval-ms`, on a fake clock)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from tests.batch.test_loop import REGISTRY, Recorder, RecordingSink, RecordingSource, _batch
+from tests.support.helpers import chunk, end
+from worker.adapters.state.memory_store import MemoryStore
+from worker.batch.checkpoint import Checkpoint
+from worker.batch.loop import BatchReport, run_batch
+from worker.batch.transactional import TransactionalCheckpoint
+from worker.ports import Batch, OutRecord, Partition, StateWrite, Stored
+
+
+class FakeTransactions:
+    """One transaction per partition: `send` adds to it, `commit` makes it visible (or
+    fails it, for the partitions in `fail`), `abort` discards it."""
+
+    def __init__(self, log: Recorder, fail: set[Partition] | None = None) -> None:
+        self.log = log
+        self.fail = fail or set()
+        self.open: dict[Partition, list[OutRecord]] = {}
+        self.visible: list[OutRecord] = []
+        self.committed: dict[Partition, int] = {}
+        self.dropped: list[Partition] = []
+
+    async def begin(self, partitions: list[Partition]) -> None:
+        self.log.events.append(f"begin {sorted(partitions)}")
+        for p in partitions:
+            assert p not in self.open, f"two transactions at once on {p}"
+            self.open[p] = []
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        self.log.events.append(f"produce {len(outputs)}")
+        for o in [*outputs, *dead_letters]:
+            self.open[o.source_partition].append(o)
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
+        self.log.events.append(f"commit {dict(sorted(offsets.items()))}")
+        failed = []
+        for p, offset in offsets.items():
+            records = self.open.pop(p)
+            if p in self.fail:
+                failed.append(p)
+                continue
+            self.visible += records
+            self.committed[p] = offset
+        self.dropped += failed
+        return failed
+
+    async def abort(self, partitions: list[Partition]) -> None:
+        self.log.events.append(f"abort {sorted(partitions)}")
+        for p in partitions:
+            self.open.pop(p, None)
+
+    async def drop(self, partitions: list[Partition]) -> None:
+        self.dropped += partitions
+
+
+class VersionRecordingStore(MemoryStore):
+    """A MemoryStore that logs the first offsets each load asks from."""
+
+    def __init__(self, log: Recorder) -> None:
+        super().__init__()
+        self.log = log
+
+    async def load_many(
+        self,
+        request_ids: list[str],
+        first_offsets: list[int] | None = None,
+        tables_for: AbstractSet[str] = frozenset(),
+    ) -> dict[str, Stored | None]:
+        self.log.events.append(f"load {first_offsets}")
+        return await super().load_many(request_ids, first_offsets, tables_for)
+
+    async def save_many(self, writes: list[StateWrite]) -> list[str]:
+        self.log.events.append(
+            "save " + ",".join(f"{w.first_offset}-{w.last_offset}" for w in writes)
+        )
+        return await super().save_many(writes)
+
+
+def run(batch: Batch, checkpoint: Checkpoint, sink: Any) -> BatchReport:
+    return asyncio.run(
+        run_batch(
+            batch, registry=REGISTRY, sink=sink, checkpoint=checkpoint, max_record_bytes=1 << 20
+        )
+    )
+
+
+def triples(outputs: list[OutRecord]) -> list[tuple[str, bytes, bytes, bytes]]:
+    return [
+        (o.key, dict(o.headers)["derender-seq"], dict(o.headers)["derender-part"], o.value)
+        for o in outputs
+    ]
+
+
+def test_begin_load_at_the_first_offsets_produce_save_versioned_commit() -> None:
+    log, source_log = Recorder(), Recorder()
+    store, txns = VersionRecordingStore(log), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(source_log), store, txns)
+    batch = _batch([(0, chunk("a", 0, [100, 101])), (1, chunk("b", 0, [102])), (0, end("a", 1))])
+    report = run(batch, checkpoint, txns)
+    assert log.events == [
+        "begin [0, 1]",
+        "load [10, 10]",  # each request's partition's first offset
+        f"produce {len(report.result.outputs)}",
+        "save 10-11,10-10",  # a: partition 0 (10..11), b: partition 1 (10..10)
+        "commit {0: 12, 1: 11}",  # inside the transactions
+    ]
+    assert source_log.events == []  # nothing committed on the consumer
+    assert txns.committed == {0: 12, 1: 11}
+    assert sorted(triples(txns.visible)) == sorted(triples(report.result.outputs))
+
+
+def test_a_transaction_that_fails_is_redone_from_the_state_before_it() -> None:
+    """Partition 0's commit fails after its states were saved; the redo from the same
+    offsets builds on the state before that batch, so the outputs that finally become
+    visible are exactly a clean run's, with nothing twice."""
+    first = _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))])
+    second = _batch(
+        [(0, chunk("a", 1, [101, 103])), (1, chunk("b", 1, [104])), (0, end("a", 2))], first=11
+    )
+    # The clean run: at-least-once's checkpoint, nothing failing.
+    clean_log = Recorder()
+    clean = RecordingSink(clean_log)
+    plain = Checkpoint(RecordingSource(clean_log), MemoryStore())
+    expected = triples(
+        run(first, plain, clean).result.outputs + run(second, plain, clean).result.outputs
+    )
+
+    log = Recorder()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), store, txns)
+    run(first, checkpoint, txns)
+    txns.fail = {0}
+    report = run(second, checkpoint, txns)
+    assert report.rewound == [0] and txns.dropped == [0]
+    assert 0 not in checkpoint.epochs  # claimed anew when the partition is back
+    # a's state in the store is the aborted batch's; a load from offset 11 passes it over.
+    assert (await_(store.load_many(["a"])))["a"].seq == 2
+    assert (await_(store.load_many(["a"], [11])))["a"].seq == 0
+    txns.fail = set()
+    redo = Batch([r for r in second.records if r.partition == 0], {0: 11}, {0: 12})
+    run(redo, checkpoint, txns)
+    assert sorted(triples(txns.visible)) == sorted(expected)
+    assert len(triples(txns.visible)) == len(set(triples(txns.visible)))
+
+
+def test_a_refused_state_write_aborts_its_partition_and_gives_it_up() -> None:
+    log = Recorder()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), store, txns)
+    batch = _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))])
+    # Another owner (a newer epoch) wrote b first.
+    await_(store.save_many([StateWrite("b", 0, b"x", False, None, 99, 10, 10)]))
+    report = run(batch, checkpoint, txns)
+    assert report.refused == ["b"] and report.rewound == [1]
+    assert "abort [1]" in log.events and txns.dropped == [1]
+    assert txns.committed == {0: 11}
+    assert {o.key for o in txns.visible} == {"a"}  # b's outputs were aborted with it
+
+
+def await_(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RewindingSource(RecordingSource):
+    """Logs where each rewind seeks to."""
+
+    def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
+        self.log.events.append(f"rewind {dict(sorted(batch.first.items()))}")
+
+
+class FailingSink:
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        raise ConnectionError("the broker went away")
+
+
+# Three batches of one conversation per partition, offsets 10.. (a on 0, b on 1).
+SPAN = [
+    _batch([(0, chunk("a", 0, [100])), (1, chunk("b", 0, [102]))]),
+    _batch([(0, chunk("a", 1, [101, 103])), (1, chunk("b", 1, [104]))], first=11),
+    _batch([(0, end("a", 2)), (1, end("b", 2))], first=12),
+]
+
+
+def _clean_outputs() -> list[tuple[str, bytes, bytes, bytes]]:
+    log = Recorder()
+    sink, plain = RecordingSink(log), Checkpoint(RecordingSource(log), MemoryStore())
+    return sorted(t for b in SPAN for t in triples(run(b, plain, sink).result.outputs))
+
+
+def test_a_transaction_spans_batches_until_its_interval_is_up() -> None:
+    log, clock = Recorder(), Clock()
+    txns = FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(
+        RecordingSource(log), MemoryStore(), txns, interval_s=1.0, clock=clock
+    )
+    run(SPAN[0], checkpoint, txns)
+    clock.now = 0.5
+    run(SPAN[1], checkpoint, txns)
+    # One begin, no commit: nothing visible yet.
+    assert [e for e in log.events if e.startswith(("begin", "commit"))] == ["begin [0, 1]"]
+    assert txns.visible == [] and checkpoint.due([0, 1]) == []
+    clock.now = 1.0  # between batches, the lane asks what is due
+    assert checkpoint.due([0, 1]) == [0, 1] and checkpoint.due([1]) == [1]
+    assert await_(checkpoint.commit_due([0])) == []
+    assert txns.committed == {0: 12} and 1 in txns.open
+    # The next batch past the interval commits partition 1's transaction with it, and
+    # begins partition 0's next one, which that batch's commit leaves open.
+    run(SPAN[2], checkpoint, txns)
+    assert txns.committed == {0: 12, 1: 13} and list(txns.open) == [0]
+    assert checkpoint.due([0, 1]) == []
+    await_(checkpoint.settle([0]))  # (the lane stops)
+    assert txns.committed == {0: 13, 1: 13} and txns.open == {}
+    assert sorted(triples(txns.visible)) == _clean_outputs()
+
+
+def test_a_failed_batch_aborts_its_whole_transaction_and_rewinds_to_its_start() -> None:
+    """The third batch of a transaction fails: the batches before it in the transaction
+    are aborted with it, the partitions rewound to where it began, and the redo builds on
+    the states from before the transaction (none: the requests began in it)."""
+    log, clock = Recorder(), Clock()
+    store, txns = MemoryStore(), FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(
+        RewindingSource(log), store, txns, interval_s=10.0, clock=clock
+    )
+    run(SPAN[0], checkpoint, txns)
+    run(SPAN[1], checkpoint, txns)
+    try:
+        run(SPAN[2], checkpoint, FailingSink())
+    except ConnectionError:
+        await_(checkpoint.abort(SPAN[2]))
+    assert log.events[-2:] == ["abort [0, 1]", "rewind {0: 10, 1: 10}"]
+    assert txns.visible == [] and txns.open == {}
+    assert await_(store.load_many(["a", "b"], [10, 10])) == {"a": None, "b": None}
+    # The redo: the three batches' records from offset 10 as one batch.
+    redo = Batch([r for b in SPAN for r in b.records], {0: 10, 1: 10}, {0: 12, 1: 12})
+    run(redo, checkpoint, txns)
+    await_(checkpoint.settle([0, 1]))
+    assert txns.committed == {0: 13, 1: 13}
+    assert sorted(triples(txns.visible)) == _clean_outputs()
+
+
+def test_settle_leaves_a_transaction_with_a_batch_still_in_it() -> None:
+    """A revocation (or a stop) commits the open transactions whose batches are done; one
+    that a batch is still adding to (it outlived the revocation's wait) is left for its
+    producer's close to abort."""
+    log = Recorder()
+    txns = FakeTransactions(log)
+    checkpoint = TransactionalCheckpoint(RecordingSource(log), MemoryStore(), txns, interval_s=5)
+    run(SPAN[0], checkpoint, txns)
+    only_a = Batch([r for r in SPAN[1].records if r.partition == 0], {0: 11}, {0: 12})
+    await_(checkpoint.claim(only_a))  # partition 0's next batch is under way
+    await_(checkpoint.settle([0, 1]))
+    assert txns.committed == {1: 11} and 0 in txns.open
