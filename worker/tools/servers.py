@@ -7,7 +7,7 @@ Once both accept connections it prints, on stdout and nothing else,
     REDIS_URL=redis://127.0.0.1:<port>/0
 
 and what it started on stderr. The two names are the variables a test session reads
-(tests/server_fixtures.py uses servers it is given as they are). It creates the worker's
+(tests/support/server_fixtures.py uses servers it is given as they are). It creates the worker's
 default topics: `derender-worker run` exits 2 when its topics are missing, and Apache
 Kafka here creates none implicitly.
 

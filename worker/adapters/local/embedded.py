@@ -2,7 +2,7 @@
 (a local Redis Cluster of them: local_cluster.py).
 
 Used by `derender-worker demo` and `servers` and by the test fixtures
-(tests/server_fixtures.py), and the base of `kafka_server.ApacheKafka`; it needs only the
+(tests/support/server_fixtures.py), and the base of `kafka_server.ApacheKafka`; it needs only the
 standard library (aiokafka is imported inside `create_topics`).
 
 Where the binaries come from (DESIGN.md §4):

@@ -30,7 +30,7 @@ keys live in different slots, often on different masters, and nothing here needs
 together: the epoch is claimed once (INCR on the epoch key's master), carried in every
 write, and compared by CAS_SCRIPT against the epoch stored IN the request's own hash. So
 each compare-and-set is atomic on one key of one slot, and a zombie holding an older epoch
-is refused wherever the key lives (tests/adapters/test_redis_cluster.py shows it).
+is refused wherever the key lives (tests/adapters/state/test_redis_cluster.py shows it).
 
 Replication: Redis replicates asynchronously, so a save a master acknowledged can die
 with it before its replica has it; after the failover the request's next record finds an
