@@ -82,8 +82,8 @@ from corebench.vllm import (
 )
 from corebench.workload import chunked, generation_ids, load_deepseek
 
-from worker.core.detokenize import Detokenizer
 from worker.core.state import DONE, decode_state, encode_state
+from worker.core.text.detokenize import Detokenizer
 from worker.wire.inbound import decode_record
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

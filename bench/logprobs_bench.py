@@ -49,10 +49,10 @@ from tokenizers import Tokenizer
 
 from worker.batch.pipeline import decode_batch, process_batch
 from worker.constants import DEFAULT_MAX_RECORD_BYTES
-from worker.core.detokenize import Detokenizer
-from worker.core.logprobs import Position, Resolver, parse_generate
 from worker.core.model import Model, Registry
 from worker.core.state import ChoiceState
+from worker.core.text.detokenize import Detokenizer
+from worker.core.text.logprobs import Position, Resolver, parse_generate
 from worker.ports import InRecord, Stored
 from worker.wire.inbound import Logprobs
 

@@ -28,7 +28,7 @@ ERROR = "error"
 DONE_KIND = "done"
 DLQ = "dlq"
 # An early-stop request to the engine (`--control-topic`): the worker finished a request
-# before its engine did (worker/core/control.py).
+# before its engine did (worker/core/records/control.py).
 CONTROL = "control"
 # The value of the last output of a stream, as OpenAI's SSE ends one (`data: [DONE]`).
 DONE = b"[DONE]"

@@ -7,8 +7,8 @@ from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
 from corebench.profile import CREATED, MODEL, SKIP_SPECIAL
-from worker.core.detokenize import Detokenizer
 from worker.core.state import ChoiceState, RequestState, decode_state, encode_state
+from worker.core.text.detokenize import Detokenizer
 
 # -- 1) the floor: one DecodeStream -----------------------------------------------------
 

@@ -64,7 +64,6 @@ from parsersbench.generations import (
     gen_template_reasoning,
     gen_xlam,
 )
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     ParserSpec,
     ParserState,
@@ -72,6 +71,7 @@ from worker.core.parsers import (
     open_parser,
 )
 from worker.core.state import ChoiceState
+from worker.core.text.detokenize import Detokenizer
 from worker.wire.inbound import ChatRequest
 
 REASONING, ARGS = "reasoning", "call arguments"  # the phase a generation's windows are in

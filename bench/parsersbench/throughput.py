@@ -11,13 +11,13 @@ from tokenizers import Tokenizer
 from parsersbench.formats import Stream
 from parsersbench.profile import choice_decoder, msgpack_encoder, state_decoder
 from worker.core import derender
-from worker.core.detokenize import Detokenizer
 from worker.core.model import Model, Registry
 from worker.core.parsers import (
     feed,
     to_delta,
 )
 from worker.core.state import ChoiceState, RequestState, decode_state, encode_state
+from worker.core.text.detokenize import Detokenizer
 from worker.wire import outbound as out
 from worker.wire.inbound import ChunkRecord
 

@@ -171,7 +171,7 @@ def test_a_chunk_carries_its_records_engine_metrics_in_vllm_shape(
     reg: Registry, deepseek: Tokenizer
 ) -> None:
     """vLLM's streaming derender passes a generate chunk's `metrics` on its chunk, in
-    PerRequestMetrics' full shape (as whole responses: core/engine_metrics.py)."""
+    PerRequestMetrics' full shape (as whole responses: core/records/engine_metrics.py)."""
     run = Run(reg)
     rec = chunk("r", 0, ids_of(deepseek, "hi"), "stop")
     rec["generate_chunk"]["metrics"] = {"time_to_first_token_ms": 7}

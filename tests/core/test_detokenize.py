@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from worker.core.detokenize import (
+from worker.core.state import ChoiceState, RequestState, decode_state, encode_state
+from worker.core.text.detokenize import (
     PENDING_MAX_IDS,
     REPLACEMENT_CHAR,
     WINDOW_FALLBACK_IDS,
     Detokenizer,
 )
-from worker.core.state import ChoiceState, RequestState, decode_state, encode_state
 
 # Text that stresses byte boundaries: CJK, emoji (incl. ZWJ sequences and flags),
 # combining marks, code, whitespace runs, rare scripts.

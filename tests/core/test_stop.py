@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.support.helpers import Run, chunk, end, registry
-from worker.core.stop import NO_STOPS, StopStrings, apply_stop, normalize_stop
+from worker.core.text.stop import NO_STOPS, StopStrings, apply_stop, normalize_stop
 
 # T-STUB-WORDS: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>"
 

@@ -22,8 +22,8 @@ from tests.support.helpers import registry
 from worker.core import derender
 from worker.core.derender import step
 from worker.core.model import Registry
+from worker.core.records.stream import on_chunk, streamed
 from worker.core.state import ACTIVE, RequestState, decode_state, encode_state
-from worker.core.stream import on_chunk, streamed
 from worker.wire.inbound import ChunkRecord, decode_record
 
 TEXTS = {

@@ -28,10 +28,10 @@ from worker.constants import (
     UNKNOWN_SEQ,
 )
 from worker.core import derender, errors
-from worker.core.control import control as control_output
-from worker.core.control import live as still_live
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
+from worker.core.records.control import control as control_output
+from worker.core.records.control import live as still_live
 from worker.core.render import Output
 from worker.core.state import ACTIVE, DONE, CorruptState, RequestState, load_state
 from worker.core.tables import Tables
@@ -208,7 +208,7 @@ def process_batch(
     lost those records when the master died before its replica had them (issue #24).
 
     `control` (`--control-topic`): a record that ended a live request before its engine
-    did also yields a `control` output (worker/core/control.py), after its others.
+    did also yields a `control` output (worker/core/records/control.py), after its others.
 
     `warm`: the states this process saved last, decoded (batch/warm.py; the process's own
     by default): a state loaded back as the very blob saved is not decoded again."""

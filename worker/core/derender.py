@@ -27,13 +27,14 @@ import msgspec
 
 from worker.core import errors, render
 from worker.core.bounds import output_too_large
-from worker.core.control import answered
-from worker.core.echo import echo_chunks
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
+from worker.core.records.control import answered
+from worker.core.records.echo import echo_chunks
+from worker.core.records.request import open_request
+from worker.core.records.response import on_response
+from worker.core.records.stream import on_chunk, on_end, streamed
 from worker.core.render import Output, error_output
-from worker.core.request import open_request
-from worker.core.response import on_response
 from worker.core.state import (
     ACTIVE,
     DONE,
@@ -43,7 +44,6 @@ from worker.core.state import (
     RequestState,
     encode_state,
 )
-from worker.core.stream import on_chunk, on_end, streamed
 from worker.core.tables import EMPTY, RequestTables, Tables, TablesMissing
 from worker.wire.inbound import ChunkRecord
 
@@ -161,7 +161,7 @@ def step(
             if len(o.value) > limit:
                 raise output_too_large(o, limit)
         # A chunk after every choice finished (a stop string fired; the engine goes on
-        # until told: worker/core/control.py) says nothing and did no tokenizer work.
+        # until told: worker/core/records/control.py) says nothing and did no tokenizer work.
         result = SKIPPED if not outputs and record.type == "chunk" and answered(known) else OK
         st = Step(known, outputs, result)
         if opening and tabs.blob:

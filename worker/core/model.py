@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from tokenizers import Tokenizer
 
-from worker.core.detokenize import Detokenizer
-from worker.core.logprobs import Resolver
 from worker.core.parsers import Parser
+from worker.core.text.detokenize import Detokenizer
+from worker.core.text.logprobs import Resolver
 
 
 @dataclass(eq=False)

@@ -28,7 +28,7 @@ import msgspec
 from worker.core.errors import DerenderError
 from worker.core.parsers.arguments.tools import NO_TOOLS, ToolTable
 from worker.core.parsers.language.state import ToolSchema
-from worker.core.stop import NO_STOPS, StopStrings
+from worker.core.text.stop import NO_STOPS, StopStrings
 
 if TYPE_CHECKING:
     from worker.core.parsers import Parser

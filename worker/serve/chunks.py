@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from worker.core.engine_metrics import full_metrics
+from worker.core.records.engine_metrics import full_metrics
 from worker.core.state import RequestState
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse

@@ -1,6 +1,6 @@
 """The control topic's record (`--control-topic`): the worker tells the engine to stop
 generating a request whose answer is already over. Keyed by `request_id`; the value is
-this Struct as JSON. Written by the core (worker/core/control.py), read by `Publisher`
+this Struct as JSON. Written by the core (worker/core/records/control.py), read by `Publisher`
 (the engine side) and by an engine adapter (README "Early stop")."""
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ class ChatCompletion(msgspec.Struct):
     usage: UsageInfo
     prompt_logprobs: list[dict[str, Any] | None] | UnsetType | None = UNSET
     kv_transfer_params: dict[str, Any] | UnsetType | None = UNSET
-    # The generate output's `metrics` in vLLM 0.33's full shape (core/engine_metrics.py);
+    # The generate output's `metrics` in vLLM 0.33's full shape (core/records/engine_metrics.py);
     # left out when it had none.
     metrics: dict[str, Any] | UnsetType | None = UNSET
 

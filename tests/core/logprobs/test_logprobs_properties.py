@@ -26,7 +26,7 @@ from tests.core.test_detokenize import (
     split,
 )
 from tests.support.helpers import Run, end, registry
-from worker.core.logprobs import Position, Resolver
+from worker.core.text.logprobs import Position, Resolver
 
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=16).map("".join)
 _settings = settings(

@@ -23,11 +23,11 @@ from tests.core.parsers.shared.harness import (
     request,
     tool,
 )
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import Content, feed
 from worker.core.parsers.language.grammar import CONTENT, REASONING
 from worker.core.parsers.machine.engine import PENDING_MAX
 from worker.core.parsers.machine.prose import WS_HOLD_MAX
+from worker.core.text.detokenize import Detokenizer
 
 DSML_CALL = (
     'Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'

@@ -10,7 +10,6 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import Slot, request, tool
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     Content,
     Parser,
@@ -38,6 +37,7 @@ from worker.core.parsers.language.state import (
     CallPythonic,
     CallVerbatim,
 )
+from worker.core.text.detokenize import Detokenizer
 from worker.wire.outbound import encode
 
 TEXT = (

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from tests.core.parsers.properties.test_properties import _spec, _tokenizer, conversations
 from tests.core.parsers.shared.harness import Slot, deepseek_tokenizer, request
 from tests.core.parsers.shared.samples import GOLDEN, SETUPS, chat_request, render_deepseek_v4
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     REASONING,
     REASONING_CONTENT,
@@ -35,6 +34,7 @@ from worker.core.parsers import (
 )
 from worker.core.parsers.language.state import ParserState
 from worker.core.parsers.quick import MISS
+from worker.core.text.detokenize import Detokenizer
 from worker.wire.outbound import encode
 
 _encode = msgspec.msgpack.Encoder().encode

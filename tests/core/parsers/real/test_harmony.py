@@ -29,9 +29,9 @@ from tokenizers import Tokenizer
 from tests.core.parsers.shared.harness import Parser, Result, Slot, parser, request, tool
 from tests.support import harmony_oracle as oracle
 from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import feed
 from worker.core.parsers.machine.prose import FRAME_MAX
+from worker.core.text.detokenize import Detokenizer
 
 TOOLS = [tool("get_weather", location="string"), tool("get_time", tz="string")]
 R = "<|channel|>analysis<|message|>The user asks for the weather.<|end|>"

@@ -19,10 +19,10 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import Slot, expect, merge, parser, request, tool
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import ToolCallArgs, feed
 from worker.core.parsers.arguments import elements
 from worker.core.parsers.language.state import CallElements
+from worker.core.text.detokenize import Detokenizer
 
 NS = "]<]minimax[>["
 TOOLS = [

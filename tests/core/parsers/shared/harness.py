@@ -22,7 +22,6 @@ from tokenizers import decoders as tk_decoders
 
 from tests.conftest import DEEPSEEK_SPEC
 from worker.adapters.tokenizers import load_tokenizer
-from worker.core.detokenize import Detokenizer
 from worker.core.parsers import (
     Content,
     Event,
@@ -36,6 +35,7 @@ from worker.core.parsers import (
     open_parser,
     parse_whole,
 )
+from worker.core.text.detokenize import Detokenizer
 from worker.wire.inbound import ChatRequest
 
 _state_codec = msgspec.msgpack.Decoder(ParserState)

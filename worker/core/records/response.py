@@ -14,16 +14,16 @@ from msgspec import UNSET
 
 from worker.core import render
 from worker.core.bounds import check_generate_outputs, check_response, check_response_choice
-from worker.core.decode import Decoded, decode_choice, shown_positions, unhidden
-from worker.core.detokenize import Detokenizer
-from worker.core.echo import whole_prompt
-from worker.core.engine_metrics import full_metrics
 from worker.core.errors import DerenderError
-from worker.core.logprobs import Position, Resolved, chat_logprobs, completion_logprobs
 from worker.core.model import Model
+from worker.core.records.echo import whole_prompt
+from worker.core.records.engine_metrics import full_metrics
 from worker.core.render import ROLE, Output
 from worker.core.state import DONE, ChoiceState, RequestState
 from worker.core.tables import Tables
+from worker.core.text.decode import Decoded, decode_choice, shown_positions, unhidden
+from worker.core.text.detokenize import Detokenizer
+from worker.core.text.logprobs import Position, Resolved, chat_logprobs, completion_logprobs
 from worker.core.usage import usage
 from worker.wire import outbound as out
 from worker.wire.inbound import ChunkRecord, GenerateResponse, ResponseChoice

@@ -11,16 +11,16 @@ from __future__ import annotations
 from worker.constants import CHUNK
 from worker.core import render
 from worker.core.bounds import check_chunk
-from worker.core.decode import FINISH_ABORT, decode_choice, flushed, shown_positions, unhidden
-from worker.core.engine_metrics import full_metrics
 from worker.core.errors import DerenderError
-from worker.core.logprobs import Position, chat_logprobs, completion_logprobs
 from worker.core.model import Model
 from worker.core.parsers import for_choice
 from worker.core.parsers.quick import MISS, Miss
+from worker.core.records.engine_metrics import full_metrics
 from worker.core.render import LogprobsOut, Output, Piece
 from worker.core.state import DONE, ChoiceState, RequestState
 from worker.core.tables import Tables
+from worker.core.text.decode import FINISH_ABORT, decode_choice, flushed, shown_positions, unhidden
+from worker.core.text.logprobs import Position, chat_logprobs, completion_logprobs
 from worker.core.usage import completion_tokens, request_usage, usage
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse, StreamChoice

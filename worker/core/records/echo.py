@@ -12,11 +12,11 @@ from typing import Any
 from worker.core import render
 from worker.core.bounds import check_ids
 from worker.core.errors import DerenderError
-from worker.core.logprobs import Resolved, parse_prompt, top_limit
 from worker.core.model import Model
+from worker.core.records.request import prompt_ids_of, request_of
 from worker.core.render import Output, Piece
-from worker.core.request import prompt_ids_of, request_of
 from worker.core.state import RequestState
+from worker.core.text.logprobs import Resolved, parse_prompt, top_limit
 from worker.wire.inbound import ChatRequest, ChunkRecord, GenerateResponse
 
 

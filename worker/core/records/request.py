@@ -13,8 +13,8 @@ from worker.core.bounds import check_ids, check_lists, check_options
 from worker.core.errors import DerenderError
 from worker.core.model import Model, Registry
 from worker.core.state import Options, RequestState
-from worker.core.stop import normalize_stop
 from worker.core.tables import RequestTables, Tables
+from worker.core.text.stop import normalize_stop
 from worker.wire.inbound import ChatRequest, ChunkRecord
 
 

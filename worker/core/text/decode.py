@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import msgspec
 
-from worker.core.detokenize import Detokenizer
-from worker.core.logprobs import Position, Resolved, parse_generate, top_limit
 from worker.core.model import Model
 from worker.core.state import ChoiceState, Options, RequestState
-from worker.core.stop import StopStrings
 from worker.core.tables import Tables
+from worker.core.text.detokenize import Detokenizer
+from worker.core.text.logprobs import Position, Resolved, parse_generate, top_limit
+from worker.core.text.stop import StopStrings
 from worker.wire.inbound import Logprobs
 
 FINISH_STOP = "stop"

@@ -32,8 +32,8 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from worker.core.detokenize import REPLACEMENT_CHAR, Detokenizer
 from worker.core.errors import DerenderError
+from worker.core.text.detokenize import REPLACEMENT_CHAR, Detokenizer
 from worker.wire import outbound as out
 from worker.wire.inbound import LogprobEntry, Logprobs
 

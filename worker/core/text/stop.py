@@ -45,7 +45,7 @@ _FIND_MAX_LEN = 64
 _I32 = "i"
 _UTF32 = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
 if array(_I32).itemsize != 4:  # a C int is 4 bytes on every platform CPython supports
-    raise ImportError("worker.core.stop needs 4-byte array('i') items")
+    raise ImportError("worker.core.text.stop needs 4-byte array('i') items")
 _EDGE = 0x110000  # one past the largest code point: `node * _EDGE + ord(char)` keys an edge
 _UNKNOWN = -2  # a failure link or an output not computed yet
 _NONE = -1  # no output: no stop string ends at the node
