@@ -129,7 +129,9 @@ def test_every_registry_limit_is_documented() -> None:
     missing = [
         n for n in names if f"| `{n}` |" not in CONFIGURATION or f"\n{n} = " not in CONFIGURATION
     ]
-    assert not missing, f"configuration.md lacks the bound (its table row or [limits] line): {missing}"
+    assert not missing, (
+        f"configuration.md lacks the bound (its table row or [limits] line): {missing}"
+    )
     for n in names:
         row = next(r for r in table_rows(CONFIGURATION) if r[0] == f"`{n}`")
         default = msgspec.structs.asdict(Limits())[n]
@@ -146,7 +148,8 @@ START_UP_ERRORS = table_rows(section(CONFIGURATION, "Start-up errors"))
 )
 def test_each_documented_start_up_error_is_what_run_says(arguments: str, line: str) -> None:
     # An error raised while parsing the flags or checking the settings, as `run` prints it.
-    with pytest.raises(Exception) as caught:  # noqa: PT011 (the error class is the CLI's)
+    # (Exception: which class a settings error is belongs to the CLI, not to the docs.)
+    with pytest.raises(Exception) as caught:
         from_args(build_parser().parse_args(["run", *shlex.split(arguments)]))
     assert str(caught.value) == line
 
@@ -166,7 +169,9 @@ def raised_messages(path: Path, classes: set[str]) -> list[str]:
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             out.append(arg.value)
         elif isinstance(arg, ast.JoinedStr):
-            out.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values))
+            out.append(
+                "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values)
+            )
     return out
 
 
@@ -193,7 +198,10 @@ def refusal_templates() -> list[str]:
     """The lines the Kafka and Redis access checks stop the worker with, `{}` for each
     value (the text of every f-string there that says what to fix)."""
     out = []
-    for module in ("worker/adapters/broker/kafka_access.py", "worker/adapters/state/redis_access.py"):
+    for module in (
+        "worker/adapters/broker/kafka_access.py",
+        "worker/adapters/state/redis_access.py",
+    ):
         for node in ast.walk(ast.parse((ROOT / module).read_text(encoding="utf-8"))):
             if isinstance(node, ast.JoinedStr):
                 parts = [v.value if isinstance(v, ast.Constant) else "{}" for v in node.values]
@@ -220,5 +228,9 @@ def test_every_refusal_line_on_the_security_page_is_the_code_s() -> None:
     kept = [d for d in documented if d.startswith("cannot run: ")]  # (the rest: settings)
     strays = [d for d in kept if not any(p.search(d) for p in patterns)]
     assert not strays, f"security.md quotes lines the code does not write: {strays}"
-    unquoted = [t for t, p in zip(templates, patterns, strict=True) if not any(p.search(d) for d in documented)]
+    unquoted = [
+        t
+        for t, p in zip(templates, patterns, strict=True)
+        if not any(p.search(d) for d in documented)
+    ]
     assert not unquoted, f"security.md lacks these refusals: {unquoted}"

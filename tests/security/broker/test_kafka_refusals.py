@@ -1,6 +1,6 @@
 """Every wrong or missing piece of a Kafka login is a configuration error at start: exit 2
 within seconds of connecting (the outage limit here is five minutes, so a retry loop could
-not pass), one log line naming what to fix, quoted here word for word as README "Security"
+not pass), one log line naming what to fix, quoted here word for word as docs/operate/security.md
 quotes it. A right revoked while the worker runs is named the same way."""
 
 from __future__ import annotations
