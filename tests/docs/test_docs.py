@@ -218,7 +218,7 @@ def test_every_refusal_line_on_the_security_page_is_the_code_s() -> None:
         for row in table_rows(security)
         for cell in row[1:]
         for s in spans(cell)
-        if s.startswith(("cannot run: ", "derender-worker: "))
+        if re.match(r"cannot run: |derender-worker( \w+)?: ", s)
     ]
     templates = refusal_templates()
     patterns = [
