@@ -17,17 +17,17 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_OK, "done (`run` and `serve`: stopped by SIGTERM or SIGINT)"),
     (
         EXIT_FAILED,
-        "the command ran and failed: `run` gave up after --outage-limit-s of Redis or the "
+        "the command ran and failed: `run` gave up after `--outage-limit-s` of Redis or the "
         "broker failing; `check` found the worker not alive (or not ready); `servers` lost "
         "a server",
     ),
     (
         EXIT_USAGE,
-        "usage or configuration: an unknown flag, a bad flag or DERENDER_* value, an "
+        "usage or configuration: an unknown flag, a bad flag or `DERENDER_*` value, an "
         "unreadable or invalid file (model registry, input, secret), a login, certificate "
         "or ACL the broker or Redis refuses, a missing topic",
     ),
-    (EXIT_UNREACHABLE, "`publish`, `tail`: no broker of --bootstrap-servers answers"),
+    (EXIT_UNREACHABLE, "`publish`, `tail`: no broker of `--bootstrap-servers` answers"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C) before the command finished"),
 )
 

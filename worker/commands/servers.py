@@ -11,7 +11,7 @@ FLAGS: list[Flag] = [
     Flag(
         "kafka",
         None,
-        "the broker (default: apache when java and mvn are installed, else tansu)",
+        "the broker: apache or tansu (default: apache when java and mvn are installed, else tansu)",
         choices=("apache", "tansu"),
     ),
     Flag(
