@@ -25,7 +25,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
         EXIT_USAGE,
         "usage or configuration: an unknown flag, a bad flag or `DERENDER_*` value, an "
         "unreadable or invalid file (model registry, input, secret), a login, certificate "
-        "or ACL the broker or Redis refuses, a missing topic",
+        "or ACL the broker or Redis refuses, a missing topic, a port already in use",
     ),
     (EXIT_UNREACHABLE, "`publish`, `tail`: no broker of `--bootstrap-servers` answers"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C) before the command finished"),

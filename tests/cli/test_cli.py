@@ -134,10 +134,25 @@ def test_a_refused_security_setting_is_one_line() -> None:
     assert "--sasl-mechanism: unknown mechanism" in one_line(done.stderr, "derender-worker tail: ")
 
 
-def test_an_unreadable_secret_file_is_one_line(tmp_path: Path) -> None:
-    done = cli("tail", "--sasl-password-file", str(tmp_path / "nope"))
-    assert done.returncode == EXIT_USAGE
-    assert "--sasl-password-file: cannot read" in one_line(done.stderr, "derender-worker tail: ")
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sasl-password-file", "{missing}"], "--sasl-password-file: cannot read {missing}"),
+        (
+            ["--security-protocol", "SSL", "--ssl-cafile", "{missing}"],
+            "--ssl-cafile: cannot read {missing}",
+        ),
+    ],
+)
+def test_an_unreadable_security_file_is_one_line(
+    flags: list[str], message: str, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "nope")
+    for name in ("tail", "publish"):
+        done = cli(name, *(f.format(missing=missing) for f in flags), stdin=b"")
+        assert done.returncode == EXIT_USAGE
+        line = one_line(done.stderr, f"derender-worker {name}: ")
+        assert message.format(missing=missing) in line
 
 
 @pytest.mark.parametrize(
