@@ -82,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(command, str(exc), EXIT_UNREACHABLE)
     except OSError as exc:  # (a file or a port: what the message names)
         return _fail(command, str(exc), EXIT_USAGE)
+    except ValueError as exc:  # (the adapters' word for a bad value: a Redis URL, a TTL)
+        return _fail(command, str(exc), EXIT_USAGE)
 
 
 def _fail(command: str, message: str, code: int) -> int:

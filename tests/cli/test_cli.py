@@ -206,3 +206,14 @@ def test_a_bad_registry_is_one_line(tmp_path: Path) -> None:
     done = cli("replay", "--models", str(registry), "--quiet")
     assert done.returncode == EXIT_USAGE
     assert "not valid TOML" in one_line(done.stderr, "derender-worker replay: ")
+
+
+def test_a_bad_redis_url_is_one_line(tmp_path: Path) -> None:
+    """Found as the state store is made, before anything connects."""
+    missing = tmp_path / "ca.pem"
+    url = f"rediss://worker:hunter2@127.0.0.1:{closed_port()}/0?ssl_ca_certs={missing}"
+    done = cli("run", "--metrics-port", "0", env={"DERENDER_REDIS_URL": url})
+    assert done.returncode == EXIT_USAGE, done.stderr.decode()
+    last = done.stderr.decode().strip().splitlines()[-1]
+    assert last == f"derender-worker run: --redis-url: ssl_ca_certs={missing}: no such file"
+    assert "Traceback" not in done.stderr.decode() and "hunter2" not in done.stderr.decode()
