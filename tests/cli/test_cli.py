@@ -217,3 +217,18 @@ def test_a_bad_redis_url_is_one_line(tmp_path: Path) -> None:
     last = done.stderr.decode().strip().splitlines()[-1]
     assert last == f"derender-worker run: --redis-url: ssl_ca_certs={missing}: no such file"
     assert "Traceback" not in done.stderr.decode() and "hunter2" not in done.stderr.decode()
+
+
+def test_a_repeated_flag_collects_and_a_bad_one_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from worker.cli import build_parser
+
+    args = build_parser({}).parse_args(["publish", "--header", "a=1", "--header", "b=x=y"])
+    assert args.header == [("a", "1"), ("b", "x=y")]
+    assert build_parser({}).parse_args(["publish"]).header is None
+    with pytest.raises(SystemExit):
+        main(["publish", "--header", "novalue"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: derender-worker publish ")
+    assert "argument --header: expected NAME=VALUE, got 'novalue'" in err
