@@ -78,10 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except CommandError as exc:
         return _fail(command, str(exc), exc.exit_code)
-    except ConnectionError as exc:  # (a server refused or dropped the connection)
-        return _fail(command, str(exc), EXIT_UNREACHABLE)
-    except OSError as exc:  # (a file or a port: what the message names)
-        return _fail(command, str(exc), EXIT_USAGE)
+    except OSError as exc:
+        # A server that refused or dropped the connection, else a file or a port (a reader
+        # that closed our stdout, BrokenPipeError, is neither: exit 2 as for a file).
+        reach = isinstance(exc, ConnectionError) and not isinstance(exc, BrokenPipeError)
+        return _fail(command, str(exc), EXIT_UNREACHABLE if reach else EXIT_USAGE)
     except ValueError as exc:  # (the adapters' word for a bad value: a Redis URL, a TTL)
         return _fail(command, str(exc), EXIT_USAGE)
 

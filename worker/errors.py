@@ -27,7 +27,12 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
         "unreadable or invalid file (model registry, input, secret), a login, certificate "
         "or ACL the broker or Redis refuses, a missing topic, a port already in use",
     ),
-    (EXIT_UNREACHABLE, "`publish`, `tail`: no broker of `--bootstrap-servers` answers"),
+    (
+        EXIT_UNREACHABLE,
+        "a server the command needs does not answer: `publish` and `tail` when no broker of "
+        "`--bootstrap-servers` does (`run` waits for its servers instead, up to "
+        "`--outage-limit-s`)",
+    ),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C) before the command finished"),
 )
 
