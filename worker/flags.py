@@ -105,9 +105,18 @@ def _from_env(f: Flag, env: Mapping[str, str]) -> Any:
         return f.default
     value = _FromEnvironment(raw)
     value.variable = f.env
-    if f.kind == "switch":  # (no type for argparse to apply later: converted now)
-        return _convert(Flag(f.name, False, "", _switch))(value)
     return value
+
+
+class _Switch(argparse.Action):
+    """`--name` sets True; its variable's value (1/0, yes/no, ...) is converted by its
+    `type` at parse time, as an option's is."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, *_: Any) -> None:
+        setattr(namespace, self.dest, True)
 
 
 def shown_default(f: Flag) -> str:
@@ -141,7 +150,9 @@ def add_flag_list(
             continue
         kw: dict[str, Any] = {"default": _from_env(f, env)}
         if f.kind == "switch":
-            kw |= {"action": "store_true", "help": f"{f.help} [{where}default off]"}
+            switch = Flag(f.name, False, "", _switch)
+            kw |= {"action": _Switch, "type": _convert(switch)}
+            kw["help"] = f"{f.help} [{where}default off]"
         else:
             kw |= {"type": _convert(f), "choices": f.choices, "metavar": f.metavar}
             kw["action"] = "append" if f.kind == "repeated" else "store"

@@ -14,7 +14,7 @@ import pytest
 
 from worker.cli import main
 from worker.commands import COMMANDS
-from worker.errors import EXIT_UNREACHABLE, EXIT_USAGE
+from worker.errors import EXIT_UNREACHABLE, EXIT_USAGE, ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,6 +198,12 @@ def test_a_switch_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_parser({"DERENDER_RAW": "yes"}).parse_args(["tail"]).raw is True
     assert build_parser({"DERENDER_RAW": "0"}).parse_args(["tail"]).raw is False
     assert build_parser({}).parse_args(["tail", "--raw"]).raw is True
+    assert build_parser({}).parse_args(["tail"]).raw is False
+    assert build_parser({"DERENDER_RAW": "0"}).parse_args(["tail", "--raw"]).raw is True
+    bad = build_parser({"DERENDER_RAW": "maybe"})  # (refused only by the command reading it)
+    assert bad.parse_args(["demo"]).short is False
+    with pytest.raises(ConfigError, match="DERENDER_RAW: invalid value 'maybe'"):
+        bad.parse_args(["tail"])
 
 
 def test_a_bad_registry_is_one_line(tmp_path: Path) -> None:
