@@ -72,33 +72,37 @@ class OutputReader:
         self._only = None if request_ids is None else set(request_ids)
         self._seen = Seen(remember)
         self._ready: deque[Output] = deque()
-        self._started = self._stopped = False
-        self._consumer = AIOKafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap_servers,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest" if from_beginning else "latest",
-            isolation_level=isolation_level,
+        self._stopped = False
+        self._client = {
+            "bootstrap_servers": bootstrap_servers,
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest" if from_beginning else "latest",
+            "isolation_level": isolation_level,
             **consumer,
-        )
+        }
+        self._consumer: AIOKafkaConsumer | None = None  # (made by `start`, in its loop)
 
     async def start(self) -> None:
         """Connect and fix the position on every partition: an output written after this
         returns is read. Raises ValueError when the topic does not exist."""
+        if self._consumer is not None or self._stopped:
+            raise RuntimeError("an OutputReader starts once")
+        consumer = self._consumer = AIOKafkaConsumer(**self._client)
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                await self._consumer.start()
-                while not self._consumer.assignment():  # (the topic's metadata, then all)
-                    if self.topic not in await self._consumer.topics():
-                        raise ValueError(f"output topic {self.topic!r} does not exist")
+                await consumer.start()
+                # (Subscribed after `start`, which would wait out a missing topic.)
+                if self.topic not in await consumer.topics():
+                    raise ValueError(f"output topic {self.topic!r} does not exist")
+                consumer.subscribe([self.topic])
+                while not consumer.assignment():  # (every partition, once known)
                     await asyncio.sleep(0.05)
-                for tp in self._consumer.assignment():
-                    await self._consumer.position(tp)
+                for tp in consumer.assignment():
+                    await consumer.position(tp)
         except BaseException:
             await self.stop()
             raise
-        self._started = True
 
     async def stop(self) -> None:
         """Close the consumer (within a few seconds); a `read` waiting returns None."""
@@ -106,8 +110,9 @@ class OutputReader:
             return
         self._stopped = True
         self._ready.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._consumer.stop(), CLOSE_TIMEOUT_S)
+        if self._consumer is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._consumer.stop(), CLOSE_TIMEOUT_S)
 
     async def __aenter__(self) -> OutputReader:
         await self.start()
@@ -147,7 +152,8 @@ class OutputReader:
     async def read(self, timeout_s: float | None = None) -> Output | None:
         """The next output; None after `timeout_s` without one (None: wait until one comes),
         or once the reader is stopped. One task reads at a time."""
-        if not self._started and not self._stopped:
+        consumer = self._consumer
+        if consumer is None:
             raise RuntimeError("start the reader first (`await reader.start()` or `async with`)")
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
@@ -160,7 +166,7 @@ class OutputReader:
                 if left <= 0:
                     return None
                 wait_ms = min(POLL_MS, max(1, int(left * 1000)))
-            batches = await self._consumer.getmany(timeout_ms=wait_ms)
+            batches = await consumer.getmany(timeout_ms=wait_ms)
             for tp, records in batches.items():
                 for r in records:
                     self._take(r.key, r.value, r.headers, tp.partition, r.offset)

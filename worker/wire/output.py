@@ -3,7 +3,7 @@
 Every output carries `derender-request-id`, `derender-seq` (the input record's seq) and
 `derender-part` (0, 1, … per input record): that triple is an output's identity, and a
 redelivery repeats an output with its identity and its bytes (docs/integrate/contract.md,
-"Output records"). A request ends with its `[DONE]` output (kind `done`), or, answered
+"Identity and dedupe"). A request ends with its `[DONE]` output (kind `done`), or, answered
 whole, with its one `response` output.
 
 `Seen` holds what a reader needs to drop repeats, in constant memory per request: the
