@@ -277,6 +277,9 @@ def test_misuse_is_named() -> None:
     with pytest.raises(ValueError, match="isolation_level must be one of"):
         OutputReader("localhost:9", isolation_level="committed")  # type: ignore[arg-type]
 
+    with pytest.raises(TypeError, match="not one id"):
+        OutputReader("localhost:9", request_ids="chatcmpl-1")
+
     async def unstarted() -> None:
         await OutputReader("localhost:9").read()
 

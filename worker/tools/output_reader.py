@@ -65,6 +65,8 @@ class OutputReader:
                 f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, "
                 f"not {isolation_level!r}"
             )
+        if isinstance(request_ids, str | bytes):
+            raise TypeError("request_ids is a collection of request ids, not one id")
         self.topic = topic
         self.idle_timeout_s = idle_timeout_s
         self.duplicates = 0  # repeated outputs dropped
