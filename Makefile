@@ -25,17 +25,14 @@ venv: $(STAMP)
 ## Pin every package `make venv`, `make parity` and the bench tools install, as resolved
 ## today, into constraints.txt (a test checks that it covers every requirement). Run it
 ## after changing a requirement in pyproject.toml, and commit the result.
-CONSTRAINTS_VENV := $(VENV)-constraints
 constraints:
-	rm -rf $(CONSTRAINTS_VENV)
-	$(PYTHON) -m venv $(CONSTRAINTS_VENV)
-	$(CONSTRAINTS_VENV)/bin/pip install --quiet --upgrade pip
-	$(CONSTRAINTS_VENV)/bin/pip install --quiet -e '.[$(EXTRAS)]' \
-	  $(addprefix --group ,$(GROUPS) bench peer)
-	{ echo '# Every package `make venv` installs, pinned. Made by `make constraints` (Makefile):'; \
-	  echo '# edit pyproject.toml, not this file.'; \
-	  $(CONSTRAINTS_VENV)/bin/pip freeze --all --exclude-editable; } > constraints.txt
-	rm -rf $(CONSTRAINTS_VENV)
+	tmp=$$(mktemp -d) && $(PYTHON) -m venv $$tmp \
+	  && $$tmp/bin/pip install --quiet --upgrade pip \
+	  && $$tmp/bin/pip install --quiet -e '.[$(EXTRAS)]' $(addprefix --group ,$(GROUPS) bench peer) \
+	  && { echo '# Every package `make venv` installs, pinned. Made by `make constraints` (Makefile):'; \
+	       echo '# edit pyproject.toml, not this file.'; \
+	       $$tmp/bin/pip freeze --all --exclude-editable; } > constraints.txt.new \
+	  && mv constraints.txt.new constraints.txt; status=$$?; rm -rf $$tmp; exit $$status
 
 ## The documentation site (mkdocs.yml), built strictly (a warning, such as a broken link,
 ## fails it), into a temporary folder; `mkdocs serve` shows it while editing.
