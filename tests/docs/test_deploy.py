@@ -292,3 +292,16 @@ def test_the_k8s_image_is_the_packages_version() -> None:
     deployment = docs(DEPLOY / "k8s" / "deployment.yaml")[0]
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image.rpartition(":")[2] == version
+
+
+def test_the_image_build_copies_what_the_package_build_reads() -> None:
+    """The Dockerfile builds the wheel from the files it copies: the package, and the
+    readme and license files pyproject.toml names (a missing one fails the build)."""
+    meta = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    needed = {"pyproject.toml", meta["readme"], *meta["license-files"], "worker"}
+    copied = set()
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            copied |= set(words[1:-1])
+    assert needed <= copied, f"deploy/Dockerfile does not copy {sorted(needed - copied)}"

@@ -86,7 +86,7 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
     # and files it kept from an earlier build could hide what this one holds.
     source = tmp_path / "source"
     shutil.copytree(WORKER, source / "worker", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     subprocess.run(
         [
@@ -110,5 +110,6 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"worker"}
     assert "worker/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     shipped = {n for n in names if n.endswith(".py")}
     assert shipped == {p.relative_to(ROOT).as_posix() for p in WORKER.rglob("*.py")}
