@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.ops import gomod
+from tests.support.server_fixtures import apache_required
 from tests.support.vocab import tiktoken_convert
 from worker.adapters.local import kafka_jars, kafka_server
 
@@ -46,6 +47,10 @@ if [ -n "$JARS" ]; then cp "$JARS"/*.jar "$out"/; else : > "$out/kafka_2.13-$VER
 
 @pytest.fixture
 def fake_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return install_fake_mvn(tmp_path, monkeypatch)
+
+
+def install_fake_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     mvn = bin_dir / "mvn"
@@ -99,15 +104,18 @@ def test_kafka_jars_resolve_into_an_empty_cache(
 
 @pytest.mark.integration
 def test_kafka_resolve_and_start_from_an_empty_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_mvn: Path, no_unclosed_files: None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_unclosed_files: None
 ) -> None:
-    """All of `resolve` from an empty $DERENDER_KAFKA_HOME (the jars copied from this
-    machine's cache by the stand-in mvn), the class-data archive recorded by a real
-    broker start, then a broker started from the new cache."""
-    jars = kafka_jars.DEFAULT_CACHE.expanduser() / VERSION / "libs"
-    if not kafka_jars.jars_resolved(VERSION) or kafka_jars.missing_tools():
-        pytest.skip("needs java and Kafka's jars resolved once on this machine")
-    monkeypatch.setenv("JARS", str(jars))
+    """All of `resolve` from an empty $DERENDER_KAFKA_HOME (the jars copied by the
+    stand-in mvn from this machine's cache, resolved first if need be), the class-data
+    archive recorded by a real broker start, then a broker started from the new cache."""
+    if missing := kafka_jars.missing_tools():
+        if apache_required():
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))
+    source = kafka_server.resolve(VERSION)  # before the stand-in mvn is on PATH
+    install_fake_mvn(tmp_path, monkeypatch)
+    monkeypatch.setenv("JARS", str(source / "libs"))
     monkeypatch.setenv(kafka_jars.ENV_KAFKA_HOME, str(tmp_path / "new" / "derender-kafka"))
     said: list[str] = []
     home = kafka_server.resolve(VERSION, said.append)
