@@ -88,7 +88,7 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
     shutil.copytree(WORKER, source / "worker", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
-    subprocess.run(
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -103,8 +103,11 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
         ],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    # What `pip install` shows a user: no deprecation banner, nor any other warning.
+    assert "Warning" not in done.stderr, done.stderr
     (wheel,) = tmp_path.glob("derender_worker-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
