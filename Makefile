@@ -29,8 +29,8 @@ constraints:
 	tmp=$$(mktemp -d) && $(PYTHON) -m venv $$tmp \
 	  && $$tmp/bin/pip install --quiet --upgrade pip \
 	  && $$tmp/bin/pip install --quiet -e '.[$(EXTRAS)]' $(addprefix --group ,$(GROUPS) bench peer) \
-	  && { echo '# Every package `make venv` installs, pinned. Made by `make constraints` (Makefile):'; \
-	       echo '# edit pyproject.toml, not this file.'; \
+	  && { echo '# Every package make venv, make parity and the bench group install, pinned.'; \
+	       echo '# Made by `make constraints` (Makefile): edit pyproject.toml, not this file.'; \
 	       $$tmp/bin/pip freeze --all --exclude-editable; } > constraints.txt.new \
 	  && mv constraints.txt.new constraints.txt; status=$$?; rm -rf $$tmp; exit $$status
 
