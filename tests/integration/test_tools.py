@@ -46,8 +46,8 @@ def test_demo_runs_end_to_end() -> None:
     proc = cli("demo", "--short", "--fast", timeout=180)
     out = proc.stdout.decode()
     assert proc.returncode == 0, out + proc.stderr.decode()
-    # Apache Kafka where it starts at once from the cache (as in CI, after .ci/run resolved
-    # it), tansu elsewhere.
+    # Apache Kafka where it starts at once from the cache (as in CI, where the session
+    # resolves it before the first test), tansu elsewhere.
     broker = f"kafka {DEFAULT_VERSION}" if starts_from_cache() else "tansu"
     assert f"broker  {broker} " in out and "redis   redis-server" in out
     assert "=== weather (chatcmpl-demo-0-weather) ===" in out

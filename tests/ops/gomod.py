@@ -1,5 +1,6 @@
-"""Go modules for the manifest checks, from the Go module proxy into ~/.cache/derender-ops
-(the network reaches package registries, not GitHub): KEDA's CRDs from the
+"""Go modules for the manifest checks, from the Go module proxy into
+$DERENDER_OPS_CACHE (default ~/.cache/derender-ops; the network reaches package registries,
+not GitHub): KEDA's CRDs from the
 `github.com/kedacore/keda/v2` module at the version tests/autoscale/keda builds against,
 and tests/ops/k8scheck, built once per source change.
 
@@ -17,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("DERENDER_OPS_CACHE", Path.home() / ".cache" / "derender-ops"))
+ENV_CACHE = "DERENDER_OPS_CACHE"
 K8SCHECK_SRC = ROOT / "tests" / "ops" / "k8scheck"
 KEDA_GO_MOD = ROOT / "tests" / "autoscale" / "keda" / "go.mod"
 KEDA_MODULE = "github.com/kedacore/keda/v2"
@@ -30,11 +31,20 @@ def go() -> str:
     return path
 
 
-def go_env() -> dict[str, str]:
+def cache_dir() -> Path:
+    """The cache folder, made if missing: every user of it starts here, so a fresh
+    machine (or a new $DERENDER_OPS_CACHE) needs no step of its own."""
+    chosen = os.environ.get(ENV_CACHE)
+    folder = (Path(chosen) if chosen else Path.home() / ".cache" / "derender-ops").absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def go_env(cache: Path) -> dict[str, str]:
     return {
         **os.environ,
-        "GOMODCACHE": str(CACHE / "mod"),
-        "GOCACHE": str(CACHE / "build"),
+        "GOMODCACHE": str(cache / "mod"),
+        "GOCACHE": str(cache / "build"),
         "GOFLAGS": "-mod=mod",
     }
 
@@ -50,12 +60,14 @@ def keda_version() -> str:
 
 def module_dir(module: str, version: str) -> Path:
     """The module's files, downloaded through the Go module proxy once."""
+    cache = cache_dir()
     done = subprocess.run(
         [go(), "mod", "download", "-json", f"{module}@{version}"],
         capture_output=True,
         text=True,
-        env=go_env(),
-        cwd=CACHE,
+        env=go_env(cache),
+        # Outside any Go module: `go mod download` then fetches just this one.
+        cwd=cache,
         timeout=600,
         check=False,
     )
@@ -69,15 +81,15 @@ def k8scheck() -> Path:
     digest = hashlib.sha256()
     for name in ("main.go", "go.mod", "go.sum"):
         digest.update((K8SCHECK_SRC / name).read_bytes())
-    binary = CACHE / f"k8scheck-{digest.hexdigest()[:12]}"
+    cache = cache_dir()
+    binary = cache / f"k8scheck-{digest.hexdigest()[:12]}"
     if not binary.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
         partial = binary.with_suffix(".partial")
         done = subprocess.run(
             [go(), "build", "-ldflags=-s -w", "-o", str(partial), "."],
             capture_output=True,
             text=True,
-            env=go_env(),
+            env=go_env(cache),
             cwd=K8SCHECK_SRC,
             timeout=BUILD_TIMEOUT_S,
             check=False,
@@ -88,5 +100,4 @@ def k8scheck() -> Path:
 
 
 if __name__ == "__main__":
-    CACHE.mkdir(parents=True, exist_ok=True)
     print(k8scheck())

@@ -140,6 +140,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"kafka broker for this session: {plan.kind} ({plan.why})")
+    if plan.kind == APACHE and not kafka_server.starts_from_cache():
+        # Resolved here, with progress, rather than in the first test's setup: on a fresh
+        # machine the download is not one test's time (nor its timeout). A failure is left
+        # for the fixture to raise in each test that needs the broker.
+        try:
+            kafka_server.resolve(progress=_progress(session.config))
+        except servers.ServerError as e:
+            _progress(session.config)(f"apache kafka could not be resolved: {e}")
 
 
 def _progress(config: pytest.Config) -> Callable[[str], object]:

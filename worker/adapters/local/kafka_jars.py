@@ -255,10 +255,12 @@ def _run_mvn(
     downloads = 0
     latest = ""
     last_report = started
+    assert proc.stdout is not None
     try:
-        assert proc.stdout is not None
-        with log_path.open("w") as log:
-            for line in proc.stdout:
+        # The pipe is closed here, not by the garbage collector: an unclosed file's
+        # ResourceWarning would surface in whichever test happened to run then.
+        with proc.stdout as output, log_path.open("w") as log:
+            for line in output:
                 log.write(line)
                 # "[INFO] Downloaded from central: https://.../name-1.0.jar (12 kB at …)"
                 _, found, source = line.partition("Downloaded from ")

@@ -449,8 +449,8 @@ class ApacheKafka(LocalServer):
 
 
 def _main() -> None:
-    """python -m worker.adapters.local.kafka_server: resolve (with progress), start once, stop.
-    .ci/run calls it before the tests, so a download or start problem shows up as such."""
+    """python -m worker.adapters.local.kafka_server: resolve (with progress), start once, stop:
+    whether this machine can run Apache Kafka, and how long a start takes."""
 
     def progress(line: str) -> None:
         print(line, flush=True)  # flushed: a pipe (CI's log) would hold it until exit

@@ -1,5 +1,7 @@
-"""Apache Kafka with its security on: the same local KRaft broker as `kafka_server`, with
-the listeners a production cluster has, for tests of the worker's TLS, SASL and ACLs.
+"""Apache Kafka with its security on: the same local KRaft broker as
+`worker.adapters.local.kafka_server`, with the listeners a production cluster has, for
+tests of the worker's TLS, SASL and ACLs (test code only: it lives under tests/, so the
+package does not ship it).
 
 `SecuredKafka` adds to `ApacheKafka`'s PLAINTEXT listener (which stays: the readiness
 probes and the KRaft controller speak over it, as a broker's internal listener on a
