@@ -42,6 +42,11 @@ docs: $(STAMP)
 	site=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
 	  --site-dir "$$site"; status=$$?; rm -rf "$$site"; exit $$status
 
+## docs/operate/cli.md from the commands' flag tables (a test fails when it is stale).
+.PHONY: cli-docs
+cli-docs: $(STAMP)
+	$(BIN)/python -m worker.commands.reference docs/operate/cli.md
+
 ## The whole suite: lint, types, then every test (unit, properties, integration, chaos).
 test: $(STAMP)
 	$(BIN)/ruff check $(SRC)
