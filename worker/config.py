@@ -1,4 +1,5 @@
-"""The model registry (CONTRACT.md §7): a TOML file or the built-in default.
+"""The model registry (docs/integrate/contract.md, "Model registry"): a TOML file or the
+built-in default.
 
 ```toml
 [models."deepseek-v4"]
@@ -13,7 +14,7 @@ default = true
 # optional: reasoning_field = "reasoning_content"
 # optional: strict_tool_calling = false   (tool_choice required/named expect bare JSON)
 
-# optional, for every model: the bounds on a request's lists (README "Bounds")
+# optional, for every model: the bounds on a request's lists (docs/integrate/contract.md, "Bounds")
 [limits]
 max_stop_strings = 256      # stop strings in one request
 max_stop_length = 256       # characters in one stop string
@@ -40,10 +41,7 @@ from worker.adapters.tokenizers import (
 )
 from worker.core.model import Model, Registry
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS
-
-
-class ConfigError(Exception):
-    """A registry that cannot be used; the message says which entry and why."""
+from worker.errors import ConfigError as ConfigError  # (a registry that cannot be used)
 
 
 class ModelEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -24,6 +24,8 @@ from typing import Protocol
 from aiokafka import errors as kafka
 from redis import exceptions as redis
 
+from worker.errors import ConfigError as ConfigError  # (exit code 2, nothing retried)
+
 log = logging.getLogger("derender.worker")
 
 # Backoff between retries of a failed batch: doubles from the first value up to the
@@ -36,10 +38,6 @@ class Kind(enum.Enum):
     TRANSIENT = "transient"  # back off and retry the batch from its first offsets
     CONFIG = "config"  # exit at once: no retry can succeed until someone changes something
     DATA = "data"  # one record cannot be delivered: fail its request, move on
-
-
-class ConfigError(Exception):
-    """The worker cannot run as configured (exit code 2, nothing retried)."""
 
 
 # Kafka errors an output can earn on its own (its size or its bytes), not the cluster.

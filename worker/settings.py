@@ -1,7 +1,7 @@
 """Worker settings: every `run` flag, its `DERENDER_<FLAG>` variable and its default.
 
-One table (`FLAGS`) drives the argument parser, the environment lookup and the README's
-configuration reference, so the three cannot drift apart.
+One table (`FLAGS`) drives `run`'s argument parser, the environment lookup and the CLI
+reference (docs/operate/cli.md, written from it), so the three cannot drift apart.
 """
 
 from __future__ import annotations
@@ -102,9 +102,8 @@ FLAGS: list[Flag] = [
     ),
     Flag(
         "commit-interval-ms",
-        # Measured (bench/results/prefilled-2026-12-02c.md, commit-interval-2026-12-02.md):
-        # exactly-once at 250 ms keeps 0.83-0.91x of at-least-once's throughput, at 100 ms
-        # 0.57-0.73x; the price, read_committed readers' p50 at 10 % load 167 ms vs 84.
+        # A shorter interval costs exactly-once throughput, a longer one read_committed
+        # readers' latency (bench/results/: commit-interval, prefilled).
         250,
         "how often a partition's progress is committed (0: after every batch). "
         "Exactly-once: how long its transaction stays open over successive batches; "
@@ -192,7 +191,7 @@ FLAGS: list[Flag] = [
     Flag("linger-ms", 0, "producer linger", int),
     # aiokafka's default of 16 KiB cut a 500-record batch's outputs into ~10 record
     # batches, sent as ~5 produce requests one after another (one in flight per broker),
-    # each awaited with acks=all: most of the `produce` stage (issue #29).
+    # each awaited with acks=all: most of the `produce` stage.
     Flag(
         "batch-bytes",
         262144,

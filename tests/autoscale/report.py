@@ -191,7 +191,8 @@ def render_findings(
         f"{max(starts, default=math.nan):.1f} s) after its start. With `replicas = "
         "ceil(lag / lagThreshold)`, a threshold of capacity × half the pollingInterval "
         "makes the replica count the number of workers that clear the backlog within half "
-        "a polling interval (README, Autoscaling on lag): **lagThreshold ≈ "
+        "a polling interval (docs/operate/autoscaling.md, Choosing lagThreshold): "
+        "**lagThreshold ≈ "
         f"{capacity:,.0f} × {polling / 2:g} s ≈ {suggested:,.0f}** for this machine's "
         "worker (scale it with the capacity measured where it runs)."
     )

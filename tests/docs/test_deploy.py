@@ -160,7 +160,7 @@ def test_compose_runs_two_workers_with_kafka_redis_prometheus_grafana() -> None:
 
 
 def test_prometheus_scrapes_serve_on_the_port_compose_gives_it() -> None:
-    from worker.serve.command import SERVE_FLAGS
+    from worker.commands.serve import SERVE_FLAGS
 
     port = next(f.default for f in SERVE_FLAGS if f.name == "port")
     prom = docs(DEPLOY / "prometheus" / "prometheus.yml")[0]

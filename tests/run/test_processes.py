@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from worker.errors import ConfigError
 from worker.observe.metrics import Metrics
 from worker.run.cpus import cgroup_cpu_quota, usable_cpus
 from worker.run.processes import Supervisor, child_env, merge_expositions
@@ -53,7 +54,9 @@ def test_processes_flag_takes_a_count_or_auto() -> None:
     assert _parse(["--processes", "auto"]).processes == usable_cpus()
     with pytest.raises(SettingsError, match="--processes must be at least 1"):
         _parse(["--processes", "0"])
-    with pytest.raises(SettingsError, match="DERENDER_PROCESSES: invalid value 'many'"):
+    # (A bad variable is found as the flags are parsed: a ConfigError, not argparse's
+    # usage error, since the command line is not what is wrong.)
+    with pytest.raises(ConfigError, match="DERENDER_PROCESSES: invalid value 'many'"):
         _parse([], {"DERENDER_PROCESSES": "many"})
 
 

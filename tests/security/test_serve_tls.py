@@ -121,16 +121,18 @@ def test_tls_flags_that_cannot_work_exit_2(
 ) -> None:
     cases = {
         ("--ssl-cert-reqs", "required", "--ssl-certfile", str(pki.server.cert)): (
-            "derender-worker: --ssl-cert-reqs required needs --ssl-ca-certs"
+            "derender-worker serve: --ssl-cert-reqs required needs --ssl-ca-certs"
         ),
         ("--ssl-keyfile", str(pki.server.key)): (
-            "derender-worker: --ssl-keyfile, --ssl-ca-certs and --ssl-cert-reqs need --ssl-certfile"
+            "derender-worker serve: --ssl-keyfile, --ssl-ca-certs and --ssl-cert-reqs need "
+            "--ssl-certfile"
         ),
         ("--ssl-certfile", str(tmp_path / "none.crt")): (
-            f"derender-worker: --ssl-certfile: cannot read {tmp_path / 'none.crt'}"
+            f"derender-worker serve: --ssl-certfile: cannot read {tmp_path / 'none.crt'}"
         ),
         ("--ssl-certfile", str(pki.server.cert), "--ssl-cert-reqs", "maybe"): (
-            "derender-worker: --ssl-cert-reqs: expected none, optional or required, got 'maybe'"
+            "derender-worker serve: --ssl-cert-reqs: expected none, optional or required, "
+            "got 'maybe'"
         ),
     }
     for flags, message in cases.items():

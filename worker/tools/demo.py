@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
@@ -30,10 +29,6 @@ from worker.constants import (
     CONTROL,
     CONTROL_TOPIC,
     DLQ_TOPIC,
-    DONE,
-    H_PART,
-    H_REQUEST_ID,
-    H_SEQ,
     INPUT_TOPIC,
     OUTPUT_TOPIC,
 )
@@ -41,9 +36,10 @@ from worker.core.model import Registry
 from worker.observe.metrics import Metrics
 from worker.run.runner import Runner
 from worker.settings import FLAGS, Settings
+from worker.tools.output_reader import OutputReader
 from worker.tools.publisher import Publisher
 from worker.tools.servers import demo_broker
-from worker.tools.tail import Dedupe, Transcript
+from worker.tools.tail import Transcript
 
 CREATED = 1767225600  # fixed: the demo's outputs are deterministic
 PARTITIONS = 4
@@ -210,42 +206,32 @@ async def _show(
     live: str,
 ) -> dict[str, Transcript]:
     """Read the output topic: dedupe, stream `live` to the terminal, collect the rest."""
-    from aiokafka import AIOKafkaConsumer
-
-    c = AIOKafkaConsumer(
-        OUTPUT_TOPIC,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        fetch_max_wait_ms=10,  # a reader that shows latency must not add its own
-    )
-    await c.start()
-    dedupe = Dedupe()
     transcripts = {r.request_id: Transcript() for r in requests}
     done: set[str] = set()
     mode = ""
-    try:
+    reader = OutputReader(
+        bootstrap,
+        OUTPUT_TOPIC,
+        from_beginning=True,
+        fetch_max_wait_ms=10,  # a reader that shows latency must not add its own
+    )
+    async with reader:
         while len(done) < len(requests):
-            batch = await c.getmany(timeout_ms=200)
+            o = await reader.read()
+            if o is None:
+                break
             now = time.monotonic()
-            for msgs in batch.values():
-                for m in msgs:
-                    headers = {k: v.decode() for k, v in m.headers}
-                    if not dedupe.first_time(headers):
-                        continue
-                    rid = headers[H_REQUEST_ID]
-                    stats.outputs += 1
-                    sent = stats.sent_at.get((rid, headers[H_SEQ]))
-                    if sent is not None and headers[H_PART] == "0":
-                        stats.latencies_ms.append((now - sent) * 1000)
-                    if m.value == DONE:
-                        done.add(rid)
-                        continue
-                    value = json.loads(m.value)
-                    transcripts[rid].add(value)
-                    if rid == live:
-                        mode = _print_live(out, value, mode)
-    finally:
-        await c.stop()
+            stats.outputs += 1
+            sent = stats.sent_at.get((o.request_id, str(o.seq)))
+            if sent is not None and o.part == 0:
+                stats.latencies_ms.append((now - sent) * 1000)
+            if o.done:
+                done.add(o.request_id)
+                continue
+            value = o.json()
+            transcripts[o.request_id].add(value)
+            if o.request_id == live:
+                mode = _print_live(out, value, mode)
     out.write("\n")
     return transcripts
 

@@ -34,6 +34,9 @@ SSE_DONE = "[DONE]"
 
 
 class Publisher:
+    """Sends ChunkRecords to the input topic: each request's numbered (`seq`) and keyed by
+    its `request_id`; every record acknowledged by the broker when the context exits."""
+
     def __init__(
         self,
         bootstrap_servers: str,

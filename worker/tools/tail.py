@@ -1,46 +1,20 @@
-"""Reading the output topic the way a consumer should: drop repeated (request_id, seq, part).
+"""`derender-worker tail`: each request's text when it ends, or every output raw.
 
-`derender-worker tail` prints each request's text when its `[DONE]` arrives (or every
-record raw, in replay's output format, with `--raw`).
+The reading (each output once, in order, a request's end) is `OutputReader`'s; this
+assembles a request's outputs into its text (`Transcript`) and prints it at the request's
+end (its `[DONE]`, or its whole response), or, with `--raw`, prints every output in
+replay's output format.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from aiokafka import AIOKafkaConsumer
-
-from worker.constants import DONE, H_PART, H_REQUEST_ID, H_SEQ
-
-# How many (request_id, seq, part) triples are remembered for dedupe. Redeliveries come
-# within one batch of a crash, so a bounded memory is enough for a long-running tail.
-DEDUPE_CAPACITY = 1_000_000
-
-
-class Dedupe:
-    def __init__(self, capacity: int = DEDUPE_CAPACITY) -> None:
-        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self.capacity = capacity
-        self.dropped = 0
-
-    def first_time(self, headers: dict[str, str]) -> bool:
-        triple = (
-            headers.get(H_REQUEST_ID, ""),
-            headers.get(H_SEQ, ""),
-            headers.get(H_PART, ""),
-        )
-        if triple in self._seen:
-            self.dropped += 1
-            return False
-        self._seen[triple] = None
-        if len(self._seen) > self.capacity:
-            self._seen.popitem(last=False)
-        return True
+from worker.tools.output_reader import OutputReader
+from worker.wire.output import Output
 
 
 @dataclass
@@ -106,50 +80,42 @@ async def tail(
     on_done: Callable[[str, Transcript], None] | None = None,
     **consumer: Any,
 ) -> int:
-    """Print the topic; stop after `idle_exit_s` without records or `max_requests` done.
-    Returns the number of requests that finished."""
-    c = AIOKafkaConsumer(
+    """Print the topic; stop after `idle_exit_s` without an output or `max_requests` ended.
+    `consumer`: aiokafka options (security, `isolation_level`). Returns the number of
+    requests that ended."""
+    reader = OutputReader(
+        bootstrap_servers,
         topic,
-        bootstrap_servers=bootstrap_servers,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest" if from_beginning else "latest",
+        from_beginning=from_beginning,
+        idle_timeout_s=idle_exit_s,
         **consumer,
     )
-    await c.start()
-    dedupe = Dedupe()
     open_requests: dict[str, Transcript] = {}
     finished = 0
-    last_record = time.monotonic()
-    try:
-        while True:
-            batch = await c.getmany(timeout_ms=200)
-            now = time.monotonic()
-            if not batch and idle_exit_s is not None and now - last_record > idle_exit_s:
-                break
-            for msgs in batch.values():
-                for m in msgs:
-                    last_record = now
-                    headers = {k: v.decode() for k, v in m.headers}
-                    if not dedupe.first_time(headers):
-                        continue
-                    rid = headers.get(H_REQUEST_ID, "")
-                    if raw:
-                        value: Any = m.value.decode() if m.value == DONE else json.loads(m.value)
-                        line = {"key": rid, "headers": headers, "value": value}
-                        out.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    if m.value == DONE:
-                        finished += 1
-                        t = open_requests.pop(rid, Transcript())
-                        if on_done is not None:
-                            on_done(rid, t)
-                        if not raw:
-                            out.write(t.render(rid) + "\n")
-                    else:
-                        open_requests.setdefault(rid, Transcript()).add(json.loads(m.value))
-                    out.flush()
+    async with reader:
+        async for o in reader:
+            if raw:
+                out.write(json.dumps(_raw_line(o), ensure_ascii=False) + "\n")
+            t = open_requests.setdefault(o.request_id, Transcript())
+            if not o.done:
+                t.add(o.json())
+            if o.end:
+                finished += 1
+                del open_requests[o.request_id]
+                if on_done is not None:
+                    on_done(o.request_id, t)
+                if not raw:
+                    out.write(t.render(o.request_id) + "\n")
+            out.flush()
             if max_requests is not None and finished >= max_requests:
                 break
-    finally:
-        await c.stop()
     return finished
+
+
+def _raw_line(o: Output) -> dict[str, Any]:
+    """One output in replay's output format: `{"key", "headers", "value"}`."""
+    return {
+        "key": o.request_id,
+        "headers": o.headers,
+        "value": o.json() if not o.done else "[DONE]",
+    }

@@ -1,6 +1,6 @@
 """Every wrong or missing piece of a Kafka login is a configuration error at start: exit 2
 within seconds of connecting (the outage limit here is five minutes, so a retry loop could
-not pass), one log line naming what to fix, quoted here word for word as README "Security"
+not pass), one log line naming what to fix, quoted here word for word as docs/operate/security.md
 quotes it. A right revoked while the worker runs is named the same way."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def test_an_unknown_sasl_mechanism(exits: Exits) -> None:
     _, done = exits["mechanism"]  # (found before anything connects, or is even logged)
     assert done.code == 2, done.stderr
     assert done.stderr.strip() == (
-        "derender-worker: --sasl-mechanism: unknown mechanism 'SCRAM-SHA-1' (expected PLAIN, "
+        "derender-worker run: --sasl-mechanism: unknown mechanism 'SCRAM-SHA-1' (expected PLAIN, "
         "SCRAM-SHA-256, SCRAM-SHA-512)"
     )
 
@@ -378,7 +378,7 @@ def test_publish_and_tail_name_a_refused_login(
         out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
         assert proc.returncode == 2, f"{name}: {err}"
         assert err.strip() == (
-            f"derender-worker: the broker at {b.sasl} refused the SASL login of 'worker' "
+            f"derender-worker {name}: the broker at {b.sasl} refused the SASL login of 'worker' "
             "(SCRAM-SHA-512): check --sasl-username and --sasl-password"
         ), name
         assert WRONG_PASSWORD not in out + err

@@ -1,6 +1,6 @@
-"""The ACL the README gives is exactly what the store needs, in every mode: a user with
-just `needed_commands(mode, wait)` on its prefix runs the store (start, epoch claim, save,
-load) over TLS; one command less is refused at start, named. And the pure parts of
+"""The ACL docs/operate/security.md gives is exactly what the store needs, in every mode:
+a user with just `needed_commands(mode, wait)` on its prefix runs the store (start, epoch
+claim, save, load) over TLS; one command less is refused at start, named. And the pure parts of
 redis_access: key patterns, URL options, who a message names."""
 
 from __future__ import annotations

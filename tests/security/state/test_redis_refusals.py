@@ -244,7 +244,7 @@ def test_a_tls_file_that_does_not_exist(exits: Workers) -> None:
     assert done.code == 2, done.output
     assert PASSWORD not in done.output
     last = done.output.strip().splitlines()[-1]
-    assert last.startswith("derender-worker: --redis-url: ssl_ca_certs=/"), done.output
+    assert last.startswith("derender-worker run: --redis-url: ssl_ca_certs=/"), done.output
     assert last.endswith("/ca.pem: no such file"), done.output
 
 

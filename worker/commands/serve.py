@@ -1,4 +1,5 @@
-"""`derender-worker serve` flags (each also `DERENDER_<FLAG>`, as `run`'s) and its main."""
+"""`derender-worker serve`: vLLM's derender endpoints over HTTP. Its flags (each also
+`DERENDER_<FLAG>`, as `run`'s), its settings and its main."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from worker.flags import Flag, SettingsError, add_flag_list, read_secret_files, secret_values
+from worker.flags import (
+    Command,
+    Flag,
+    SettingsError,
+    add_flag_list,
+    read_secret_files,
+    secret_values,
+)
 
 # --ssl-cert-reqs: what a client must show (uvicorn's ssl_cert_reqs, as names).
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -146,7 +154,7 @@ def from_args(args: argparse.Namespace) -> ServeSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from worker.cli import event_loop_factory, tune_gc
+    from worker.commands.common import event_loop_factory, tune_gc
     from worker.config import load_registry
     from worker.observe import http_server
     from worker.observe.logs import configure
@@ -206,3 +214,14 @@ def run(args: argparse.Namespace) -> int:
 
     with asyncio.Runner(loop_factory=event_loop_factory(s.event_loop)) as runner:
         return runner.run(main())
+
+
+COMMAND = Command(
+    "serve",
+    "vLLM's derender endpoints over HTTP (same core and registry as run)",
+    "POST /v1/chat/completions/derender and /v1/completions/derender with vLLM 0.33's "
+    "bodies, plus /v1/models, /health and /metrics. Every flag can also be set as "
+    "DERENDER_<FLAG> (dashes as underscores).",
+    SERVE_FLAGS,
+    run,
+)
