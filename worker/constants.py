@@ -7,7 +7,7 @@ it imports nothing from the worker.
 
 from __future__ import annotations
 
-# -- output records (CONTRACT.md §3) ------------------------------------------------------
+# -- output records (docs/integrate/contract.md, "Output records") -------------------------
 # Every output carries these headers: (request_id, seq, part) is the dedupe key a consumer
 # uses after a redelivery, so renaming one breaks every consumer downstream.
 H_REQUEST_ID = "derender-request-id"
@@ -49,7 +49,7 @@ GROUP_ID = "derender"
 # Every flag `--some-flag` also reads DERENDER_SOME_FLAG (settings.FLAGS).
 ENV_PREFIX = "DERENDER_"
 
-# -- state in Redis (CONTRACT.md §6) -------------------------------------------------------
+# -- state in Redis (docs/integrate/contract.md, "State") -------------------------------------
 # `derender:{<request_id>}`: the braces are a Redis Cluster hash tag, so a request's key
 # lives in one slot whatever its id; `derender:epoch:<scope>` holds owner epochs.
 KEY_PREFIX = "derender:"
@@ -64,14 +64,14 @@ def epoch_key(prefix: str, scope: str) -> str:
 
 
 # -- the batch loop -----------------------------------------------------------------------
-# Stages of one batch, in order (DESIGN.md §3 "The loop"; loop.run_batch's numbered steps).
+# Stages of one batch, in order (docs/design/batch-loop.md, "The steps"; loop.run_batch's).
 STAGES = ("decode", "redis_load", "core", "produce", "redis_save", "commit")
 
 # The largest `seq` accepted (int64, what any publisher's counter fits in). msgspec's JSON
 # decoder accepts integers of any size, but states are stored as msgpack (at most 2**64 - 1).
 MAX_SEQ = 2**63 - 1
 
-# A record larger than this is refused before it is parsed (CONTRACT.md §5 bounds).
+# A record larger than this is refused before it is parsed (docs/integrate/contract.md, "Bounds").
 # Kafka's default max.message.bytes is 1 MiB; a whole non-streaming response with
 # logprobs can be larger, so the default leaves headroom. Configurable.
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
@@ -80,20 +80,21 @@ DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # (1 MiB), both counted with the record's key, headers and batch overhead: 1,000,000
 # bytes of value leaves room for those.
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
-# Bounds on the request's lists that scale work (CONTRACT.md §5), checked when a request
-# opens, before any tokenizer work. The stop-string matcher and the tool table are built
-# once per distinct list (core/tables.py) and cost a record the same whatever their size,
-# so these bound the one-off compilation and the memory, not the per-record cost:
-# 256 × 256 characters is a 65,536-node automaton at most (≈ 40 ms to build); OpenAI
-# takes 4 stop strings, vLLM any number. 1,024 tools (an agent with several MCP servers
-# has a few hundred) and 1 MiB of tool JSON; 1,024 stop token ids.
+# Bounds on the request's lists that scale work (docs/integrate/contract.md, "Bounds"),
+# checked when a request opens, before any tokenizer work. The stop-string matcher and the
+# tool table are built once per distinct list (core/tables.py) and cost a record the same
+# whatever their size, so these bound the one-off compilation and the memory, not the
+# per-record cost: 256 × 256 characters is a 65,536-node automaton at most (≈ 40 ms to
+# build); OpenAI takes 4 stop strings, vLLM any number. 1,024 tools (an agent with several
+# MCP servers has a few hundred) and 1 MiB of tool JSON; 1,024 stop token ids.
 DEFAULT_MAX_STOP_STRINGS = 256
 DEFAULT_MAX_STOP_LENGTH = 256
 DEFAULT_MAX_STOP_TOKEN_IDS = 1024
 DEFAULT_MAX_TOOLS = 1024
 DEFAULT_MAX_TOOLS_BYTES = 1 << 20
 
-# How long a live request's state survives without a new record (CONTRACT.md §6).
+# How long a live request's state survives without a new record (docs/integrate/contract.md,
+# "State").
 DEFAULT_TTL_S = 3600
 # How long a finished request's tombstone is kept: long enough that a redelivery after
 # a crash (at most one uncommitted batch, or a rebalance) is recognised as a duplicate.

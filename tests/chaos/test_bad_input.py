@@ -1,5 +1,5 @@
 """Injected duplicates, reorderings and gaps, and a batch that mixes good records with
-malformed ones, through a running worker (CONTRACT.md §5).
+malformed ones, through a running worker (docs/integrate/contract.md, "Errors").
 
 Besides the explicit expectations below, everything the worker publishes must equal what
 the in-process pipeline gives for the same records (`tools.oracle`): byte for byte, per

@@ -2,10 +2,10 @@
 and resumes (or, past the outage limit, exits non-zero for its supervisor to restart it).
 
 The test redis-server has no persistence, so a restart loses every state: a request in
-flight across it gets `state_missing` at its first record after the restart (CONTRACT.md §5:
-seq > 0 and no state), then nothing but `[DONE]` at its end. Never different text.
-With persistence (append-only file, fsync always) a restart loses nothing, and a batch
-whose save failed is redone with the same bytes.
+flight across it gets `state_missing` at its first record after the restart
+(docs/integrate/contract.md, "Errors": seq > 0 and no state), then nothing but `[DONE]` at
+its end. Never different text. With persistence (append-only file, fsync always) a restart
+loses nothing, and a batch whose save failed is redone with the same bytes.
 """
 
 from __future__ import annotations

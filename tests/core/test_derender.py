@@ -325,7 +325,7 @@ def test_usage_overflow_is_an_error(reg: Registry) -> None:
     assert err["code"] == "invalid_request_error"
 
 
-# -- bad input (CONTRACT.md §5) -------------------------------------------------------
+# -- bad input (docs/integrate/contract.md, "Errors") -------------------------------------
 
 
 @pytest.mark.parametrize(

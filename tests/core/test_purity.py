@@ -1,4 +1,5 @@
-"""The core stays pure: no I/O, clock, randomness, environment or asyncio (DESIGN.md §1)."""
+"""The core stays pure: no I/O, clock, randomness, environment or asyncio
+(docs/design/index.md, "The principles")."""
 
 from __future__ import annotations
 

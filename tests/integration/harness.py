@@ -273,9 +273,10 @@ class Verdict:
     repeats: int
 
 
-# The delta fields that carry a choice's text. CONTRACT.md §4.5: the concatenated content
-# plus reasoning equals the one-shot decode (the default DeepSeek V4 entry has a reasoning
-# parser with thinking on by default, so a plain generation streams as `reasoning`).
+# The delta fields that carry a choice's text. docs/integrate/contract.md, "Guarantees": the
+# concatenated content plus reasoning equals the one-shot decode (the default DeepSeek V4
+# entry has a reasoning parser with thinking on by default, so a plain generation streams as
+# `reasoning`).
 TEXT_FIELDS = ("reasoning", "reasoning_content", "content")
 
 

@@ -113,10 +113,11 @@ def as_outputs(case: Case, r: VllmResult) -> OursResult:
 
 
 def _openings_once(chunks: list[Any]) -> list[Any]:
-    """What README's `serve` section tells a client carrying one stream_state per choice
-    (vLLM's way, as `run_vllm` drives it): each stream's first answer opens every choice,
-    so it sends a choice's role once. A role already sent is taken out of later deltas,
-    and an opening entry that says nothing else is left out."""
+    """What docs/integrate/serve.md ("Streaming and `stream_state`") tells a client
+    carrying one stream_state per choice (vLLM's way, as `run_vllm` drives it): each
+    stream's first answer opens every choice, so it sends a choice's role once. A role
+    already sent is taken out of later deltas, and an opening entry that says nothing else
+    is left out."""
     seen: set[int] = set()
     out = []
     for chunk in chunks:

@@ -5,10 +5,11 @@ once per generate chunk, carrying `stream_state`, and writes each answer's `chun
 client as an SSE `data:` line, then `data: [DONE]`. That is done here on real TCP against
 `serve`, for the SDK oracle's generated chat cases (tests/core/sdk/sdk_cases.py: every
 registered format and a plain model, `n` = 1…3 interleaved, logprobs, stop strings,
-`length`), with one `stream_state` for all of a request's choices (what README's `serve`
-section advises for `n > 1`); the SDK reads the re-framed stream and must accumulate it to
-exactly `serve`'s whole answer to the same ids (`check_chat_bytes`: the same comparison
-and the same named SDK quirks as the Kafka path's oracle).
+`length`), with one `stream_state` for all of a request's choices (what
+docs/integrate/serve.md, "Streaming and `stream_state`", advises for `n > 1`); the SDK
+reads the re-framed stream and must accumulate it to exactly `serve`'s whole answer to
+the same ids (`check_chat_bytes`: the same comparison and the same named SDK quirks as
+the Kafka path's oracle).
 
 Not here: usage (`serve` has no `end` record, so only the engine's usage events give a
 usage chunk, as with vLLM) and aborts (no such call in vLLM's protocol).

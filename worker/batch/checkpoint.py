@@ -1,8 +1,9 @@
 """The commit protocol's owner: owner epochs, state loads and saves, offset commits.
 
 A batch counts as done when its states are saved and its offsets committed, in that order,
-after its outputs were acknowledged (CONTRACT.md §4, §6). `Checkpoint` does the store and
-source half of `loop.run_batch` (at-least-once); its steps, numbered as there:
+after its outputs were acknowledged (docs/integrate/contract.md, "Guarantees", "State").
+`Checkpoint` does the store and source half of `loop.run_batch` (at-least-once); its steps,
+numbered as there:
 
   2a. `claim`: an owner epoch for every partition of the batch not claimed since it was
       assigned (one `claim_epoch` round trip each; none in steady state). Every state the

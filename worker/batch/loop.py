@@ -1,6 +1,6 @@
 """The one batch loop: `run` (per lane), `replay` and the tests all call `run_batch`.
 
-Per batch, in this order (CONTRACT.md §4, §6):
+Per batch, in this order (docs/integrate/contract.md, "Guarantees", "State"):
   1. decode every record (bad ones are dead-lettered, never crash the partition);
   2. claim owner epochs for partitions new to us (`Checkpoint.claim`), then load every
      state the batch needs: one store round trip;

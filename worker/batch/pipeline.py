@@ -69,7 +69,8 @@ class BatchResult:
     # first. Plain dicts, not Counters: two Counters built and updated per batch were ~5 %
     # of a one-record batch (serve's every POST); the readers only add them up.
     results: dict[str, int] = field(default_factory=dict)
-    # Records that failed their request, by error code (`Step.error`, CONTRACT.md §5).
+    # Records that failed their request, by error code (`Step.error`,
+    # docs/integrate/contract.md, "Errors").
     errors: dict[str, int] = field(default_factory=dict)
     tokens: int = 0
 
@@ -264,9 +265,9 @@ def process_batch(
                 continue
             rid = bad.request_id
             state, loaded = current(rid, d.record.partition)
-            # CONTRACT.md §5: a record over a bound (the byte limit) is reported as an
-            # `invalid_request_error`; one that does not match the schema (dead-lettered
-            # too) as `invalid_record`.
+            # docs/integrate/contract.md, "Errors": a record over a bound (the byte limit)
+            # is reported as an `invalid_request_error`; one that does not match the schema
+            # (dead-lettered too) as `invalid_record`.
             code = errors.INVALID_RECORD if bad.dead_letter else errors.INVALID_REQUEST
             was_live = control and still_live(state)
             st = derender.step_invalid(state, rid, bad.seq, bad.reason, code)

@@ -1,4 +1,5 @@
-"""The bounds of CONTRACT.md §5: sizes and ranges checked before any tokenizer work.
+"""The bounds (docs/integrate/contract.md, "Bounds"): sizes and ranges checked before any
+tokenizer work.
 
 A bound that does not hold raises `DerenderError` with `invalid_request_error` and a
 message that names the bound and the value. Nothing here decodes a token, so a record
@@ -22,7 +23,7 @@ from worker.wire.inbound import (
 
 # OpenAI's own bound on `n`. The state holds one entry per choice and `abort` finishes
 # every unseen choice, so an unbounded `n` would let one record grow a state (and its
-# output) without limit (CONTRACT.md §4.6).
+# output) without limit (docs/integrate/contract.md, "Guarantees").
 MAX_N = 128
 
 # vLLM's VLLM_MAX_N_SEQUENCES default: most generate outputs (completion prompts) and

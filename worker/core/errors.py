@@ -1,4 +1,5 @@
-"""The error codes of CONTRACT.md §5 and the exception that carries them through the core."""
+"""The error codes (docs/integrate/contract.md, "Errors") and the exception that carries
+them through the core."""
 
 from __future__ import annotations
 

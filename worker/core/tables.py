@@ -3,8 +3,8 @@ ids, its tools' names and parameter types), kept apart from the state.
 
 The state is loaded, decoded, encoded and saved on every batch that touches a request; an
 agent request's hundreds of tools or a request's thousands of stop strings would ride
-along every time (CONTRACT.md §6). So the state holds only the tables' digest (16 bytes),
-and the tables themselves are
+along every time (docs/integrate/contract.md, "State"). So the state holds only the tables'
+digest (16 bytes), and the tables themselves are
 - stored once beside the state, in the same Redis hash (field `tables`, same slot, same
   TTL), written with the state that opens the request and read back only by a worker that
   does not hold them (after a rebalance or a restart: `TableCache.held`);

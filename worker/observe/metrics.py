@@ -117,7 +117,7 @@ class Metrics:
         self.outputs = Counter("derender_outputs", "output records by kind", ["kind"], registry=r)
         self.errors = Counter(
             "derender_errors",
-            "records that failed their request, by error code (CONTRACT.md §5)",
+            "records that failed their request, by error code (docs/integrate/contract.md)",
             ["code"],
             registry=r,
         )

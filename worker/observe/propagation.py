@@ -1,4 +1,5 @@
-"""Which input headers travel onto the records an input record produced (CONTRACT §3).
+"""Which input headers travel onto the records an input record produced
+(docs/integrate/contract.md, "Headers").
 
 The W3C trace context (`traceparent`, `tracestate`) and `baggage` always; plus the
 headers a deployment names with `--pass-headers` (a tenant id it routes by). Sources

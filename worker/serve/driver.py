@@ -10,12 +10,12 @@ Decoding, sequencing, the bounds, the core and the model registry are the same c
 runs `run` and `replay` (`pipeline`, `core`), so a request gets the bytes a Kafka record
 with the same content would get.
 
-Translating vLLM's bodies to ChunkRecords (CONTRACT.md §2) is this module's job: a
-non-streaming body is a `response` record at seq 0; a streaming call without
-`stream_state` is a `chunk` record at seq 0 carrying the request context, and each later
-call a `chunk` record at the carried state's seq + 1. The parts of the body the core reads
-(`generate_chunk`, `chat_request`, …) are spliced into the record as the client sent them,
-so they are parsed once, by the core's own decoder.
+Translating vLLM's bodies to ChunkRecords (docs/integrate/contract.md, "Input records") is
+this module's job: a non-streaming body is a `response` record at seq 0; a streaming call
+without `stream_state` is a `chunk` record at seq 0 carrying the request context, and each
+later call a `chunk` record at the carried state's seq + 1. The parts of the body the core
+reads (`generate_chunk`, `chat_request`, …) are spliced into the record as the client sent
+them, so they are parsed once, by the core's own decoder.
 
 Our `stream_state` is the request state the core keeps in Redis under `run` (decoder
 window, stop hold-back, parser state: tens to a few hundred bytes, flat in the output's
@@ -66,7 +66,7 @@ PROMPT_IDS_REQUIRED = (
 # past its limit (RecursionError), invalid UTF-8 in a string (a ValueError).
 _UNREADABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError)
 
-# Our error codes (CONTRACT.md §5) → the HTTP status and vLLM's error `type`.
+# Our error codes (docs/integrate/contract.md, "Errors") → the HTTP status and vLLM's error `type`.
 _STATUS: dict[str, tuple[int, str]] = {
     errors.MODEL_NOT_FOUND: (404, "NotFoundError"),
     errors.INTERNAL_ERROR: (500, "InternalServerError"),

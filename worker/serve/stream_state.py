@@ -1,5 +1,6 @@
 """`serve`'s stream_state: the request state the core keeps in Redis under `run`, carried
-by the client between streaming calls instead (CONTRACT.md §2, README "serve").
+by the client between streaming calls instead (docs/integrate/serve.md, "Streaming and
+`stream_state`").
 
 The envelope binds the state to its API, request id and seq with a 128-bit BLAKE2b tag
 (keyed with `--state-key` when set, so replicas behind one load balancer share it): a

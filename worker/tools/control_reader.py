@@ -4,7 +4,7 @@
 group: every engine-side process sees every record, and only records from now on matter)
 and keeps the latest `ControlRecord` per request id. `Publisher(control_topic=…)` uses it
 to hold back the chunks of a stopped request; an engine adapter would call its own abort
-path instead (README "Early stop")."""
+path instead (docs/integrate/control.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The control topic's record (`--control-topic`): the worker tells the engine to stop
 generating a request whose answer is already over. Keyed by `request_id`; the value is
 this Struct as JSON. Written by the core (worker/core/records/control.py), read by `Publisher`
-(the engine side) and by an engine adapter (README "Early stop")."""
+(the engine side) and by an engine adapter (docs/integrate/control.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ Reason = Literal["stop", "error", "abort"]
 
 
 class ControlRecord(msgspec.Struct, kw_only=True):
-    """Stop generating `request_id`: its answer is over (README "Early stop")."""
+    """Stop generating `request_id`: its answer is over (docs/integrate/control.md)."""
 
     v: int = CONTROL_VERSION
     request_id: str

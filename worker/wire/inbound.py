@@ -1,4 +1,5 @@
-"""Inbound wire types: the ChunkRecord of CONTRACT.md §2 and vLLM's generate output.
+"""Inbound wire types: the ChunkRecord (docs/integrate/contract.md, "Input records") and
+vLLM's generate output.
 
 Only the fields the worker reads are declared; msgspec skips unknown fields while
 decoding, so producers may add fields without breaking us (and a chat request's
@@ -132,7 +133,7 @@ Api = Literal["chat", "completion"]
 
 
 class ChunkRecord(msgspec.Struct, kw_only=True, gc=False):
-    """The value of one input Kafka record (CONTRACT.md §2)."""
+    """The value of one input Kafka record (docs/integrate/contract.md, "Input records")."""
 
     request_id: str
     seq: Annotated[int, msgspec.Meta(ge=0)]

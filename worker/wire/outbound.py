@@ -1,4 +1,5 @@
-"""Outbound wire types: the OpenAI payloads the worker publishes (CONTRACT.md §3).
+"""Outbound wire types: the OpenAI payloads the worker publishes
+(docs/integrate/contract.md, "Output records").
 
 Field order is declaration order, so every payload's key order is fixed (determinism).
 `UNSET` marks a field OpenAI leaves out (a delta carries only what changed); `None`

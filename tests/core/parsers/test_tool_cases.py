@@ -137,7 +137,7 @@ L_CASES = [
     Case("L04", '{"name": "invalidTool", "parameters": {invalid json}', None,
          (("invalidTool", "{}"),), exact=True,
          deviation="vLLM answers no tools; a stream has sent the header when the arguments "
-         "turn out not to be JSON, so they are closed there (README invalid-arguments)"),
+         "turn out not to be JSON, so they are closed there (differences.md invalid-arguments)"),
     Case("L05", '{"name": "searchTool", "arguments": {"query": "test"}}', None,
          (("searchTool", {"query": "test"}),)),
     Case("L06", f"{_SEARCH1}; {_INCIDENTS}; {_SEARCH2}", None, _THREE),

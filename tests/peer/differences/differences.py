@@ -1,9 +1,9 @@
 """Known, deliberate differences between our derender and vLLM 0.33.0's.
 
-Each has a stable id (README.md's "Differences from vLLM 0.33" table lists exactly these
-ids, checked by `test_differences_readme.py`), a one-line title, and a predicate saying
-whether one observed difference of one case (`compare.Diff`: field path, vLLM's value,
-ours) is explained by it. A case whose every difference is explained by some entry
+Each has a stable id (docs/reference/differences.md's "Differences from vLLM 0.33" table
+lists exactly these ids, checked by `test_differences_page.py`), a one-line title, and a
+predicate saying whether one observed difference of one case (`compare.Diff`: field path,
+vLLM's value, ours) is explained by it. A case whose every difference is explained by some entry
 counts as `documented`; any other difference fails it.
 
 The predicates live by topic: `differences_requests` (any model: request options, stream
@@ -54,7 +54,7 @@ DIFFERENCES: list[Difference] = [
 
 # Observed, and possibly deliberate on our side, but not (yet) accepted: they still fail
 # a case. A failing case's report names the proposal that would explain it; moving an
-# entry into DIFFERENCES (and a row into README.md's table) accepts it.
+# entry into DIFFERENCES (and a row into docs/reference/differences.md's table) accepts it.
 PROPOSED: list[Difference] = []
 
 BY_ID = {d.id: d for d in DIFFERENCES}

@@ -89,7 +89,7 @@ def _stop_after_length(case: Any, diff: Any) -> bool:
 def _partial_char_at_end(case: Any, diff: Any) -> bool:
     """The output ends inside a UTF-8 character (the rest never came, or EOS followed):
     vLLM's incremental detokenizer never emits those bytes; we flush them as U+FFFD, so
-    the text equals the one-shot decode (CONTRACT.md §4.5)."""
+    the text equals the one-shot decode (docs/integrate/contract.md, "Guarantees")."""
     tail = diff.path.rsplit(".", 1)[-1]
     if tail not in ("text", "content", "reasoning"):
         return False

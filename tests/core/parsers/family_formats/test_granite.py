@@ -76,7 +76,7 @@ def test_granite(tok: Tokenizer, case: tuple[Any, ...]) -> None:
 def test_granite_cut_call_closes_its_arguments(tok: Tokenizer) -> None:
     """A list cut inside a value (`length`): the call goes out with its arguments closed
     where the output stopped, streamed and whole (vLLM's whole response sends the text as
-    far as written, which is no JSON: README unclosed-value)."""
+    far as written, which is no JSON: differences.md unclosed-value)."""
     text = '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Par'
     p = parser(tok, "granite", "granite", req=request(tools=TOOLS))
     expect(p, text, None, None, [("get_weather", {"city": "Par"})])

@@ -84,7 +84,7 @@ def test_hy_tags_with_a_checkpoint_suffix_are_found_in_the_vocabulary() -> None:
 def test_a_call_tag_inside_a_value_ends_the_call_there(tok: Tokenizer) -> None:
     """`</tool_call>` is one token, so a model cannot write it as a value's text: where it
     comes, the call ends, its value closed as far as written, and the stray tags after it
-    are markup (README unclosed-value). vLLM 0.33.0's HY4 extractor (strict) reads the
+    are markup (differences.md unclosed-value). vLLM 0.33.0's HY4 extractor (strict) reads the
     same output as malformed and returns it whole as content (probed 2026-12-03). Found by
     the property test, which no longer draws such values (test_properties._token_tags)."""
     text = (

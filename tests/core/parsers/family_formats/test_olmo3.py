@@ -59,7 +59,7 @@ def test_olmo3(tok: Tokenizer, case: tuple[Any, ...]) -> None:
 
 def test_olmo3_cut_block_makes_its_calls(tok: Tokenizer) -> None:
     """A block cut inside a value (`length`): the call goes out with the value as far as
-    written, streamed and whole (vLLM returns the raw markup as content: README
+    written, streamed and whole (vLLM returns the raw markup as content: differences.md
     unclosed-value)."""
     p = parser(tok, "olmo3", "olmo3", req=request(tools=TOOLS))
     expect(p, "R</think><function_calls>get_weather(city='Par", "R", None,

@@ -9,9 +9,10 @@ Two oracles:
 - the properties: random Harmony conversations through openai-harmony's own streaming
   parser, driven as vLLM drives it (tests/support/harmony_oracle.py).
 
-Where vLLM's whole and streamed answers differ we give its whole answer in both (README,
-"Differences from vLLM 0.33": messages joined with "\\n"), and arguments as the model wrote
-them (vLLM streams them so; its whole response re-serializes JSON): compared as JSON values.
+Where vLLM's whole and streamed answers differ we give its whole answer in both
+(docs/reference/differences.md, harmony-stream-join: messages joined with "\\n"), and
+arguments as the model wrote them (vLLM streams them so; its whole response re-serializes
+JSON): compared as JSON values.
 """
 
 from __future__ import annotations

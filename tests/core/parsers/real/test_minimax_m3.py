@@ -325,7 +325,7 @@ def test_a_long_invoke_streams_with_the_state_bounded(tok: Tokenizer) -> None:
     assert len(with_args) > 1000  # record by record, not one piece at the end
     got = merge([e for rec in events for e in rec])
     # `o` repeated after the body was streamed: the first value stands
-    # (README m3-repeated-parameter); everything else as vLLM converts it.
+    # (differences.md m3-repeated-parameter); everything else as vLLM converts it.
     assert got.args() == [{"o": {"k": 1}, "s": long, "i": 7}]
     assert p.whole(text).calls == got.calls
 

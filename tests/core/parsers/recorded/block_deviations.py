@@ -25,37 +25,37 @@ BLOCK_FAMILIES: dict[str, tuple[Any, ...]] = {
 
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
 PREFILL = (
-    "README inkling-prefill: vLLM's whole response ignores the block the prompt opened "
+    "differences.md inkling-prefill: vLLM's whole response ignores the block the prompt opened "
     "(its stream reads it, as its parser's prompt scan says); we read it in both"
 )
 OPEN_THINKING = (
-    "README inkling-open-thinking: vLLM shows the markers after an unclosed thinking block "
+    "differences.md inkling-open-thinking: vLLM shows the markers after an unclosed thinking block "
     "as reasoning text; we read them as the header / block they open"
 )
 WEATHER = ("get_weather", {"city": "Tokyo", "days": 3})
 K2H_OPEN = (
-    "README k2h-unterminated-reasoning: an output without the think end marker (or a tool "
+    "differences.md k2h-unterminated-reasoning: an output without the think end marker (or a tool "
     'group): vLLM\'s whole response gives it all as content (reasoning ""), its stream as '
     "reasoning; we follow the stream (the whole answer's way would hold the whole reasoning)"
 )
 K2H_STRICT = (
-    "README k2h-strict-group: vLLM reads a tool group only when all of it is well-formed "
+    "differences.md k2h-strict-group: vLLM reads a tool group only when all of it is well-formed "
     "(closed, every name a request tool without spaces, no duplicate keys, type tags as "
     "`tool_call_format` says, no text between calls), else gives the group's markup as "
     "content; we read the calls as they stream: each one written makes a call (an unknown "
     "name none), markup never becomes content"
 )
 K2H_JSON = (
-    "README k2h-json-types: with `tool_call_format: json` vLLM converts each argument to "
+    "differences.md k2h-json-types: with `tool_call_format: json` vLLM converts each argument to "
     'its schema type (`5` for a string parameter → `"5"`); we pass the model\'s JSON through'
 )
 MARKUP = (
-    "README tool-markup-in-content: with tools off vLLM keeps the call group as content; we "
-    "drop it, as vLLM's engine parsers do"
+    "differences.md tool-markup-in-content: with tools off vLLM keeps the call group as content; "
+    "we drop it, as vLLM's engine parsers do"
 )
 CUT = (
     "a call cut short: vLLM gives the group's markup as content; we send the call as far as "
-    "it was written, its arguments closed, and none for a cut name (README unclosed-value, "
+    "it was written, its arguments closed, and none for a cut name (differences.md unclosed-value, "
     "cut-name)"
 )
 ECHO_TEXT = (
@@ -64,8 +64,8 @@ ECHO_TEXT = (
     "</atem:function_calls>"
 )
 ECHOED = (
-    "README muse-echoed-invoke: ATEM markup quoted in an answer (`to=user`) is text: vLLM's "
-    "whole response runs it as a call as well, its stream does not"
+    "differences.md muse-echoed-invoke: ATEM markup quoted in an answer (`to=user`) is text: "
+    "vLLM's whole response runs it as a call as well, its stream does not"
 )
 MUSE_CUT_CALL: dict[str, Any] = {
     "content": None,
@@ -74,14 +74,14 @@ MUSE_CUT_CALL: dict[str, Any] = {
 CUT_MUSE = (
     "a call cut short: vLLM's whole response gives the tool message's raw text as content, "
     "its stream nothing; we send the call as far as it was written, its arguments closed "
-    "(README unclosed-value)"
+    "(differences.md unclosed-value)"
 )
 MUSE_UNCLOSED_ANSWER: dict[str, Any] = {
     "reasoning": "thinking to=get_weather" + ECHO_TEXT.removeprefix("Example: "),
     "tool_calls": [],
 }
 MUSE_UNCLOSED = (
-    "README muse-unclosed-body: a body never ended (no `<|eom|>`) before a header without "
+    "differences.md muse-unclosed-body: a body never ended (no `<|eom|>`) before a header without "
     "`<|start|>` (`thinking to=get_weather<|message|>…`): vLLM reads the header out of the "
     "body's text; we keep reading the body (its text was sent before `<|message|>` came)"
 )
@@ -91,7 +91,7 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "prefill thinking, call": (STREAM, PREFILL),
         "truncated mid-args": (
             {"tool_calls": [("get_weather", {"city": "Tok"})]},
-            "README unclosed-value: vLLM sends the cut arguments as written (no JSON); we "
+            "differences.md unclosed-value: vLLM sends the cut arguments as written (no JSON); we "
             "close them where the output stopped",
         ),
         "model marker inside thinking": ({"reasoning": "r", "content": "a"}, OPEN_THINKING),
@@ -102,12 +102,12 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "truncated reasoning": (STREAM, K2H_OPEN),
         "effort medium, high end token": (
             {"reasoning": "r", "content": "a"},
-            "README k2h-effort-markers: every effort's think markers are read, whatever "
+            "differences.md k2h-effort-markers: every effort's think markers are read, whatever "
             "`reasoning_effort` the request names (vLLM reads that effort's only)",
         ),
         "start token later": (
             {"reasoning": "rx"},
-            "README k2h-repeated-opener: a think opener inside the reasoning is dropped; "
+            "differences.md k2h-repeated-opener: a think opener inside the reasoning is dropped; "
             "vLLM drops only one at the very start and shows a later one as text",
         ),
         "unknown tool": ({"content": None}, K2H_STRICT),
@@ -137,7 +137,7 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "truncated mid-name": ({"content": None}, CUT),
         "xml_typed unknown param typed": (
             {"tool_calls": [("get_weather", {"city": "A", "extra": "[1]"})]},
-            "README k2h-typed-unknown: a parameter the schema does not name is a string; "
+            "differences.md k2h-typed-unknown: a parameter the schema does not name is a string; "
             "vLLM types it by its `<ifm|arg_type>`",
         ),
         "json format string coerced": (
@@ -146,7 +146,8 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "json format bad json": (
             {"content": None, "tool_calls": [("get_weather", {})]},
-            K2H_STRICT + " (a cut JSON body's arguments are closed: README invalid-arguments)",
+            K2H_STRICT
+            + " (a cut JSON body's arguments are closed: differences.md invalid-arguments)",
         ),
         "tool_choice none": ({"content": "Sure."}, MARKUP),
         "no tools + call": ({"content": "Sure."}, MARKUP),
@@ -155,7 +156,7 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
                 "content": "mid",
                 "tool_calls": [WEATHER, ("get_current_date", {})],
             },
-            "README k2h-second-group: vLLM reads the first group and shows a later one as "
+            "differences.md k2h-second-group: vLLM reads the first group and shows a later one as "
             "text; we make its calls too",
         ),
     },
@@ -169,7 +170,7 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "muse_glimmer": {
         "two answer blocks": (
             {"content": "ab"},
-            "README muse-glimmer-first-answer: vLLM's Glimmer keeps the first `to=user` "
+            "differences.md muse-glimmer-first-answer: vLLM's Glimmer keeps the first `to=user` "
             "message only; we keep every one, as Spark does",
         ),
         "truncated in call": (MUSE_CUT_CALL, CUT_MUSE),
@@ -179,13 +180,13 @@ BLOCK_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "string param keeps json-looking text": (
             {"tool_calls": [("get_weather", {"city": "123", "days": 3})]},
-            "README muse-glimmer-strings: a parameter the schema types `string` is text; "
+            "differences.md muse-glimmer-strings: a parameter the schema types `string` is text; "
             "vLLM's Glimmer decodes `123` to a number",
         ),
         "unclosed reasoning then call": (MUSE_UNCLOSED_ANSWER, MUSE_UNCLOSED),
         "missing eom before next start": (
             {"reasoning": "r"},
-            "README muse-glimmer-start-in-body: vLLM's Glimmer keeps the next message's "
+            "differences.md muse-glimmer-start-in-body: vLLM's Glimmer keeps the next message's "
             "`<|start|>assistant ` in the reasoning; a body ends where a message starts",
         ),
         "no tools, call": ({"content": "a"}, MARKUP),

@@ -1,6 +1,6 @@
 """Cohere Command A in test_vllm_answers.py: the two recorded families and the places
-where our answer differs from vLLM 0.33.0's whole answer, each with its reason (README
-"Differences from vLLM" names them).
+where our answer differs from vLLM 0.33.0's whole answer, each with its reason
+(docs/reference/differences.md names them).
 
 cohere_command3, cohere_command4 (that reasoning and tool parser; recorded 2026-12-02 by
 `tests/peer/probes/probe_cohere.py`): `synthetic_cohere.cohere_tokenizer()`; Command A's turns
@@ -21,16 +21,16 @@ COHERE_FAMILIES: dict[str, tuple[Any, ...]] = {
 }
 
 EMPTY_ARGS = (
-    'README cohere-empty-arguments: melody sends no argument text for `"parameters": {}` '
+    'differences.md cohere-empty-arguments: melody sends no argument text for `"parameters": {}` '
     '(or none written), so vLLM\'s arguments are "" (no JSON); ours are {}'
 )
 CUT_ARGS = (
-    'README unclosed-value: vLLM sends the cut arguments as written (`{"city": "Tok`, no '
+    'differences.md unclosed-value: vLLM sends the cut arguments as written (`{"city": "Tok`, no '
     "JSON); we close them where the output stopped"
 )
 SPECIALS = (
-    "README special-skip-set: vLLM's derender keeps special tokens once a parser is set; we "
-    "drop them"
+    "differences.md special-skip-set: vLLM's derender keeps special tokens once a parser is set; "
+    "we drop them"
 )
 WEATHER = ("get_weather", {"city": "Paris", "days": 3})
 _COMMON: dict[str, tuple[str | dict[str, Any], str]] = {

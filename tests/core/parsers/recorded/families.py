@@ -85,50 +85,50 @@ PLAIN = (
     "matches them by text)"
 )
 STRIP = (
-    "README content-strip-with-tools: vLLM's whole response strips the content around calls, "
-    "its stream keeps it"
+    "differences.md content-strip-with-tools: vLLM's whole response strips the content around "
+    "calls, its stream keeps it"
 )
 AFTER = (
-    "README text-after-call: vLLM's whole response drops the text after the first call, "
+    "differences.md text-after-call: vLLM's whole response drops the text after the first call, "
     "its stream keeps it"
 )
 UNCLOSED = (
-    "README unclosed-value: vLLM's whole response drops the cut value, its stream sends "
+    "differences.md unclosed-value: vLLM's whole response drops the cut value, its stream sends "
     "invalid JSON; we close the value where the output stopped"
 )
 CUT_RAW = (
     "a cut call (no </tool_call>): vLLM's whole response returns it as raw markup content, "
-    "its stream sends the call; markup never becomes content (README hermes-cut-call)"
+    "its stream sends the call; markup never becomes content (differences.md hermes-cut-call)"
 )
 MARKUP = (
-    "README tool-markup-in-content: with tools off vLLM keeps the call block as content; we "
-    "drop it, as vLLM's engine parsers (nemotron_v3, ling3, gemma4) do"
+    "differences.md tool-markup-in-content: with tools off vLLM keeps the call block as content; "
+    "we drop it, as vLLM's engine parsers (nemotron_v3, ling3, gemma4) do"
 )
 CUT = (
     "a call cut short: vLLM returns no call at all; we send it as far as it was written, "
-    "its arguments closed (README llama-cut-call, hermes-cut-call, unclosed-value)"
+    "its arguments closed (differences.md llama-cut-call, hermes-cut-call, unclosed-value)"
 )
 LAX = (
-    "README lax-unconstrained-output: under a forced tool_choice vLLM's functiongemma reads "
-    'only the constrained JSON (required: the native call dropped, content ""; named: '
+    "differences.md lax-unconstrained-output: under a forced tool_choice vLLM's functiongemma "
+    'reads only the constrained JSON (required: the native call dropped, content ""; named: '
     "the raw native text as arguments); we parse the model's own call"
 )
 
 CUT_NAME = (
-    "README cut-name: a call cut inside its name: vLLM returns it with the name as far as "
+    "differences.md cut-name: a call cut inside its name: vLLM returns it with the name as far as "
     "written (`get_wea`); we make no call"
 )
 HIDDEN_SWAP = (
-    "README hidden-swap: include_reasoning false with force_nonempty_content: vLLM swaps the "
-    "reasoning into content first; we send no reasoning, as content neither"
+    "differences.md hidden-swap: include_reasoning false with force_nonempty_content: vLLM swaps "
+    "the reasoning into content first; we send no reasoning, as content neither"
 )
 STRAY_END = (
-    "README stray-think-end: vLLM's MiniMax M3 keeps a `</mm:think>` inside content as text; "
-    "we drop it"
+    "differences.md stray-think-end: vLLM's MiniMax M3 keeps a `</mm:think>` inside content as "
+    "text; we drop it"
 )
 GUESSED_CHANNEL = (
-    "README gemma-implied-channel: vLLM takes an answer that starts `thought\\n` (or closes a "
-    "channel never opened, whole response only) as reasoning; we keep it content"
+    "differences.md gemma-implied-channel: vLLM takes an answer that starts `thought\\n` (or "
+    "closes a channel never opened, whole response only) as reasoning; we keep it content"
 )
 
 # family → label → (what we give instead of vLLM's whole answer, why). "What we give" is
@@ -217,12 +217,12 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "other special tokens": (
             {"content": "AB<escape>C"},
-            "README special-skip-set: vLLM's derender keeps special tokens once a parser is "
-            "set; we drop them (the format's own <escape> stays, as vLLM keeps it)",
+            "differences.md special-skip-set: vLLM's derender keeps special tokens once a parser "
+            "is set; we drop them (the format's own <escape> stays, as vLLM keeps it)",
         ),
         "other special tokens, no tools": (
             {"content": "AB<escape>C"},
-            "README special-skip-set (as 'other special tokens')",
+            "differences.md special-skip-set (as 'other special tokens')",
         ),
     },
     "minimax_m3": {
@@ -245,22 +245,22 @@ DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "truncated mid-call": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, CUT),
         "call outside tools channel": (
             {"tool_calls": [("get_current_date", {})]},
-            "README k3-call-outside-tools: vLLM drops a call written outside the tools "
+            "differences.md k3-call-outside-tools: vLLM drops a call written outside the tools "
             "channel; we make it",
         ),
         "truncated mid-value": ({"tool_calls": [("get_weather", {"city": "Tok"})]}, CUT),
     },
 }
 SKIPPED_SPECIALS = (
-    "README special-skip-set: vLLM's derender keeps special tokens once a parser is set; we "
-    "drop them"
+    "differences.md special-skip-set: vLLM's derender keeps special tokens once a parser is set; "
+    "we drop them"
 )
 PY_TRAIL = (
     "vLLM's whole response returns the output as text when text follows the call list "
     "(ast.parse fails on it); its stream makes the call"
 )
 AFTER_TEXT = (
-    "README llama-call-after-text: vLLM's whole response drops the text before the call; "
+    "differences.md llama-call-after-text: vLLM's whole response drops the text before the call; "
     "we keep it as content"
 )
 STRAY_BRACE = (
@@ -268,19 +268,19 @@ STRAY_BRACE = (
     "no call (raw text as content); its stream makes the call"
 )
 TAG_CONTENT = (
-    "README python-tag-in-content: no call returned, vLLM's content keeps "
+    "differences.md python-tag-in-content: no call returned, vLLM's content keeps "
     "`<|python_tag|>`; ours is the same text without it"
 )
 PLAIN_LLAMA = (
-    "README plain-token-markers: a marker spelled in ordinary tokens is text to us (vLLM "
+    "differences.md plain-token-markers: a marker spelled in ordinary tokens is text to us (vLLM "
     "matches it by text)"
 )
 CALL_AFTER_TEXT = (
-    "README llama-call-after-text (pythonic): after text (or a space, a newline) vLLM "
+    "differences.md llama-call-after-text (pythonic): after text (or a space, a newline) vLLM "
     "keeps the call list as text and makes no call; we keep the text and make the call"
 )
 PY_LAX = (
-    "README lax-unconstrained-output: pythonic has no structural tag, so under a forced "
+    "differences.md lax-unconstrained-output: pythonic has no structural tag, so under a forced "
     'tool_choice vLLM reads only the constrained JSON (required: content "", the list '
     "dropped; named: the raw text as the arguments); we keep a bare list as content (no text "
     "poses as arguments) and make the call the `<|python_start|>` block writes"
@@ -339,8 +339,8 @@ DEVIATIONS["llama4_pythonic"] = {
 DEVIATIONS["llama4_json"] = {
     "vllm: invalid json": (
         {"content": None, "tool_calls": [("invalidTool", "{}")]},
-        "README invalid-arguments: arguments are closed where they stop being JSON (`{` was "
-        "out: `{}`); vLLM's whole response returns the text as content, its stream a call "
+        "differences.md invalid-arguments: arguments are closed where they stop being JSON (`{` "
+        "was out: `{}`); vLLM's whole response returns the text as content, its stream a call "
         'with arguments "" (not JSON)',
     ),
     "vllm: simple with text around": ({"content": "Here is the result: "}, AFTER_TEXT),
@@ -382,7 +382,7 @@ DEVIATIONS.update(MINICPM_DEVIATIONS)
 # The same probe inputs, the same vLLM tool parser (qwen3_coder), the same answers.
 DEVIATIONS["granite_thinking_parser"] = dict(DEVIATIONS["nemotron_v3"])
 
-# README swap-in-stream: with force_nonempty_content (or thinking off) an answer that wrote
+# differences.md swap-in-stream: with force_nonempty_content (or thinking off) an answer that wrote
 # only reasoning is content in the whole response (as vLLM's); the stream cannot take back
 # the reasoning it sent (vLLM's repeats it as content at the end, which means keeping all
 # of it): our stream is the answer before the swap.

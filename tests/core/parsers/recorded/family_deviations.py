@@ -9,50 +9,50 @@ from typing import Any
 STREAM = "stream"
 
 UNANSWERED = (
-    "README granite-unanswered-thought: a thought process with no 'Here is my response:' "
+    "differences.md granite-unanswered-thought: a thought process with no 'Here is my response:' "
     "after it: vLLM's whole response gives the output verbatim as content, its stream sends "
     "the reasoning; we stream it as reasoning too (the whole answer would need the whole "
     "reasoning held until the output ends)"
 )
 BEFORE_THOUGHT = (
-    "README granite-text-before-thought: vLLM's whole response drops the text before 'Here "
+    "differences.md granite-text-before-thought: vLLM's whole response drops the text before 'Here "
     "is my thought process:', its stream makes all of it content; we keep that text as "
     "content and split the rest"
 )
 STRIP = (
-    "README content-strip-with-tools: vLLM's whole response strips the content around calls, "
-    "its stream keeps it"
+    "differences.md content-strip-with-tools: vLLM's whole response strips the content around "
+    "calls, its stream keeps it"
 )
 MARKUP = (
-    "README tool-markup-in-content: with tools off vLLM keeps the call block as content; we "
-    "drop it, as vLLM's engine parsers do"
+    "differences.md tool-markup-in-content: with tools off vLLM keeps the call block as content; "
+    "we drop it, as vLLM's engine parsers do"
 )
 CUT = (
-    "README unclosed-value: a call cut short: vLLM's whole response sends the arguments as "
+    "differences.md unclosed-value: a call cut short: vLLM's whole response sends the arguments as "
     "far as written (not JSON); we close them where the output stopped"
 )
 NO_LIST = (
-    "README python-tag-in-content: a marker followed by no call list: vLLM's content keeps "
+    "differences.md python-tag-in-content: a marker followed by no call list: vLLM's content keeps "
     "the raw text with `<|tool_call|>`; ours is the same text without it"
 )
 
 UNCLOSED_THINK = (
-    "README olmo3-unclosed-think: an output with no `</think>`: vLLM's whole response gives "
-    "it verbatim as content, its stream as reasoning (the template may have opened "
+    "differences.md olmo3-unclosed-think: an output with no `</think>`: vLLM's whole response "
+    "gives it verbatim as content, its stream as reasoning (the template may have opened "
     "`<think>`); we stream it as reasoning too (the whole answer would need all of it held "
     "until the output ends)"
 )
 AROUND_BLOCK = (
-    "README text-after-call: vLLM's whole response drops the text around a "
+    "differences.md text-after-call: vLLM's whole response drops the text around a "
     "`<function_calls>` block; we keep it as content"
 )
 CUT_BLOCK = (
-    "README unclosed-value: a call block cut short (no `</function_calls>`): vLLM returns "
+    "differences.md unclosed-value: a call block cut short (no `</function_calls>`): vLLM returns "
     "the raw markup as content; we make the calls as far as written, arguments closed"
 )
 
 STEP3_CUT = (
-    "README unclosed-value: a call block with no `<｜tool_calls_end｜>` (cut, or ended "
+    "differences.md unclosed-value: a call block with no `<｜tool_calls_end｜>` (cut, or ended "
     "without it): vLLM returns the raw markup as content; we make the calls as far as "
     "written, values closed"
 )
@@ -64,12 +64,12 @@ HY_NO_CALL = (
 )
 
 SPECIALS = (
-    "README special-skip-set: vLLM's derender keeps special tokens (HY's think and tool-call "
-    "tokens) as text once a parser is set; we drop them"
+    "differences.md special-skip-set: vLLM's derender keeps special tokens (HY's think and "
+    "tool-call tokens) as text once a parser is set; we drop them"
 )
 
 HY_CUT = (
-    "README unclosed-value: a call block with no `</tool_calls>` (cut, or ended without "
+    "differences.md unclosed-value: a call block with no `</tool_calls>` (cut, or ended without "
     "it): vLLM's HY4 returns the raw markup as content; we make the calls as far as "
     "written, values closed"
 )
@@ -113,7 +113,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "text after block": ({"content": " Done."}, AROUND_BLOCK),
         "bare call line": (
             {"content": "get_weather(city='Paris')", "tool_calls": []},
-            "README olmo3-bare-call: vLLM's whole response runs an output with no "
+            "differences.md olmo3-bare-call: vLLM's whole response runs an output with no "
             "`<function_calls>` block as call lines when it parses as such; we need the block "
             "(vLLM's stream does too): prose that looks like a call is not run",
         ),
@@ -138,7 +138,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
                 "content": "</think>C",
                 "tool_calls": [("get_weather", {"city": "Paris"})],
             },
-            "README olmo3-block-in-reasoning: a `<function_calls>` block before any "
+            "differences.md olmo3-block-in-reasoning: a `<function_calls>` block before any "
             "`</think>` ends the reasoning and is a call (an OLMo 3 call without thinking; "
             "vLLM's whole response makes it one only when no `</think>` follows, which a "
             "stream cannot know); vLLM keeps this one in the reasoning",
@@ -157,7 +157,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "not a function": (
             {"content": None, "tool_calls": [("get_weather", {"city": "P"})]},
-            "README step3-call-type: a call whose type (before `<｜tool_sep｜>`) is not "
+            "differences.md step3-call-type: a call whose type (before `<｜tool_sep｜>`) is not "
             "`function`: vLLM returns the whole output as content; we make the call (Step-3 "
             "has no other type a client could run)",
         ),
@@ -168,22 +168,22 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
                 "reasoning": 'Rfunction<steptml:invoke name="get_weather"><steptml:parameter '
                 'name="city">Paris</steptml:parameter></steptml:invoke>'
             },
-            "README special-skip-set: vLLM keeps the block's special tokens in the reasoning "
-            "text; we drop special tokens",
+            "differences.md special-skip-set: vLLM keeps the block's special tokens in the "
+            "reasoning text; we drop special tokens",
         ),
     },
     "ernie45": {
         "response without end": (
             {"content": "\ndef"},
-            "README ernie-response-wrapper: a `<response>` with no `</response>` after it: "
+            "differences.md ernie-response-wrapper: a `<response>` with no `</response>` after it: "
             "vLLM keeps the tag as text; we drop it, as every `<response>` (the stream "
             "cannot wait for the end to decide)",
         ),
         "text around response": (
             {"content": "AB"},
-            "README ernie-response-wrapper: text before `<response>`: vLLM's whole response "
-            "keeps only what the wrapper holds; we keep that text too (and drop what follows "
-            "`</response>`, as vLLM)",
+            "differences.md ernie-response-wrapper: text before `<response>`: vLLM's whole "
+            "response keeps only what the wrapper holds; we keep that text too (and drop what "
+            "follows `</response>`, as vLLM)",
         ),
         "text before call": ({"content": "Checking.\n\n"}, STRIP),
         "invalid json": (
@@ -193,13 +193,13 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "call without end": (
             {"tool_calls": [("get_weather", {"city": "Paris"})]},
-            "README unclosed-value: a call with no `</tool_call>` (cut, or ended without it): "
-            "vLLM makes no call and drops the text; we make the call as far as written",
+            "differences.md unclosed-value: a call with no `</tool_call>` (cut, or ended without "
+            "it): vLLM makes no call and drops the text; we make the call as far as written",
         ),
         "cut in value": (
             {"tool_calls": [("get_weather", {"city": "Pa"})]},
-            "README unclosed-value: vLLM makes no call and drops the text; we make the call, "
-            "its arguments closed where the output stopped",
+            "differences.md unclosed-value: vLLM makes no call and drops the text; we make the "
+            "call, its arguments closed where the output stopped",
         ),
         "tool_choice none": ({"content": "Sure. "}, MARKUP),
         "no tools + call": ({"content": None}, MARKUP),
@@ -207,7 +207,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "hunyuan_a13b": {
         "think without answer": (
             {"reasoning": "R still", "content": None},
-            "README hunyuan-unanswered-think: a `<think>` block with no answer after it: "
+            "differences.md hunyuan-unanswered-think: a `<think>` block with no answer after it: "
             "vLLM's whole response gives the output verbatim as content; we send the "
             "reasoning (the whole answer would need the whole reasoning held until the "
             "output ends)",
@@ -217,7 +217,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "missing arguments": ({"content": None}, HY_NO_CALL),
         "cut in call": (
             {"content": None, "tool_calls": [("get_weather", {"city": "Pa"})]},
-            "README unclosed-value: a call block cut short: vLLM returns the raw markup as "
+            "differences.md unclosed-value: a call block cut short: vLLM returns the raw markup as "
             "content; we make the call as far as written, its arguments closed",
         ),
         "tool_choice none": ({"content": "Sure. "}, MARKUP),
@@ -229,7 +229,7 @@ FAMILY_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "two ends": ({"content": "CD"}, SPECIALS),
         "cut in value": (
             {"tool_calls": [("get_weather", {"city": "Par"})]},
-            "README unclosed-value: a call cut inside a value: vLLM drops the parameter "
+            "differences.md unclosed-value: a call cut inside a value: vLLM drops the parameter "
             "(`{}`); we close the value where the output stopped",
         ),
         "tool_choice none": ({"content": "Sure. "}, MARKUP),

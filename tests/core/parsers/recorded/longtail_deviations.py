@@ -42,61 +42,61 @@ LONGTAIL_FAMILIES: dict[str, tuple[str | None, str, Callable[[], Tokenizer], int
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
 
 TEXT_BEFORE = (
-    "README text-before-call: vLLM's whole response drops the text before the call "
+    "differences.md text-before-call: vLLM's whole response drops the text before the call "
     "block; we keep it as content (the stream has sent it before the block began)"
 )
 CUT = (
     "a call cut short: vLLM returns the raw markup as content and no call; we send the "
-    "call as far as it was written, its arguments closed (README llama-cut-call)"
+    "call as far as it was written, its arguments closed (differences.md llama-cut-call)"
 )
 CUT_NAME = (
-    "README cut-name: a call cut inside its name: vLLM returns the raw markup as content; "
+    "differences.md cut-name: a call cut inside its name: vLLM returns the raw markup as content; "
     "we make no call, and markup never becomes content"
 )
 INVALID = (
-    "README invalid-arguments: the call's header was out before its arguments stopped "
+    "differences.md invalid-arguments: the call's header was out before its arguments stopped "
     "being JSON; we close them there (`{}`); vLLM's whole response makes no call"
 )
 MARKUP = (
-    "README tool-markup-in-content: with tool_choice none or no tools vLLM keeps the call "
+    "differences.md tool-markup-in-content: with tool_choice none or no tools vLLM keeps the call "
     "block as content; we drop it"
 )
 SPECIALS = (
-    "README special-skip-set: vLLM's derender keeps special tokens once a tool parser is "
+    "differences.md special-skip-set: vLLM's derender keeps special tokens once a tool parser is "
     "set; we drop them"
 )
 LAX = (
-    "README lax-unconstrained-output: no structural tag, so under a forced tool_choice "
+    "differences.md lax-unconstrained-output: no structural tag, so under a forced tool_choice "
     "vLLM reads only the constrained JSON (required: the native block dropped, content "
     '""; named: the raw native text as the arguments); we parse the model\'s own block'
 )
 BRACKET = (
-    "README phi4-bracket: vLLM's regex ends the call list at its first `]`, so a list whose "
-    "arguments hold an array is no JSON and every call is lost (content null, no call); "
+    "differences.md phi4-bracket: vLLM's regex ends the call list at its first `]`, so a list "
+    "whose arguments hold an array is no JSON and every call is lost (content null, no call); "
     "we read the list as JSON"
 )
 GIGA_MARKUP = (
-    "README gigachat-call-markup: a call message that opens the output (no answer text and "
+    "differences.md gigachat-call-markup: a call message that opens the output (no answer text and "
     "`<|message_sep|>` before it): vLLM's whole response makes the call and also returns "
     "its markup as content; we make the call only"
 )
 GIGA_AFTER = (
-    "README gigachat-text-after-call: anything after the call's JSON object (text, a "
+    "differences.md gigachat-text-after-call: anything after the call's JSON object (text, a "
     "`<|message_sep|>`) makes vLLM's JSON reading fail (no call, the raw markup as "
     "content); we make the call and drop what follows it in the call message"
 )
 STRIPPED = (
-    "README content-strip-with-tools: vLLM's whole response strips the text before and "
+    "differences.md content-strip-with-tools: vLLM's whole response strips the text before and "
     "after the call block and joins the two with a newline; we keep the text as written"
 )
 APERTUS_WS = STRIPPED
 XLAM_PARAMS = (
-    "README xlam-parameters: a call object with `parameters` instead of `arguments`: vLLM "
+    "differences.md xlam-parameters: a call object with `parameters` instead of `arguments`: vLLM "
     "skips it (no call, the raw array as content); we read both keys, as vLLM's InternLM2 "
     "and Phi-4-mini parsers do"
 )
 XLAM_EMPTY = (
-    "README content-strip-with-tools: a call block with no text around it: vLLM's whole "
+    "differences.md content-strip-with-tools: a call block with no text around it: vLLM's whole "
     'response says content `""` (the text around the block, stripped); its stream and we '
     "say null"
 )
@@ -131,9 +131,9 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "jamba": {
         "other key": (
             {"content": None, "tool_calls": [GET]},
-            "README jamba-parameters: vLLM reads only `arguments`, and a `parameters` object "
-            "fails the whole call list (the raw markup as content); we read both keys, as its "
-            "InternLM2 and Phi-4-mini parsers do",
+            "differences.md jamba-parameters: vLLM reads only `arguments`, and a `parameters` "
+            "object fails the whole call list (the raw markup as content); we read both keys, as "
+            "its InternLM2 and Phi-4-mini parsers do",
         ),
         "invalid json": ({"content": None, "tool_calls": [("get_weather", "{}")]}, INVALID),
         "truncated mid-value": (
@@ -225,8 +225,8 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         ),
         "echo after end": (
             {"content": " get_weather(city='Tokyo')]Done."},
-            "README lfm2-echo: text after the block up to an orphan `<|tool_call_end|>` (the "
-            "model echoing its call): vLLM drops it; we keep it as content (only the marker "
+            "differences.md lfm2-echo: text after the block up to an orphan `<|tool_call_end|>` "
+            "(the model echoing its call): vLLM drops it; we keep it as content (only the marker "
             "is dropped): it is text the model wrote after the call",
         ),
         "truncated mid-value": (
@@ -244,23 +244,23 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "plamo3": {
         "text after call block": (
             {"content": "Done."},
-            "README text-after-call: vLLM's whole response drops the text after the call "
+            "differences.md text-after-call: vLLM's whole response drops the text after the call "
             "block, its stream sends it; we send it both ways",
         ),
         "truncated mid-name": (
             {"tool_calls": []},
-            "README cut-name: a call cut inside its name: vLLM returns it with the name as "
+            "differences.md cut-name: a call cut inside its name: vLLM returns it with the name as "
             "far as written (`get_wea`); we make no call",
         ),
         "markers as plain tokens": (
             STREAM,
-            "README plain-token-markers: `<|plamo:end_think:plamo|>` spelled in ordinary "
+            "differences.md plain-token-markers: `<|plamo:end_think:plamo|>` spelled in ordinary "
             "tokens: vLLM's whole response matches it on text, its stream (by id) does not; "
             "we follow the stream",
         ),
         "call markers as plain tokens": (
             {"tool_calls": [("get_weather", "{}")]},
-            "README plain-token-markers: `<|plamo:msg|>` (one special token) spelled in "
+            "differences.md plain-token-markers: `<|plamo:msg|>` (one special token) spelled in "
             "ordinary tokens does not open the arguments here (vLLM reads it on text); the "
             "call is made with `{}`",
         ),
@@ -269,24 +269,24 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "text before call": ({"content": "Let me check. "}, STRIPPED),
         "text after call": (
             {"content": " Done."},
-            "README text-after-call: vLLM's whole response drops the text after the call "
+            "differences.md text-after-call: vLLM's whole response drops the text after the call "
             "block; we keep it",
         ),
         "content ws around call": ({"content": "  Checking.    "}, STRIPPED),
         "null value": (
             {"tool_calls": [("set_params", {"s": "null", "i": None})]},
-            "README dots-null: the text `null` as a string parameter's value: vLLM makes it "
-            "JSON null whatever the schema says; we keep the string (typed values only)",
+            "differences.md dots-null: the text `null` as a string parameter's value: vLLM makes "
+            "it JSON null whatever the schema says; we keep the string (typed values only)",
         ),
         "unknown tool": (
             {"content": None},
             "a block whose only call names no offered function: vLLM returns the whole "
-            "block's markup as content; we drop the call and its markup (README "
+            "block's markup as content; we drop the call and its markup (differences.md "
             "unknown-tool-index, tool-markup-in-content)",
         ),
         "json fallback": (
             {"tool_calls": []},
-            "README dots-json-block: a JSON object instead of invoke elements inside the "
+            "differences.md dots-json-block: a JSON object instead of invoke elements inside the "
             "block: vLLM reads it as a call; we do not (the block is dropped)",
         ),
         "no closing tag": ({"content": None, "tool_calls": [GET]}, CUT),
@@ -302,7 +302,7 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
     "xlam": {
         "text after call": (
             STREAM,
-            "README xlam-text-after-call: text after the call array makes vLLM's whole "
+            "differences.md xlam-text-after-call: text after the call array makes vLLM's whole "
             "response fail its JSON reading (no call, the raw array as content); its stream "
             "makes the call, and so do we (the text after the array is dropped)",
         ),
@@ -315,7 +315,7 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "truncated after first of two": ({"content": None, "tool_calls": [GET]}, CUT),
         "tool_choice required, native": (
             {"tool_calls": [("get_weather", {})]},
-            "README lax-unconstrained-output: the model's own array under `required`: vLLM "
+            "differences.md lax-unconstrained-output: the model's own array under `required`: vLLM "
             "reads the constrained JSON's `parameters` key only and makes the call with "
             "arguments `null`; ours are `{}` (they parse as an object)",
         ),
@@ -324,7 +324,7 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
                 "content": '[{"name": "get_weather", "arguments": {"city": "Tokyo", "days": 3}}]',
                 "tool_calls": [],
             },
-            "README lax-unconstrained-output: the model's own array under a named "
+            "differences.md lax-unconstrained-output: the model's own array under a named "
             "tool_choice: vLLM passes it verbatim as the call's arguments; we keep it as "
             "content (no array poses as an arguments object)",
         ),
@@ -335,13 +335,13 @@ LONGTAIL_DEVIATIONS: dict[str, dict[str, tuple[str | dict[str, Any], str]]] = {
         "text before json fence": ({"content": "Here: "}, STRIPPED),
         "tool_call tags, one object": (
             {"content": '{"name": "get_weather", "arguments": {"city": "Tokyo", "days": 3}}'},
-            "README xlam-single-object: one object, not an array, in `<tool_call>`: vLLM makes "
-            "no call and returns the tags too as content; we return the object without the "
+            "differences.md xlam-single-object: one object, not an array, in `<tool_call>`: vLLM "
+            "makes no call and returns the tags too as content; we return the object without the "
             "tags (markup never reaches content)",
         ),
         "think then call": (
             {"content": "<think>r"},
-            "README xlam-think: a call array right after `</think>`: vLLM keeps `</think>` "
+            "differences.md xlam-think: a call array right after `</think>`: vLLM keeps `</think>` "
             "in the content before the call; we drop it with the call's markup",
         ),
     },

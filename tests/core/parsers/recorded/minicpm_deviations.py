@@ -61,8 +61,8 @@ MINICPM_FAMILIES: dict[
 STREAM = "stream"  # test_vllm_answers.STREAM: we give vLLM's streamed answer
 
 STRIP = (
-    "README content-strip-with-tools: vLLM's whole response strips the content around calls, "
-    "its stream keeps it"
+    "differences.md content-strip-with-tools: vLLM's whole response strips the content around "
+    "calls, its stream keeps it"
 )
 PLAIN = (
     "markers written as ordinary tokens are text, as vLLM streams them (its whole response "
@@ -70,14 +70,14 @@ PLAIN = (
 )
 
 CALL_CONTENT = (
-    "README minicpm5-content: vLLM's whole response drops all content once a call is made "
+    "differences.md minicpm5-content: vLLM's whole response drops all content once a call is made "
     "(its stream sends that text, with the call's markup, `</function` in it); we keep the "
     "text the model wrote outside the call, as the stream's text before the call is sent "
     "before the call is known"
 )
 
 WHOLE_PROMPT = (
-    "README hf-whole-prompt: vLLM's whole response parses the output without the prompt, "
+    "differences.md hf-whole-prompt: vLLM's whole response parses the output without the prompt, "
     "so the reasoning the template's `<think>` opened comes out as content, `</think>` "
     "and all; its stream reads the prompt, as we do (our answer is its stream's)"
 )

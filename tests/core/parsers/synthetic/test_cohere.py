@@ -5,8 +5,8 @@ output to (vLLM's own answers are in vllm_answers/cohere_command*.jsonl).
 melody is the second oracle: for each text its `process_full_text` (what vLLM's whole
 response returns) must be what we answer, whole and streamed in every chunking the
 harness has; a seeded sweep of random texts over every marker, citation and call does
-the same. Where we answer otherwise on purpose, the case says what and why (README
-"Differences from vLLM").
+the same. Where we answer otherwise on purpose, the case says what and why
+(docs/reference/differences.md).
 """
 
 from __future__ import annotations

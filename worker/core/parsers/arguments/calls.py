@@ -54,7 +54,8 @@ _ATTRIBUTE = re.compile(r'([\w:-]+)="([^"]*)"')
 
 def tool_call_id(request_id: str, choice: int, index: int, style: int = ID_HASH) -> str:
     """Deterministic tool-call id from (request_id, choice index, tool index)
-    (CONTRACT.md §3): the same input gives the same id on any worker and in replay."""
+    (docs/integrate/contract.md, "Guarantees"): the same input gives the same id on any
+    worker and in replay."""
     digest = hashlib.sha256(f"{choice}:{index}:{request_id}".encode()).digest()
     if style == ID_MISTRAL:
         return "".join(_ALNUM[b % len(_ALNUM)] for b in digest[:_MISTRAL_ID_LEN])

@@ -14,7 +14,7 @@ as vLLM's in one piece. A body that grows past `HOLD_MAX` characters is streamed
 so the state stays bounded and a long argument costs a record its own length: the held
 text is read again as a stream, each parameter is sent when it closes (in the same order,
 so the same JSON), a parameter the schema types `string` as it arrives, and a parameter
-repeated after that point keeps its first value (README m3-repeated-parameter).
+repeated after that point keeps its first value (differences.md m3-repeated-parameter).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every supported format by the name a model's registry entry gives it
-(`reasoning_parser`, `tool_parser`, CONTRACT.md §7): the one place to see which names
+(`reasoning_parser`, `tool_parser`; docs/reference/parsers.md): the one place to see which names
 exist and which of them are aliases.
 
 A format is a small configuration of the one engine (grammar.py says what one holds);

@@ -194,7 +194,7 @@ PLAMO3_REASONING = ReasoningFormat(
 # (vLLM's dots parser reads the same elements with regexes over the text: its wrappers are
 # matched on text); calls to functions the request does not offer are dropped, values
 # stripped and typed by the schema. The JSON object vLLM also accepts in a block is not
-# read (README dots-json-block).
+# read (differences.md dots-json-block).
 _DOTS_RENAME = {
     MINIMAX_TOOL_CALL: "<dots_function_call>",
     "</minimax:tool_call>": "</dots_function_call>",
@@ -213,8 +213,8 @@ DOTS = replace(
 # the blocks vLLM's parser also looks for: Qwen's `<tool_call>` … `</tool_call>` (added,
 # non-special tokens: matched on text, as vLLM reads them), a fenced json block, after
 # `[TOOL_CALLS]`, or right after `</think>` (its think block is content: xlam has no
-# reasoning parser). vLLM reads only the `arguments` key; we read `parameters` too (README
-# xlam-parameters).
+# reasoning parser). vLLM reads only the `arguments` key; we read `parameters` too
+# (docs/reference/differences.md, xlam-parameters).
 XLAM = ToolFormat(
     "xlam",
     {

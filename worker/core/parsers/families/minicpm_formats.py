@@ -17,7 +17,7 @@ the schema does not name are left out (a wrapper `properties` / `arguments` obje
 opened), a parameter written twice spoils the call. A value is the text when the schema
 says string, else JSON, else a Python literal, else the text. A block that is no call
 is content, as written. vLLM maps some of MiniCPM5's invented function names to the
-offered ones (a fixed list from one benchmark's tools); we do not (README
+offered ones (a fixed list from one benchmark's tools); we do not (docs/reference/differences.md,
 minicpm5-aliases).
 """
 

@@ -16,10 +16,11 @@ matched on text, as vLLM matches it on the decoded text; one written `\\s*…` d
 whitespace before it (`swallow_ws`: content's trailing whitespace waits for the next
 marker, prose.py). The start state comes from the prompt's last think marker, as vLLM's
 stream reads the prompt's tail after the start anchor (its whole response reads no prompt:
-README hf-whole-prompt).
+differences.md hf-whole-prompt).
 
 What vLLM does that the tables do not (each refused when the model is loaded, so a
-template is either served as vLLM serves it or not at all; README "hf / beam"):
+template is either served as vLLM serves it or not at all; docs/reference/parsers.md,
+"Response templates: hf and beam"):
 delimiters given as regular expressions (`open_pattern` / `close_pattern`) other than a
 literal or a `|` of literals after an optional `\\s*`, named captures, a tool region
 whose content is not `json` (`xml-inline`, `kv-lines`) or has content arguments, a
@@ -29,7 +30,7 @@ whose content is not `json` (`xml-inline`, `kv-lines`) or has content arguments,
 `hf` and `beam` parse the same way. vLLM's `beam` also constrains generation with a
 grammar derived from the template (tool_choice "required" / named, strict tools), which
 is the engine's business: here those requests' output is read in the template's format.
-vLLM's `hf` refuses such requests (400); we read them the same way (README hf-forced).
+vLLM's `hf` refuses such requests (400); we read them the same way (differences.md hf-forced).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The language formats are written in: engine states, transition actions, and the two
-configurations a model's registry entry picks by name (CONTRACT.md §7) — a
+configurations a model's registry entry picks by name (docs/reference/parsers.md) — a
 `ReasoningFormat` (two think markers, how the start state is chosen) and a `ToolFormat`
 (a `(state, marker) -> Transition` table, and which argument scanner reads the text
 between the markers). The formats themselves are in reasoning_formats.py,
@@ -75,7 +75,7 @@ HEAD_MISTRAL = 2  # the name, with a visible `[ARGS]` removed
 HEAD_GEMMA = 3  # `call:NAME` (or `:NAME`): the name after the colon
 HEAD_ATTRS = 4  # XML attributes, `tool="NAME" index="1"`: the name is `tool` (Kimi K3)
 HEAD_DOUBLED = 5  # the name, `x.x` read as `x` when the request offers `x` (Muse)
-ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (CONTRACT.md §3)
+ID_HASH = 0  # "chatcmpl-tool-" + 32 hex digits of a hash (docs/integrate/contract.md, "Guarantees")
 ID_MISTRAL = 1  # 9 alphanumerics from the same hash (mistral-common requires exactly 9)
 ID_NATIVE = 2  # the id the model wrote (Kimi K2), which its chat template reads back
 

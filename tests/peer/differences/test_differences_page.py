@@ -1,4 +1,5 @@
-"""README.md's "Differences from vLLM 0.33" table lists exactly the documented differences.
+"""docs/reference/differences.md's "Differences from vLLM 0.33" table lists exactly the
+documented differences.
 
 Not a parity test: it runs in `make test`, without vLLM or httpx. The expected format is
 a section headed "Differences from vLLM 0.33" (any heading level) holding a markdown
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from tests.peer.differences.differences import DIFFERENCES
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "differences.md"
 TITLE = "Differences from vLLM 0.33"
 
 
@@ -45,23 +46,23 @@ def table_ids(section: str) -> list[str]:
     for row in rows[2:]:
         first = row.strip("|").split("|")[0].strip()
         m = re.fullmatch(r"`([^`]+)`", first)
-        assert m, f"README {TITLE!r} table: first cell {first!r} is not an id in backticks"
+        assert m, f"differences.md {TITLE!r} table: first cell {first!r} is not an id in backticks"
         ids.append(m.group(1))
     return ids
 
 
-def test_readme_lists_exactly_the_documented_differences() -> None:
-    section = _section(README.read_text(encoding="utf-8"))
+def test_the_page_lists_exactly_the_documented_differences() -> None:
+    section = _section(PAGE.read_text(encoding="utf-8"))
     expected = [d.id for d in DIFFERENCES]
     rows = "\n".join(f"| `{d.id}` | {d.title} |" for d in DIFFERENCES)
     assert section is not None, (
-        f"README.md has no section {TITLE!r}; expected a table like:\n"
+        f"{PAGE} has no section {TITLE!r}; expected a table like:\n"
         f"| id | difference |\n|---|---|\n{rows}"
     )
     ids = table_ids(section)
-    assert len(ids) == len(set(ids)), f"duplicate ids in the README table: {ids}"
+    assert len(ids) == len(set(ids)), f"duplicate ids in the table: {ids}"
     assert set(ids) == set(expected), (
-        f"README table ids {sorted(ids)} != tests/peer/differences/differences.py ids "
+        f"differences.md table ids {sorted(ids)} != tests/peer/differences/differences.py ids "
         f"{sorted(expected)}"
     )
 
