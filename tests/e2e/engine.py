@@ -17,6 +17,7 @@ a log file, named in every error.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -40,6 +41,7 @@ TOOL_PARSER = "deepseek_v31"
 # Measured on 2 shared cores: ~40 s eager; the bound leaves room for a busy machine.
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
+WARM_UP_TIMEOUT_S = 120.0
 # llguidance: Lark grammars that can name a token by id (`<[128822]>` is `</think>`).
 STRUCTURED_OUTPUTS = (
     '{"backend":"guidance","disable_any_whitespace":true,"enable_in_reasoning":true}'
@@ -199,6 +201,22 @@ def health(url: str) -> bool:
         return False
 
 
+def warm_up(url: str, timeout_s: float = WARM_UP_TIMEOUT_S) -> None:
+    """One short greedy completion: the engine's first request is slow (its kernels are
+    prepared then), which should not count against a test's time."""
+    body = json.dumps(
+        {"model": SERVED_MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0}
+    ).encode()
+    req = urllib.request.Request(
+        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            resp.read()
+    except OSError as e:
+        raise EngineError(f"the engine's first completion failed: {e}") from e
+
+
 def start_engine(
     log_path: Path,
     *,
@@ -207,7 +225,8 @@ def start_engine(
     timeout_s: float = START_TIMEOUT_S,
     home: Path | None = None,
 ) -> Engine:
-    """Start the engine on `port` (a free one by default) and wait for `/health`."""
+    """Start the engine on `port` (a free one by default), wait for `/health`, and warm it
+    up with one short request."""
     check_setup(home)
     port = port or free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -224,6 +243,7 @@ def start_engine(
     engine = Engine(port, log_path, proc)
     try:
         engine.wait_healthy(timeout_s)
+        warm_up(engine.url)
     except BaseException:
         engine.stop()
         raise

@@ -1,0 +1,170 @@
+"""The comparison: one request read by the official `openai` SDK from two servers.
+
+`compare(api, params, stream, ours, oracle)` sends the same body through two
+`openai.OpenAI` clients — ours (the loop of tests/e2e/loop.py, or a gateway's URL) and the
+oracle (vLLM's coupled `/v1/chat/completions` / `/v1/completions` on the same engine) —
+reads each answer as a client does (a stream accumulated by the SDK's own
+`ChatCompletionStreamState`, a completion stream added up choice by choice, a whole answer
+parsed into the SDK's types) and returns every field that differs. Ids and `created` are
+not compared; tool-call ids only by their shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
+
+# What a test writes beside the model and the prompt; everything else goes as extra_body.
+TOOL_CALL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]+$")
+
+
+@dataclass
+class View:
+    """What a client reads from one answer (one choice), ids and `created` aside."""
+
+    text: str | None  # chat: the message content; completion: the text
+    reasoning: str | None
+    tool_calls: list[tuple[str, str]]  # (name, arguments)
+    tool_call_ids_ok: bool  # every id has the `chatcmpl-tool-<hex>` shape
+    finish_reason: str | None
+    stop_reason: Any
+    usage: dict[str, Any] | None  # prompt, completion and total tokens
+    usage_details: dict[str, Any] | None  # the rest of usage that is set
+    logprobs: Any
+
+
+def _request(params: dict[str, Any], stream: bool) -> dict[str, Any]:
+    body = dict(params)
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _split(body: dict[str, Any], typed: tuple[str, ...]) -> dict[str, Any]:
+    """The SDK's keyword arguments: its typed ones, the rest as `extra_body`."""
+    kwargs = {k: v for k, v in body.items() if k in typed}
+    extra = {k: v for k, v in body.items() if k not in typed}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+def _none_if_empty(value: Any) -> Any:
+    return value if value else None
+
+
+def _dump(value: Any) -> Any:
+    return None if value is None else value.model_dump()
+
+
+COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _usage(usage: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The token counts, and the other usage fields that are set (details)."""
+    if usage is None:
+        return None, None
+    details = {k: v for k, v in usage.items() if k not in COUNTS and v is not None}
+    return {k: usage.get(k) for k in COUNTS}, details or None
+
+
+def read_chat(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+    kwargs = _split(_request(params, stream), ("model", "messages", "stream"))
+    if not stream:
+        resp = client.chat.completions.create(**kwargs)
+        (choice,) = resp.choices
+        return _chat_view(choice.message, choice.finish_reason, choice, resp.usage, choice.logprobs)
+    state = ChatCompletionStreamState()
+    stop_reason = None
+    with client.chat.completions.create(**kwargs) as chunks:
+        for chunk in chunks:
+            state.handle_chunk(chunk)
+            for c in chunk.choices:
+                if c.finish_reason is not None:
+                    # (the SDK keeps a choice's extras from its first chunk only)
+                    stop_reason = (c.model_extra or {}).get("stop_reason")
+    snap = state.current_completion_snapshot
+    (choice,) = snap.choices
+    view = _chat_view(choice.message, choice.finish_reason, None, snap.usage, choice.logprobs)
+    view.stop_reason = stop_reason
+    return view
+
+
+def _chat_view(message: Any, finish: Any, choice: Any, usage: Any, logprobs: Any) -> View:
+    calls = message.tool_calls or []
+    extra = message.model_extra or {}
+    return View(
+        # A stream's opening `content: ""` accumulates to "" where a whole answer says null.
+        text=_none_if_empty(message.content),
+        reasoning=_none_if_empty(extra.get("reasoning")),
+        tool_calls=[(c.function.name, c.function.arguments) for c in calls],
+        tool_call_ids_ok=all(TOOL_CALL_ID.match(c.id or "") for c in calls),
+        finish_reason=finish,
+        stop_reason=None if choice is None else (choice.model_extra or {}).get("stop_reason"),
+        usage=_usage(_dump(usage))[0],
+        usage_details=_usage(_dump(usage))[1],
+        logprobs=None if logprobs is None else [e.model_dump() for e in logprobs.content or []],
+    )
+
+
+def read_completion(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+    kwargs = _split(_request(params, stream), ("model", "prompt", "stream"))
+    if not stream:
+        resp = client.completions.create(**kwargs)
+        (choice,) = resp.choices
+        return View(
+            text=choice.text,
+            reasoning=None,
+            tool_calls=[],
+            tool_call_ids_ok=True,
+            finish_reason=choice.finish_reason,
+            stop_reason=(choice.model_extra or {}).get("stop_reason"),
+            usage=_usage(_dump(resp.usage))[0],
+            usage_details=_usage(_dump(resp.usage))[1],
+            logprobs=_dump(choice.logprobs),
+        )
+    text, finish, stop, usage = "", None, None, None
+    logprobs: dict[str, list[Any]] | None = None
+    with client.completions.create(**kwargs) as chunks:
+        for chunk in chunks:
+            for c in chunk.choices:
+                text += c.text
+                if c.finish_reason is not None:
+                    finish = c.finish_reason
+                    stop = (c.model_extra or {}).get("stop_reason")
+                if c.logprobs is not None:
+                    logprobs = logprobs or {}
+                    for k, v in c.logprobs.model_dump().items():
+                        logprobs[k] = logprobs.get(k, []) + (v or [])
+            if chunk.usage is not None:
+                usage = chunk.usage.model_dump()
+    return View(text, None, [], True, finish, stop, *_usage(usage), logprobs)
+
+
+def read(api: str, client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+    reader = read_chat if api == "chat" else read_completion
+    return reader(client, params, stream)
+
+
+def compare(
+    api: str,
+    params: dict[str, Any],
+    stream: bool,
+    ours: openai.OpenAI,
+    oracle: openai.OpenAI,
+) -> tuple[View, View, dict[str, tuple[Any, Any]]]:
+    """Both views and every field that differs: {field: (ours, oracle's)}."""
+    theirs = read(api, oracle, params, stream)
+    mine = read(api, ours, params, stream)
+    diff = {
+        f.name: (getattr(mine, f.name), getattr(theirs, f.name))
+        for f in dataclasses.fields(View)
+        if getattr(mine, f.name) != getattr(theirs, f.name)
+    }
+    return mine, theirs, diff

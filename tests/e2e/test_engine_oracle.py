@@ -1,0 +1,133 @@
+"""The loop against vLLM's own server on the same engine.
+
+Each case is one client body, at temperature 0 (greedy: the same tokens every time on this
+engine). Our answer: render → generate → records on the input topic → a real
+`derender-worker run` → its outputs (tests/e2e/loop.py). The oracle: the coupled
+`/v1/chat/completions` or `/v1/completions` of the same vLLM process. Both are read by the
+official `openai` SDK (tests/e2e/oracle.py), streamed and whole, and must agree on content,
+reasoning, tool calls, finish_reason, stop_reason, usage and logprobs — but for the
+documented differences (`DIFFERENCES`, the table of docs/reference/parity.md), which must
+show exactly where they are said to.
+
+A random-weight model says something structured only when made to: the guidance backend's
+Lark grammars name the marker tokens by id (`<[128822]>` is `</think>`), so reasoning and
+DeepSeek tool calls come out as the real marker tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import pytest
+
+from tests.e2e.engine import SERVED_MODEL
+from tests.e2e.loop import Loop, Options
+from tests.e2e.oracle import compare
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+MESSAGES = [{"role": "user", "content": "Hi"}]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+# DeepSeek's call markers by id: calls begin, call begin, the name, sep, the JSON
+# arguments, call end, calls end (the format of vLLM's deepseek_v31 tool parser).
+TOOL_GRAMMAR = (
+    'start: <[128806]> <[128808]> "get_weather" <[128814]> '
+    '"{\\"city\\":\\"" /[a-z]{1,6}/ "\\"}" <[128809]> <[128807]>'
+)
+# After the prompt's `<think>`: reasoning, `</think>`, the answer.
+REASONING_GRAMMAR = 'start: "Let me think." <[128822]> "The answer is 42."'
+SENTENCE_GRAMMAR = 'start: "one two three four five six"'
+
+
+def grammar(text: str) -> dict[str, Any]:
+    return {"structured_outputs": {"grammar": text}}
+
+
+@dataclass
+class Case:
+    name: str
+    api: str  # "chat" or "completion"
+    params: dict[str, Any]
+    options: Options = field(default_factory=Options)
+    # Fields expected to differ, and why (docs/reference/parity.md says the same).
+    differences: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"model": SERVED_MODEL, "temperature": 0}
+        if self.api == "chat":
+            base["messages"] = MESSAGES
+        return {**base, **self.params}
+
+
+CASES = [
+    Case("plain text, finished by EOS", "chat", {"max_tokens": 40, **grammar(SENTENCE_GRAMMAR)}),
+    Case("a max_tokens cut", "chat", {"max_tokens": 12}),
+    Case(
+        "reasoning",
+        "chat",
+        {
+            "max_tokens": 40,
+            "chat_template_kwargs": {"enable_thinking": True},
+            **grammar(REASONING_GRAMMAR),
+        },
+    ),
+    Case(
+        "a tool call",
+        "chat",
+        {"max_tokens": 40, "tools": [WEATHER_TOOL], "tool_choice": "auto", **grammar(TOOL_GRAMMAR)},
+    ),
+    Case(
+        "logprobs with top_logprobs", "chat", {"max_tokens": 8, "logprobs": True, "top_logprobs": 3}
+    ),
+    Case(
+        "a stop string, applied by the engine",
+        "chat",
+        {"max_tokens": 40, "stop": ["three"], **grammar(SENTENCE_GRAMMAR)},
+    ),
+    Case(
+        "a stop string, applied by the worker alone",
+        "chat",
+        {"max_tokens": 40, "stop": ["three"], **grammar(SENTENCE_GRAMMAR)},
+        Options(engine_stop=False),
+    ),
+    Case("completion, default max_tokens", "completion", {"prompt": "Once upon a time"}),
+    Case(
+        "completion with echo and logprobs",
+        "completion",
+        {"prompt": "Hello world", "max_tokens": 6, "echo": True, "logprobs": 2},
+    ),
+    Case(
+        "completion, a stop string applied by the worker alone",
+        "completion",
+        {"prompt": "Count:", "max_tokens": 40, "stop": ["three"], **grammar(SENTENCE_GRAMMAR)},
+        Options(engine_stop=False),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def oracle(engine_url: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key="e2e", base_url=f"{engine_url}/v1", max_retries=0, timeout=60)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_loop_answers_as_vllms_coupled_server(
+    case: Case, stream: bool, loop: Loop, oracle: openai.OpenAI
+) -> None:
+    loop.options = case.options
+    try:
+        ours, theirs, diff = compare(case.api, case.body(), stream, loop.client(), oracle)
+    finally:
+        loop.options = Options()
+    assert theirs.finish_reason is not None, theirs
+    print("DIFF", case.name, stream, diff)
+    assert set(diff) == set(case.differences), (diff, ours, theirs)
