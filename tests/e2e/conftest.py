@@ -59,6 +59,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     counts = {k: len(stats.get(k, [])) for k in ("passed", "failed", "error", "skipped")}
     terminalreporter.write_sep("=", "e2e: the loop against vLLM's coupled server")
     terminalreporter.write_line(", ".join(f"{v} {k}" for k, v in counts.items() if v) or "none")
+    from tests.e2e.differences import DIFFERENCES, TALLY
+
+    if TALLY["comparisons"]:
+        terminalreporter.write_line(
+            f"{TALLY['comparisons']} answers compared with the coupled server: "
+            f"{TALLY['identical']} identical, "
+            f"{TALLY['with documented differences']} with documented differences"
+        )
+        for d in DIFFERENCES:
+            if TALLY[d.id]:
+                terminalreporter.write_line(f"  {d.id}: {TALLY[d.id]}")
     if "engine_start" in TIMINGS:
         terminalreporter.write_line(f"engine start to /health: {TIMINGS['engine_start']:.0f}s")
     terminalreporter.write_line(f"session: {time.monotonic() - TIMINGS['session_start']:.0f}s")

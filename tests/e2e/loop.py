@@ -37,6 +37,18 @@ HTTP_TIMEOUT = httpx2.Timeout(60.0, connect=5.0)
 # vLLM's default `max_tokens` of a completion; the render leaves out a `max_tokens` equal to
 # 16 (its default), and generate would then run to the context's end.
 COMPLETION_DEFAULT_MAX_TOKENS = 16
+JSON, SSE = "application/json", "text/event-stream"
+
+
+class EngineRefused(Exception):
+    """The engine answered a request with an error before generating: the client gets it
+    as it is (status, body and media type)."""
+
+    def __init__(self, status: int, body: bytes, media: str = JSON) -> None:
+        super().__init__(f"{status}: {body[:200]!r}")
+        self.status = status
+        self.body = body
+        self.media = media
 
 
 @dataclass
@@ -46,6 +58,7 @@ class Answer:
     request_id: str
     status: int
     body: bytes  # what the client gets
+    media: str = JSON
     generate_request: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[Output] = field(default_factory=list)
@@ -176,10 +189,14 @@ class Loop:
                 await self._whole(rid, gen, context, answer)
             await self._pub.flush()
             answer.outputs = await self._outputs(rid, gen["stream"])
+        except EngineRefused as e:
+            answer.status, answer.body, answer.media = e.status, e.body, e.media
+            return answer
         finally:
             self._reader.forget(rid)
         if gen["stream"]:
             answer.body = b"".join(out.sse() for out in answer.outputs)
+            answer.media = SSE
         else:
             (out,) = answer.outputs
             answer.body = out.value
@@ -213,8 +230,7 @@ class Loop:
         try:
             async with self._http.stream("POST", url, json=gen) as resp:
                 if resp.status_code >= 400:
-                    await resp.aread()
-                    raise RuntimeError(f"generate answered {resp.status_code}: {resp.text}")
+                    raise EngineRefused(resp.status_code, await resp.aread())
                 async for line in resp.aiter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -222,13 +238,23 @@ class Loop:
                     if data == "[DONE]":
                         await self._send(answer, {"request_id": rid, "type": "end"})
                         return
-                    record = {"request_id": rid, "generate_chunk": json.loads(data)}
+                    event = json.loads(data)
+                    if "error" in event and not answer.records:
+                        # The engine checks some sampling parameters once the stream is
+                        # open (an error event under status 200), as its coupled server
+                        # does: the client gets the same stream.
+                        sse = b"data: " + data.encode() + b"\n\ndata: [DONE]\n\n"
+                        raise EngineRefused(resp.status_code, sse, SSE)
+                    if "error" in event:
+                        raise RuntimeError(f"the engine failed mid-stream: {data}")
+                    record = {"request_id": rid, "generate_chunk": event}
                     if not answer.records:
                         record.update(context)
                     await self._send(answer, record)
             raise RuntimeError("the generate stream ended without [DONE]")
         except BaseException:
-            await self._send(answer, {"request_id": rid, "type": "abort"})
+            if answer.records:  # an opened request is closed, and the client gets an error
+                await self._send(answer, {"request_id": rid, "type": "abort"})
             raise
 
     async def _whole(
@@ -237,7 +263,7 @@ class Loop:
         assert self._http is not None
         resp = await self._http.post(self.engine_url + "/inference/v1/generate", json=gen)
         if resp.status_code >= 400:
-            raise RuntimeError(f"generate answered {resp.status_code}: {resp.text}")
+            raise EngineRefused(resp.status_code, resp.content)
         record = {"request_id": rid, "type": "response", **context}
         record["generate_response"] = resp.json()
         await self._send(answer, record)
@@ -270,10 +296,8 @@ class Loop:
             body = json.loads(request.content)
             api = "chat" if request.url.path.endswith("/chat/completions") else "completion"
             answer = self.answer(api, body)
-            stream = bool(body.get("stream")) and answer.status == 200
-            media = "text/event-stream" if stream else "application/json"
             return httpx2.Response(
-                answer.status, headers={"content-type": media}, content=answer.body
+                answer.status, headers={"content-type": answer.media}, content=answer.body
             )
 
         return openai.OpenAI(

@@ -168,3 +168,17 @@ def compare(
         if getattr(mine, f.name) != getattr(theirs, f.name)
     }
     return mine, theirs, diff
+
+
+def read_error(
+    api: str, client: openai.OpenAI, params: dict[str, Any], stream: bool
+) -> tuple[int, Any]:
+    """The status and error body a client gets for a request that must fail (200: an
+    error event in a stream)."""
+    try:
+        view = read(api, client, params, stream)
+    except openai.APIStatusError as e:
+        return e.status_code, e.body
+    except openai.APIError as e:
+        return 200, e.body
+    raise AssertionError(f"no error, but an answer: {view}")

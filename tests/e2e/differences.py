@@ -1,0 +1,78 @@
+"""Where the loop's answer differs from vLLM 0.32.0's coupled server on the same engine, on
+purpose or because of the engine: each difference's id, the field of `oracle.View` it is
+in, the cases it shows in, and what it looks like. The oracle test fails on any other
+difference, and on one of these that no longer looks as said; a test keeps this list and
+the table of docs/reference/parity.md ("vLLM 0.32.0's coupled server on a real engine") the
+same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# (the case's api, its client body, its generate request kept `stop`, streamed)
+Where = Callable[[str, dict[str, Any], bool, bool], bool]
+# (ours, the coupled server's, the token ids the engine generated for ours)
+Looks = Callable[[Any, Any, list[int]], bool]
+
+
+@dataclass(frozen=True)
+class Difference:
+    id: str
+    field: str
+    where: Where
+    looks: Looks
+
+
+def _reasoning_details(ours: Any, theirs: Any, generated: list[int]) -> bool:
+    details = (theirs or {}).get("completion_tokens_details") or {}
+    return ours is None and details.get("reasoning_tokens") == 0
+
+
+def _usage_of_generated(ours: Any, theirs: Any, generated: list[int]) -> bool:
+    return (
+        ours["prompt_tokens"] == theirs["prompt_tokens"]
+        and ours["completion_tokens"] == len(generated) > theirs["completion_tokens"]
+    )
+
+
+def _prompt_logprobs_missing(ours: Any, theirs: Any, generated: list[int]) -> bool:
+    """The coupled stream's logprobs are the prompt's, then ours."""
+    cut = len(theirs["tokens"]) - len(ours["tokens"])
+    return cut > 0 and all(theirs[k][cut:] == ours[k] for k in ours)
+
+
+DIFFERENCES = [
+    Difference(
+        "reasoning-tokens-details",
+        "usage_details",
+        lambda api, body, engine_stop, stream: api == "chat",
+        _reasoning_details,
+    ),
+    Difference(
+        "worker-stop-usage",
+        "usage",
+        lambda api, body, engine_stop, stream: bool(body.get("stop")) and not engine_stop,
+        _usage_of_generated,
+    ),
+    Difference(
+        "echo-stream-prompt-logprobs",
+        "logprobs",
+        lambda api, body, engine_stop, stream: (
+            api == "completion" and stream and bool(body.get("echo")) and bool(body.get("logprobs"))
+        ),
+        _prompt_logprobs_missing,
+    ),
+]
+
+
+# The session's tally, printed by `make e2e`: comparisons made, and each difference seen.
+TALLY: Counter[str] = Counter()
+
+
+def expected(api: str, body: dict[str, Any], engine_stop: bool, stream: bool) -> list[Difference]:
+    """The differences a case shows."""
+    return [d for d in DIFFERENCES if d.where(api, body, engine_stop, stream)]
