@@ -74,29 +74,36 @@ def _usage(usage: dict[str, Any] | None) -> tuple[Any, Any]:
     return {k: usage.get(k) for k in COUNTS}, details or None
 
 
-def read_chat(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+def read_chat(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> list[View]:
+    """One view per choice, in index order."""
     kwargs = _split(_request(params, stream), ("model", "messages", "stream"))
     if not stream:
         resp = client.chat.completions.create(**kwargs)
-        (choice,) = resp.choices
-        return _chat_view(choice.message, choice.finish_reason, choice, resp.usage, choice.logprobs)
+        return [
+            _chat_view(c.message, c.finish_reason, _stop_reason(c), resp.usage, c.logprobs)
+            for c in resp.choices
+        ]
     state = ChatCompletionStreamState()
-    stop_reason = None
+    stop_reasons: dict[int, Any] = {}
     with client.chat.completions.create(**kwargs) as chunks:
         for chunk in chunks:
             state.handle_chunk(chunk)
             for c in chunk.choices:
                 if c.finish_reason is not None:
                     # (the SDK keeps a choice's extras from its first chunk only)
-                    stop_reason = (c.model_extra or {}).get("stop_reason")
+                    stop_reasons[c.index] = _stop_reason(c)
     snap = state.current_completion_snapshot
-    (choice,) = snap.choices
-    view = _chat_view(choice.message, choice.finish_reason, None, snap.usage, choice.logprobs)
-    view.stop_reason = stop_reason
-    return view
+    return [
+        _chat_view(c.message, c.finish_reason, stop_reasons.get(c.index), snap.usage, c.logprobs)
+        for c in snap.choices
+    ]
 
 
-def _chat_view(message: Any, finish: Any, choice: Any, usage: Any, logprobs: Any) -> View:
+def _stop_reason(choice: Any) -> Any:
+    return (choice.model_extra or {}).get("stop_reason")
+
+
+def _chat_view(message: Any, finish: Any, stop_reason: Any, usage: Any, logprobs: Any) -> View:
     calls = message.tool_calls or []
     extra = message.model_extra or {}
     return View(
@@ -106,48 +113,50 @@ def _chat_view(message: Any, finish: Any, choice: Any, usage: Any, logprobs: Any
         tool_calls=[(c.function.name, c.function.arguments) for c in calls],
         tool_call_ids_ok=all(TOOL_CALL_ID.match(c.id or "") for c in calls),
         finish_reason=finish,
-        stop_reason=None if choice is None else (choice.model_extra or {}).get("stop_reason"),
+        stop_reason=stop_reason,
         usage=_usage(_dump(usage))[0],
         usage_details=_usage(_dump(usage))[1],
         logprobs=None if logprobs is None else [e.model_dump() for e in logprobs.content or []],
     )
 
 
-def read_completion(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+def read_completion(client: openai.OpenAI, params: dict[str, Any], stream: bool) -> list[View]:
+    """One view per choice, in index order (a client adds a stream up choice by choice:
+    the SDK has no accumulator for completions)."""
     kwargs = _split(_request(params, stream), ("model", "prompt", "stream"))
     if not stream:
         resp = client.completions.create(**kwargs)
-        (choice,) = resp.choices
-        return View(
-            text=choice.text,
-            reasoning=None,
-            tool_calls=[],
-            tool_call_ids_ok=True,
-            finish_reason=choice.finish_reason,
-            stop_reason=(choice.model_extra or {}).get("stop_reason"),
-            usage=_usage(_dump(resp.usage))[0],
-            usage_details=_usage(_dump(resp.usage))[1],
-            logprobs=_dump(choice.logprobs),
-        )
-    text, finish, stop, usage = "", None, None, None
-    logprobs: dict[str, list[Any]] | None = None
+        usage = _usage(_dump(resp.usage))
+        return [
+            View(
+                c.text, None, [], True, c.finish_reason, _stop_reason(c), *usage, _dump(c.logprobs)
+            )
+            for c in resp.choices
+        ]
+    texts: dict[int, str] = {}
+    finish: dict[int, Any] = {}
+    stop: dict[int, Any] = {}
+    logprobs: dict[int, dict[str, list[Any]]] = {}
+    usage = None
     with client.completions.create(**kwargs) as chunks:
         for chunk in chunks:
             for c in chunk.choices:
-                text += c.text
+                texts[c.index] = texts.get(c.index, "") + c.text
                 if c.finish_reason is not None:
-                    finish = c.finish_reason
-                    stop = (c.model_extra or {}).get("stop_reason")
+                    finish[c.index], stop[c.index] = c.finish_reason, _stop_reason(c)
                 if c.logprobs is not None:
-                    logprobs = logprobs or {}
+                    acc = logprobs.setdefault(c.index, {})
                     for k, v in c.logprobs.model_dump().items():
-                        logprobs[k] = logprobs.get(k, []) + (v or [])
+                        acc[k] = acc.get(k, []) + (v or [])
             if chunk.usage is not None:
                 usage = chunk.usage.model_dump()
-    return View(text, None, [], True, finish, stop, *_usage(usage), logprobs)
+    return [
+        View(texts[i], None, [], True, finish.get(i), stop.get(i), *_usage(usage), logprobs.get(i))
+        for i in sorted(texts)
+    ]
 
 
-def read(api: str, client: openai.OpenAI, params: dict[str, Any], stream: bool) -> View:
+def read(api: str, client: openai.OpenAI, params: dict[str, Any], stream: bool) -> list[View]:
     reader = read_chat if api == "chat" else read_completion
     return reader(client, params, stream)
 
@@ -158,15 +167,18 @@ def compare(
     stream: bool,
     ours: openai.OpenAI,
     oracle: openai.OpenAI,
-) -> tuple[View, View, dict[str, tuple[Any, Any]]]:
-    """Both views and every field that differs: {field: (ours, oracle's)}."""
+) -> tuple[list[View], list[View], dict[str, tuple[list[Any], list[Any]]]]:
+    """Both answers' views (one per choice) and every field that differs in some choice:
+    {field: (ours per choice, the oracle's per choice)}; `choices` when their numbers do."""
     theirs = read(api, oracle, params, stream)
     mine = read(api, ours, params, stream)
-    diff = {
-        f.name: (getattr(mine, f.name), getattr(theirs, f.name))
-        for f in dataclasses.fields(View)
-        if getattr(mine, f.name) != getattr(theirs, f.name)
-    }
+    if len(mine) != len(theirs):
+        return mine, theirs, {"choices": ([len(mine)], [len(theirs)])}
+    diff = {}
+    for f in dataclasses.fields(View):
+        a, b = [getattr(v, f.name) for v in mine], [getattr(v, f.name) for v in theirs]
+        if a != b:
+            diff[f.name] = (a, b)
     return mine, theirs, diff
 
 
