@@ -71,7 +71,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             if TALLY[d.id]:
                 terminalreporter.write_line(f"  {d.id}: {TALLY[d.id]}")
     if "engine_start" in TIMINGS:
-        terminalreporter.write_line(f"engine start to /health: {TIMINGS['engine_start']:.0f}s")
+        terminalreporter.write_line(
+            f"engine start to /health: {TIMINGS['engine_start']:.0f}s, "
+            f"first request: {TIMINGS['engine_warm_up']:.0f}s"
+        )
     terminalreporter.write_line(f"session: {time.monotonic() - TIMINGS['session_start']:.0f}s")
     for key in ("engine_log", "worker_log"):
         if key in LOGS:
@@ -101,6 +104,7 @@ def engine(e2e_dir: Path) -> Iterator[Engine | str]:
     except EngineError as e:
         pytest.fail(str(e), pytrace=False)
     TIMINGS["engine_start"] = running.started_s
+    TIMINGS["engine_warm_up"] = running.warm_up_s
     with running:
         yield running
 

@@ -15,8 +15,8 @@ from typing import Any
 
 # (the case's api, its client body, its generate request kept `stop`, streamed)
 Where = Callable[[str, dict[str, Any], bool, bool], bool]
-# (ours, the coupled server's, the token ids the engine generated for ours)
-Looks = Callable[[Any, Any, list[int]], bool]
+# (ours, the coupled server's, the token ids the engine generated for ours, where known)
+Looks = Callable[[Any, Any, list[int] | None], bool]
 
 
 @dataclass(frozen=True)
@@ -27,19 +27,21 @@ class Difference:
     looks: Looks
 
 
-def _reasoning_details(ours: Any, theirs: Any, generated: list[int]) -> bool:
+def _reasoning_details(ours: Any, theirs: Any, generated: list[int] | None) -> bool:
     details = (theirs or {}).get("completion_tokens_details") or {}
     return ours is None and details.get("reasoning_tokens") == 0
 
 
-def _usage_of_generated(ours: Any, theirs: Any, generated: list[int]) -> bool:
+def _usage_of_generated(ours: Any, theirs: Any, generated: list[int] | None) -> bool:
+    counted = ours["completion_tokens"]
     return (
         ours["prompt_tokens"] == theirs["prompt_tokens"]
-        and ours["completion_tokens"] == len(generated) > theirs["completion_tokens"]
+        and counted > theirs["completion_tokens"]
+        and (generated is None or counted == len(generated))
     )
 
 
-def _prompt_logprobs_missing(ours: Any, theirs: Any, generated: list[int]) -> bool:
+def _prompt_logprobs_missing(ours: Any, theirs: Any, generated: list[int] | None) -> bool:
     """The coupled stream's logprobs are the prompt's, then ours."""
     cut = len(theirs["tokens"]) - len(ours["tokens"])
     return cut > 0 and all(theirs[k][cut:] == ours[k] for k in ours)

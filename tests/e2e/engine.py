@@ -4,7 +4,7 @@ child process on a free local port, for the end-to-end tests and by hand:
     with start_engine(Path("engine.log")) as engine:
         print(engine.url)            # http://127.0.0.1:PORT, /health answered
 
-or `python -m tests.e2e.engine` (prints the URL, runs until Ctrl-C).
+or `python -m tests.e2e.engine engine.log` (prints the URL, runs until Ctrl-C or SIGTERM).
 
 The engine serves the tiny random-weight Llama with the DeepSeek V4 tokenizer
 (`SERVED_MODEL`) with every endpoint of the disaggregated split (`--enable-scale-out`:
@@ -126,6 +126,7 @@ class Engine:
     proc: subprocess.Popen[bytes]
     model: str = SERVED_MODEL
     started_s: float = field(default=0.0)  # seconds from spawn to /health
+    warm_up_s: float = field(default=0.0)  # the first request's seconds
 
     @property
     def url(self) -> str:
@@ -243,14 +244,24 @@ def start_engine(
     engine = Engine(port, log_path, proc)
     try:
         engine.wait_healthy(timeout_s)
+        t0 = time.monotonic()
         warm_up(engine.url)
+        engine.warm_up_s = time.monotonic() - t0
     except BaseException:
         engine.stop()
         raise
     return engine
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    # Ctrl-C or SIGTERM stops the engine (a shell's background job starts with SIGINT
+    # ignored, so both are set here).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     log = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("engine.log")
     print(f"starting the engine (log {log}) …", flush=True)
     with start_engine(log) as engine:

@@ -16,6 +16,7 @@ DeepSeek tool calls come out as the real marker tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,29 +125,43 @@ def oracle(engine_url: str) -> openai.OpenAI:
     return openai.OpenAI(api_key="e2e", base_url=f"{engine_url}/v1", max_retries=0, timeout=60)
 
 
+def check(
+    case: Case,
+    stream: bool,
+    ours: openai.OpenAI,
+    oracle: openai.OpenAI,
+    generated: Callable[[], list[int]] | None = None,
+) -> None:
+    """One case, read through `ours` (the loop's client, or a gateway's
+    `openai.OpenAI(base_url=…)`) and the oracle: equal, but for the documented
+    differences, each as it is said to look. `generated`: the token ids the engine
+    generated for our answer, where known."""
+    body = case.body()
+    mine, theirs, diff = compare(case.api, body, stream, ours, oracle)
+    assert theirs and all(v.finish_reason is not None for v in theirs), theirs
+    documented = expected(case.api, body, case.options.engine_stop, stream)
+    undocumented = {k: v for k, v in diff.items() if k not in {d.field for d in documented}}
+    assert not undocumented, f"differences no table lists: {undocumented}\nours: {mine}"
+    TALLY["comparisons"] += 1
+    TALLY["identical" if not diff else "with documented differences"] += 1
+    ids = generated() if generated else None
+    for d in documented:
+        TALLY[d.id] += 1
+        assert d.field in diff, f"{d.id}: no longer differs: {[getattr(v, d.field) for v in mine]}"
+        pairs = [(o, t) for o, t in zip(*diff[d.field], strict=True) if o != t]
+        assert all(d.looks(o, t, ids) for o, t in pairs), f"{d.id} looks otherwise: {pairs}"
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_loop_answers_as_vllms_coupled_server(
     case: Case, stream: bool, loop: Loop, oracle: openai.OpenAI
 ) -> None:
-    body = case.body()
     loop.options = case.options
     try:
-        ours, theirs, diff = compare(case.api, body, stream, loop.client(), oracle)
+        check(case, stream, loop.client(), oracle, lambda: loop.answers[-1].generated_ids())
     finally:
         loop.options = Options()
-    assert theirs and all(v.finish_reason is not None for v in theirs), theirs
-    documented = expected(case.api, body, case.options.engine_stop, stream)
-    undocumented = {k: v for k, v in diff.items() if k not in {d.field for d in documented}}
-    assert not undocumented, f"differences no table lists: {undocumented}\nours: {ours}"
-    generated = loop.answers[-1].generated_ids()
-    TALLY["comparisons"] += 1
-    TALLY["identical" if not diff else "with documented differences"] += 1
-    for d in documented:
-        TALLY[d.id] += 1
-        assert d.field in diff, f"{d.id}: no longer differs: {[getattr(v, d.field) for v in ours]}"
-        pairs = [(o, t) for o, t in zip(*diff[d.field], strict=True) if o != t]
-        assert all(d.looks(o, t, generated) for o, t in pairs), f"{d.id} looks otherwise: {pairs}"
 
 
 # Bodies the engine refuses: at render (the first two), or, for a stream, in the generate
