@@ -70,6 +70,8 @@ class Case:
 CASES = [
     Case("plain text, finished by EOS", "chat", {"max_tokens": 40, **grammar(SENTENCE_GRAMMAR)}),
     Case("a max_tokens cut", "chat", {"max_tokens": 12}),
+    # The render leaves out a max_tokens equal to its default; the loop puts it back.
+    Case("max_tokens of 16", "chat", {"max_tokens": 16}),
     Case(
         "reasoning",
         "chat",
