@@ -129,39 +129,12 @@ def e2e_topics(kafka_bootstrap: str) -> dict[str, str]:
     return names
 
 
-REGISTRY = """
-[models."{name}"]
-tokenizer = "{tokenizer}"
-eos_token_ids = [1]
-reasoning_parser = "{reasoning}"
-tool_parser = "{tool}"
-max_model_len = 2048
-max_logprobs = 20
-default = true
-"""
-
-
-def registry_toml(folder: Path) -> Path:
-    """The worker's registry entry for the engine's model: the tokenizer.json the engine
-    reads, its EOS id, the parsers the engine runs."""
-    from tests.e2e.engine import REASONING_PARSER, SERVED_MODEL, TOOL_PARSER, model_dir
-
-    path = folder / "models.toml"
-    text = REGISTRY.format(
-        name=SERVED_MODEL,
-        tokenizer=model_dir() / "tokenizer.json",
-        reasoning=REASONING_PARSER,
-        tool=TOOL_PARSER,
-    )
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="session")
 def e2e_worker(
     kafka_bootstrap: str, redis_url: str, e2e_topics: dict[str, str], e2e_dir: Path
 ) -> Iterator[WorkerProcess]:
     """One `derender-worker run` on the session's topics, serving the engine's model."""
+    from tests.e2e.engine import write_registry
     from tests.integration.harness import WorkerProcess
 
     log = e2e_dir / "worker.log"
@@ -174,7 +147,7 @@ def e2e_worker(
         e2e_topics["dlq"],
         f"e2e-{uuid.uuid4().hex[:8]}",
         f"e2e{uuid.uuid4().hex[:8]}:",
-        extra=["--models", str(registry_toml(e2e_dir))],
+        extra=["--models", str(write_registry(e2e_dir / "models.toml"))],
         log_path=log,
     ).start()
     try:

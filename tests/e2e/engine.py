@@ -48,6 +48,20 @@ STRUCTURED_OUTPUTS = (
 )
 
 
+# The worker's registry entry for the engine's model: the tokenizer.json the engine reads,
+# its EOS id, the parsers the engine runs.
+REGISTRY = """
+[models."{name}"]
+tokenizer = "{tokenizer}"
+eos_token_ids = [1]
+reasoning_parser = "{reasoning}"
+tool_parser = "{tool}"
+max_model_len = 2048
+max_logprobs = 20
+default = true
+"""
+
+
 class EngineError(RuntimeError):
     """The engine could not be started or answered wrongly (the message names its log)."""
 
@@ -75,6 +89,18 @@ def check_setup(home: Path | None = None) -> None:
             f"no vLLM engine set up in {home} (missing {', '.join(map(str, missing))}): "
             "run `bash tests/e2e/setup_engine.sh` (or `make e2e`)"
         )
+
+
+def write_registry(path: Path, home: Path | None = None) -> Path:
+    """Write the worker's model registry (`--models`) for the engine's model to `path`."""
+    text = REGISTRY.format(
+        name=SERVED_MODEL,
+        tokenizer=model_dir(home) / "tokenizer.json",
+        reasoning=REASONING_PARSER,
+        tool=TOOL_PARSER,
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def free_port() -> int:
