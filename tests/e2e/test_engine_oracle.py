@@ -48,6 +48,7 @@ TOOL_GRAMMAR = (
 )
 # After the prompt's `<think>`: reasoning, `</think>`, the answer.
 REASONING_GRAMMAR = 'start: "Let me think." <[128822]> "The answer is 42."'
+THINK_THEN_CALL_GRAMMAR = TOOL_GRAMMAR.replace("start: ", 'start: "Need the weather." <[128822]> ')
 SENTENCE_GRAMMAR = 'start: "one two three four five six"'
 
 
@@ -81,6 +82,27 @@ CASES = [
             "max_tokens": 40,
             "chat_template_kwargs": {"enable_thinking": True},
             **grammar(REASONING_GRAMMAR),
+        },
+    ),
+    Case(
+        "reasoning hidden (include_reasoning: false)",
+        "chat",
+        {
+            "max_tokens": 40,
+            "include_reasoning": False,
+            "chat_template_kwargs": {"enable_thinking": True},
+            **grammar(REASONING_GRAMMAR),
+        },
+    ),
+    Case(
+        "reasoning, then a tool call",
+        "chat",
+        {
+            "max_tokens": 60,
+            "chat_template_kwargs": {"enable_thinking": True},
+            "tools": [WEATHER_TOOL],
+            "tool_choice": "auto",
+            **grammar(THINK_THEN_CALL_GRAMMAR),
         },
     ),
     Case(
