@@ -117,7 +117,8 @@ parity: $(PEER_STAMP) $(LLAMA_STAMP)
 ## (tests/e2e/setup_engine.sh, DERENDER_ENGINE_HOME, default ~/.cache/derender-engine; the
 ## first run installs ~6.5 GB in a few minutes), then starts Apache Kafka, Redis, the engine
 ## and a worker, and compares the loop's answers with vLLM's coupled server on the same
-## engine, read by the openai SDK. Prints a summary; `make test` never runs these.
+## engine, read by the openai SDK (ARGS="-k tool" for some). Prints a summary; `make test`
+## never runs these.
 .PHONY: e2e
 e2e: $(STAMP)
 	bash tests/e2e/setup_engine.sh
