@@ -1,4 +1,4 @@
-"""Pythonic call lists: `[f(a=1, b='x'), g()]` (Llama 3.2 / 4, reference §2.15).
+"""Pythonic call lists: `[f(a=1, b='x'), g()]` (Llama 3.2 / 4, vLLM's pythonic_tool_parser.py).
 
 Each keyword value is converted to JSON when it completes (convert.python_literal); a
 plain quoted string streams as a JSON string instead, so a long argument costs a record
