@@ -140,7 +140,8 @@ def name_done(scope: Scope, call: CallBase) -> None:
         else:
             call.skip = True
     else:
-        call.skip = True  # malformed header, e.g. `functions.invalid.0` (reference K08)
+        # A malformed header, e.g. `functions.invalid.0` (test_tool_cases_markers.py K08).
+        call.skip = True
 
 
 # -- sniffed blocks (call lists without an opening marker) ---------------------------------

@@ -246,7 +246,7 @@ def _literal(node: ast.AST) -> Any:
             return value
         if isinstance(value, float) and math.isfinite(value):
             return value
-        raise _NotLiteral  # bytes, complex, inf/nan (reference P09, P10)
+        raise _NotLiteral  # bytes, complex, inf/nan (test_tool_cases.py P09, P10)
     if isinstance(node, ast.Name) and node.id in _PY_NAMES:
         return _PY_NAMES[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):

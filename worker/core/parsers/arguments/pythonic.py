@@ -3,7 +3,7 @@
 Each keyword value is converted to JSON when it completes (convert.python_literal); a
 plain quoted string streams as a JSON string instead, so a long argument costs a record
 its own length, not the value's. A value that is no literal drops the call when it is
-the call's first, else just itself (reference P09). A sniffed `[` that turns out to be
+the call's first, else just itself (test_tool_cases.py P09). A sniffed `[` that turns out to be
 no call list is given back as content (calls.fall_back).
 """
 

@@ -166,7 +166,7 @@ DEEPSEEK_V31 = ToolFormat(
         (NAME, _V3_SEP): Transition(ARGS),
         (ARGS, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
         (NAME, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
-        # Text after the block is dropped (reference D02).
+        # Text after the block is dropped (test_tool_cases_markers.py D02).
         (PREAMBLE, _V3_CALLS_END): Transition(PREAMBLE),
     },
     CallJson,
