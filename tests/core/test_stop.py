@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from tests.support.helpers import Run, chunk, end, registry
 from worker.core.text.stop import NO_STOPS, StopStrings, apply_stop, normalize_stop
 
-# T-STUB-WORDS: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>"
+# The words of vLLM's stop-test stub tokenizer: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>"
 
 
 def run_chat(
