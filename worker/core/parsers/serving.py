@@ -139,10 +139,11 @@ def uses_parser(spec: ParserSpec, st: ParserState) -> bool:
 def tool_mode(
     spec: ParserSpec, request: ChatRequest | None, strict: bool = True
 ) -> tuple[int, str]:
-    """Which tool parsing applies (docs/reference/parsers.md): the model's format with its calls
-    returned (auto) or dropped (none / no tools: its markup must not become content),
-    or the constrained JSON of "required" and a named function — unless the model's
-    own format is what those produce (strict tool calling). Returns (mode, name)."""
+    """Which tool parsing applies (docs/reference/parsers.md, "What the parsers do"): the
+    model's format with its calls returned (auto) or dropped (none / no tools: its markup
+    must not become content), or the constrained JSON of "required" and a named function —
+    unless the model's own format is what those produce (strict tool calling). Returns
+    (mode, name)."""
     fmt = spec.tools
     quiet = TOOLS_NONE if fmt is None else TOOLS_SUPPRESS
     if request is None:
@@ -167,9 +168,9 @@ def tool_mode(
 def start_state(
     spec: ParserSpec, request: ChatRequest | None, prompt_token_ids: list[int] | None
 ) -> int:
-    """Reasoning or content at the first output token (docs/reference/parsers.md): the prompt's last
-    think marker, else chat_template_kwargs, else the format's default. Messages with
-    headers (Harmony) start in the first header."""
+    """Reasoning or content at the first output token (docs/reference/parsers.md, "What the
+    parsers do"): the prompt's last think marker, else chat_template_kwargs, else the
+    format's default. Messages with headers (Harmony) start in the first header."""
     if spec.frames is not None:
         return FRAME
     fmt = spec.reasoning

@@ -6,7 +6,7 @@ A format is a small configuration of the one engine (grammar.py says what one ho
 the configurations are in reasoning_formats.py, json_formats.py and markup_formats.py.
 Markers are literal strings; `spec.compile_parser` finds which of them are single added
 tokens of the model's tokenizer and matches those by token id, the rest on text.
-Formats follow vLLM 0.33.0's parsers (the vLLM file is named at each config).
+Formats follow vLLM 0.33.0's parsers (each family's tables name its vLLM file).
 """
 
 from __future__ import annotations
