@@ -1,4 +1,4 @@
-"""Early stop (`--control-topic`, issue #27): a `control` output exactly when the worker
+"""Early stop (`--control-topic`): a `control` output exactly when the worker
 finished a request before its engine did, once, at that record, through the one loop.
 
 The words of vLLM's stop-test stub tokenizer: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>".
