@@ -50,8 +50,8 @@ def _records(rid: str, n: int, partition: Partition = None) -> list[InRecord]:
 
 
 def test_a_poll_waiting_when_partitions_are_revoked_is_cancelled_before_it_drains() -> None:
-    """The path of the repeats a rebalance once caused: a lane's getmany, waiting with its old share,
-    woke up under the new assignment and drained a partition that had come back."""
+    """The path of the repeats a rebalance once caused: a lane's getmany, waiting with its
+    old share, woke up under the new assignment and drained a partition that had come back."""
 
     async def body() -> None:
         a = Assignment()
