@@ -100,9 +100,9 @@ class OutputReader:
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
                 await consumer.start()
-                # (Subscribed after `start`, which would wait out a missing topic.)
-                # (What `consumer.topics()` fetches, kept for the partitions: aiokafka's
-                # consumer has no public call for them.)
+                # (Subscribed after `start`, which would wait out a missing topic. The
+                # metadata is what `consumer.topics()` fetches, kept for the partitions:
+                # aiokafka's consumer has no public call for them.)
                 cluster = await consumer._client.fetch_all_metadata()
                 if self.topic not in cluster.topics():
                     raise ValueError(f"output topic {self.topic!r} does not exist")
