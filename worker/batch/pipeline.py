@@ -208,7 +208,7 @@ def process_batch(
     written back unchanged, so that the save waits for the replicas to have it too. The
     state may be one an earlier try of this very batch saved on the master and the
     replicas never acknowledged (the try failed at its WAIT); committing on it unconfirmed
-    lost those records when the master died before its replica had them (issue #24).
+    lost those records when the master died before its replica had them.
 
     `control` (`--control-topic`): a record that ended a live request before its engine
     did also yields a `control` output (worker/core/records/control.py), after its others.
