@@ -1,4 +1,4 @@
-"""Exactly-once's `--commit-interval-ms`: throughput and latency per interval (issue #29).
+"""Exactly-once's `--commit-interval-ms`: throughput and latency per interval.
 
     .venv/bin/python bench/commit_interval_bench.py                      # ~12 min
     .venv/bin/python bench/commit_interval_bench.py --intervals 0,100 --rounds 1
@@ -18,7 +18,7 @@ read_committed reader beside the system):
   at-least-once worker's peak (the same rates for every system, so the intervals are
   compared at equal load), in the first round.
 
-The report says which interval meets issue #29's "exactly-once >= 0.8x at-least-once"
+The report says which interval meets the target "exactly-once >= 0.8x at-least-once"
 and what each costs in latency; the worker's default is chosen from it (bench/README.md).
 """
 

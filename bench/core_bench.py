@@ -7,10 +7,11 @@ What is timed (bench/README.md says more):
 
 1. `DecodeStream` loop: one `tokenizers.decoders.DecodeStream` for the whole stream, no
    state leaves Rust. The floor for any incremental detokenizer built on `tokenizers`.
-2. vLLM's per-token Python algorithm (reference/vllm-derender-contract.md §c.2-c.3):
-   piece strings, `decoder.decode` twice per id, offsets rebased per chunk; "lean" calls
-   the Rust objects directly, "HF-shaped" goes through the call shape of transformers'
-   fast tokenizer; its state carried as a Python object, or as JSON as its client does.
+2. vLLM's per-token Python algorithm (vLLM 0.33.0's `detokenize_incrementally` and
+   `_detokenize_delta`): piece strings, `decoder.decode` twice per id, offsets rebased per
+   chunk; "lean" calls the Rust objects directly, "HF-shaped" goes through the call shape
+   of transformers' fast tokenizer; its state carried as a Python object, or as JSON as its
+   client does.
 3. Our `Detokenizer`, with its state round-tripped through msgpack (a `RequestState`
    holding one `ChoiceState`) between chunks, and without the round trip.
 4. The whole core per record: JSON record in → `decode_batch` + `process_batch` → JSON

@@ -5,8 +5,8 @@
     .venv/bin/python bench/loop_bench.py --against /tmp/before    # side by side, writes
                                                                   # bench/results/loop-<day>.md
 
-The workload is what a worker's loop sees from an engine streaming chat requests
-(issue #29): interleaved requests (random words, `</think>` in the middle: DeepSeek V4's
+The workload is what a worker's loop sees from an engine streaming chat requests:
+interleaved requests (random words, `</think>` in the middle: DeepSeek V4's
 reasoning parser splits there), `include_usage`, the last record finishing with `stop`,
 one or 8 token ids per record, 500-record batches. The adapters are the tests': a list
 source, a list sink, `MemoryStore` (so what is measured is decode → load states → the

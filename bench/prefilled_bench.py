@@ -1,4 +1,4 @@
-"""The worker and the passthrough on a pre-filled input, each alone (issue #29).
+"""The worker and the passthrough on a pre-filled input, each alone.
 
     .venv/bin/python bench/prefilled_bench.py                      # ~4 min, writes bench/results/
     .venv/bin/python bench/prefilled_bench.py --against /tmp/before  # + another checkout's worker

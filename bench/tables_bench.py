@@ -4,7 +4,7 @@
     .venv/bin/python bench/tables_bench.py --quick    # fewer requests, one repeat
     .venv/bin/python bench/tables_bench.py --tools 0,100 --stops 0,64 --no-write
 
-The workload (issue #17): 200 interleaved DeepSeek V4 chat requests with its parsers, each
+The workload: 200 interleaved DeepSeek V4 chat requests with its parsers, each
 the tests' golden answer (reasoning, a sentence, two DSML calls) as 1-token chunks plus
 `end`, in batches of 500 records. Each request carries the tool it calls among TOOLS
 others (4 typed parameters each, ~300 bytes of JSON per tool) and STOPS stop strings it

@@ -1,4 +1,4 @@
-"""Per-record cost of trace propagation and OpenTelemetry spans (issue #27).
+"""Per-record cost of trace propagation and OpenTelemetry spans.
 
 The batch path of `run` without its servers: the Kafka source's record conversion
 (`KafkaSource.poll` over aiokafka ConsumerRecords handed over by a consumer stand-in) and

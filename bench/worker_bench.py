@@ -1,4 +1,4 @@
-"""Benchmark of `derender-worker run` against a real broker and a real Redis (issue #3).
+"""Benchmark of `derender-worker run` against a real broker and a real Redis.
 
     .venv/bin/python bench/worker_bench.py            # full run (~8 min), writes bench/results/
     .venv/bin/python bench/worker_bench.py --quick    # fewer requests, shorter phases (~3 min)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         help="measure another checkout's worker (e.g. a worktree of an earlier commit) with "
         "this script: the same workload, passthrough and report",
     )
-    ap.add_argument("--tools", type=int, default=0, help="tools in every request (issue #17)")
+    ap.add_argument("--tools", type=int, default=0, help="tools in every request")
     ap.add_argument("--stops", type=int, default=0, help="stop strings in every request")
     args = ap.parse_args(argv)
     prof = QUICK if args.quick else FULL

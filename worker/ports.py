@@ -53,6 +53,10 @@ class OutRecord(msgspec.Struct, gc=False):
     # The input partition whose records produced it: under exactly-once, the transaction
     # that carries it (one per input partition; `adapters.broker.kafka_txn`).
     source_partition: Partition = None
+    # The output topic's partition it goes to: its request's reply partition (the seq-0
+    # record's `reply_partition`). None: the key's partition. Dead letters and control
+    # records go to their own topics by key and ignore it.
+    partition: int | None = None
 
 
 class Stored(msgspec.Struct, gc=False):

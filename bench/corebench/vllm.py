@@ -1,5 +1,5 @@
-"""Row 2: vLLM's per-token Python algorithm (reference/vllm-derender-contract.md
-§c.2-c.3), lean and HF-shaped, its state as an object or as JSON."""
+"""Row 2: vLLM's per-token Python algorithm (vLLM 0.33.0 `detokenize_incrementally`,
+`_detokenize_delta`), lean and HF-shaped, its state as an object or as JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tokenizers import Tokenizer
 
 from corebench.profile import REPLACEMENT_CHAR, SKIP_SPECIAL
 
-# -- 2) vLLM's per-token Python algorithm (§c.2-c.3) -----------------------------------
+# -- 2) vLLM's per-token Python algorithm ------------------------------------------------
 
 
 class VllmState:
@@ -141,7 +141,8 @@ def hf_detokenize_incrementally(
     read_offset: int,
     skip_special_tokens: bool,
 ) -> tuple[list[str], str, int, int]:
-    """§c.2 with the tokenizer calls vLLM makes (fast-tokenizer branch)."""
+    """vLLM's `detokenize_incrementally` (vllm/tokenizers/detokenizer_utils.py) with the
+    tokenizer calls vLLM makes (fast-tokenizer branch)."""
     if 0 <= new_token_id < len(tokenizer):
         new_tokens = tokenizer.convert_ids_to_tokens(
             [new_token_id], skip_special_tokens=skip_special_tokens
@@ -161,7 +162,8 @@ def hf_detokenize_incrementally(
 
 
 def hf_detokenize_delta(shim: HfFastShim, state: VllmState, ids: list[int]) -> str:
-    """§c.3 around `hf_detokenize_incrementally`."""
+    """vLLM's `_detokenize_delta` (vllm/renderers/online_derenderer.py) around
+    `hf_detokenize_incrementally`."""
     window, p, r = state.prev_tokens, state.prefix_offset, state.read_offset
     text = ""
     for token_id in ids:

@@ -37,7 +37,7 @@ TICK_S = 0.005
 PASSTHROUGH_COPIES = 2
 CREATED = 1_767_225_600
 
-# Targets of issue #29, reported against (never asserted).
+# Targets, reported against (never asserted).
 TARGET_VS_PASSTHROUGH = 0.75  # worker records/s ≥ 0.75× the passthrough's, 1 process vs 1
 TARGET_CPU_US = 28.0  # worker CPU per record at peak, 1-token records
 TARGET_ADDED_P50_MS = 5.0  # e2e p50 over the passthrough's at the same rate (10 %, 50 %)
@@ -67,7 +67,7 @@ BENCH_JVM_OPTIONS = (
 # The warm-up's paced points: at the profile's fractions of this share of the warm-up
 # passthrough's own peak (about the worker's peak, whose points come first), each this
 # long; its runs repeat until the broker's JIT compiler threads use under JIT_IDLE_CORES
-# over one, at most WARMUP_MAX_RUNS times (runs.warm_broker; issue #29: 2 min into a
+# over one, at most WARMUP_MAX_RUNS times (runs.warm_broker; 2 min into a
 # bench that warmed on a peak alone, C2 had used 10.8 s of CPU, the busiest request
 # handler thread 2.7 s).
 WARMUP_SHARE = 0.5
@@ -89,7 +89,7 @@ class Profile:
     point_s: float  # length of one latency point
     repeats: int  # peak measurements per system and chunk size (median reported)
     peak_timeout_s: float = 120.0
-    # Large requests (issue #17): each request's seq-0 record carries a chat request with
+    # Large requests: each request's seq-0 record carries a chat request with
     # this many tools (4 typed parameters each) and stop strings of 100 characters that the
     # output never meets (`--tools`, `--stops`); 0 and 0: no request at all.
     tools: int = 0

@@ -131,7 +131,7 @@ def render(
         f"- workload: {prof.requests} concurrent requests interleaved at random, DeepSeek V4 "
         + (
             f"tokenizer, each request with {prof.tools} tools and {prof.stops} stop strings "
-            "of 100 characters it never meets (issue #17); peak:"
+            "of 100 characters it never meets; peak:"
             if prof.tools or prof.stops
             else "tokenizer; peak:"
         )

@@ -365,7 +365,7 @@ async def warm_broker(
     peak: a backlog never leaves a fetch waiting for data, so a peak alone left the paths
     of paced load (long-polled fetches woken by a produce, small acks=all produces) to be
     compiled during the first latency point, the worker's at 10 % with 1-token records,
-    the compiler threads taking most of a core (issue #29). Runs repeat until the compiler
+    the compiler threads taking most of a core. Runs repeat until the compiler
     threads use under `JIT_IDLE_CORES` over one, at most `WARMUP_MAX_RUNS` times."""
     began = time.perf_counter()
     work = make_workload(tok, prof.requests, prof.chunks, 1, "warm", 7, prof.request())

@@ -157,7 +157,7 @@ def render(
         "working tree; see the run's note)."
     )
     L.append("")
-    L.append("Targets (issue 24): pause ≤ 1 s p50 and ≤ 3 s max with dynamic membership; 0 "
+    L.append("Targets: pause ≤ 1 s p50 and ≤ 3 s max with dynamic membership; 0 "
              "repeats under exactly-once; every SIGTERM → exit 0 within 15 s.")  # fmt: skip
     L.append("")
     L += render_findings(results, settings, so, capacity)

@@ -12,7 +12,7 @@ exactly where a test needs them, so the suites do not depend on timing:
                           its states saved: the transaction dies open and is aborted;
 - `stall_txn_send: N`     the N-th transactional record batch is never acknowledged, and the
                           abort of its producer's transaction never returns: what a broker
-                          restart did to aiokafka (issue #24), silently, for minutes;
+                          restart did to aiokafka, silently, for minutes;
 - `delay_commit_s: S`      every offset commit waits S seconds before it goes out (a slow
                           group coordinator): the commit in the background is still in
                           flight when the lane moves on, or when a stop arrives;

@@ -213,7 +213,7 @@ def test_a_produce_never_acknowledged_and_an_abort_that_never_returns_recover_wi
     topics: dict[str, str],
     worker_factory: Callable[..., WorkerProcess],
 ) -> None:
-    """What a broker restart did to aiokafka (issue #24): a transactional batch never
+    """What a broker restart did to aiokafka: a transactional batch never
     acknowledged, then its abort waiting for ever, silently, the lane and a later SIGTERM
     held with it. Bounded: the produce step times out (--step-timeout-s), the abort gives
     up after ABORT_TIMEOUT_S and drops the producer, the group is rejoined, a new producer

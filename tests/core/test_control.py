@@ -1,7 +1,7 @@
-"""Early stop (`--control-topic`, issue #27): a `control` output exactly when the worker
+"""Early stop (`--control-topic`): a `control` output exactly when the worker
 finished a request before its engine did, once, at that record, through the one loop.
 
-T-STUB-WORDS: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>".
+The words of vLLM's stop-test stub tokenizer: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>".
 """
 
 from __future__ import annotations

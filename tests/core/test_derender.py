@@ -1,6 +1,8 @@
 """Streaming semantics, usage, errors and determinism of `step`, as data tables.
 
-Numbers in docstrings refer to reference/vllm-derender-behaviors.md.
+Docstrings name the vLLM tests a case mirrors (vLLM's
+tests/entrypoints/scale_out/derender/; names without `test_` are its Rust port's,
+rust/src/server/src/routes/tests.rs).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def errors(run: Run) -> list[dict[str, Any]]:
 
 
 def test_chat_chunks_have_the_openai_shape(reg: Registry, deepseek: Tokenizer) -> None:
-    """15, 18, 26, 80: the role in the opening chunk only; id, object, finish forwarded."""
+    """test_streaming_chat_derender_roundtrip, test_role_on_first_chunk_only and
+    derender_chat_stream_finish_reason_and_id_forwarded: the role in the opening chunk only;
+    id, object, finish forwarded."""
     ids = ids_of(deepseek, "Hello ✅ 日本語")
     run = Run(reg)
     run.feed(chunk("chatcmpl-1", 0, ids[:2], created=1767225600))
@@ -189,7 +193,8 @@ def test_a_chunk_carries_its_records_engine_metrics_in_vllm_shape(
 
 
 def test_completion_api_streams_text_completion_chunks(reg: Registry, deepseek: Tokenizer) -> None:
-    """12, 16, 114."""
+    """test_chunked_equals_oneshot, derender_completion_stream_roundtrip,
+    test_finish_reason_forwarded."""
     ids = ids_of(deepseek, "streaming completion test")
     run = Run(reg)
     run.feed(chunk("cmpl-1", 0, ids[:3], api="completion"))
@@ -204,7 +209,7 @@ def test_completion_api_streams_text_completion_chunks(reg: Registry, deepseek: 
 
 
 def test_skip_special_tokens_false_keeps_eos_text(synthetic: Tokenizer) -> None:
-    """13: the flag is honoured, not hard-coded."""
+    """test_skip_special_tokens_threaded: the flag is honoured, not hard-coded."""
     ids = [*synthetic.encode("hello").ids, synthetic.token_to_id("<eos>")]
     texts = []
     for skip in (False, True):
@@ -216,7 +221,7 @@ def test_skip_special_tokens_false_keeps_eos_text(synthetic: Tokenizer) -> None:
 
 
 def test_prompt_seed_keeps_sentencepiece_leading_space(llama_sp: Tokenizer) -> None:
-    """5, 6."""
+    """test_derender_{chat,completion}_leading_space_seeded_from_prompt."""
     prompt = llama_sp.encode("[INST] hi [/INST]").ids
     out = llama_sp.encode("Hello there, output", add_special_tokens=False).ids
     texts = []
@@ -266,7 +271,8 @@ def usage_of(run: Run) -> list[dict[str, Any]]:
 def test_include_usage_final_chunk_from_the_engine_event(
     reg: Registry, deepseek: Tokenizer
 ) -> None:
-    """40, 79: choices [] with usage; the request's prompt_tokens win; total recomputed."""
+    """test_streaming_usage_chunk, derender_completion_stream_usage_chunk: choices [] with
+    usage; the request's prompt_tokens win; total recomputed."""
     run = Run(reg)
     req = {"stream_options": {"include_usage": True}}
     run.feed(chunk("r", 0, [1000, 1001], "stop", chat_request=req, prompt_tokens=10))
@@ -287,7 +293,7 @@ def test_include_usage_without_engine_event_is_computed_at_end(reg: Registry) ->
 
 
 def test_usage_falls_back_to_the_engine_prompt_count(reg: Registry) -> None:
-    """77: no request prompt_tokens → the chunk's."""
+    """test_usage_chunk_passthrough: no request prompt_tokens → the chunk's."""
     run = Run(reg)
     run.feed(chunk("r", 0, [1000], "stop"))  # no chat_request: engine usage is forwarded
     usage_event = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 10}}
@@ -315,7 +321,7 @@ def test_continuous_usage_stats_on_every_chunk(reg: Registry) -> None:
 
 
 def test_usage_overflow_is_an_error(reg: Registry) -> None:
-    """81, 82."""
+    """derender_chat_usage_overflow_rejected, derender_chat_stream_usage_overflow_rejected."""
     run = Run(reg)
     req = {"stream_options": {"include_usage": True}}
     run.feed(chunk("r", 0, [1000], "stop", chat_request=req, prompt_tokens=2**64 - 1))

@@ -1,4 +1,5 @@
-"""Stop strings and stop tokens (reference/vllm-derender-behaviors.md §3), as tables."""
+"""Stop strings and stop tokens as tables (vLLM's
+tests/entrypoints/scale_out/derender/test_derender_stop.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer
 from tests.support.helpers import Run, chunk, end, registry
 from worker.core.text.stop import NO_STOPS, StopStrings, apply_stop, normalize_stop
 
-# T-STUB-WORDS: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>"
+# The words of vLLM's stop-test stub tokenizer: 1 "one", 2 "two", 3 "three", 4 "number", 5 "<eos>"
 
 
 def run_chat(
@@ -93,7 +94,8 @@ def test_chat_stop_table(
 
 
 def test_completion_stop_string(words: Tokenizer) -> None:
-    """50: completion text "one " with stop_reason "number"."""
+    """test_completion_stop_string_is_left_out_of_the_text: completion text "one " with
+    stop_reason "number"."""
     run = Run(registry(words))
     rec = chunk("c", 0, [1, 4], "stop", api="completion", completion_request={"stop": ["number"]})
     run.feed(rec)
@@ -104,7 +106,8 @@ def test_completion_stop_string(words: Tokenizer) -> None:
 
 
 def test_stream_holds_a_stop_prefix_until_the_word_arrives(words: Tokenizer) -> None:
-    """53/55: "one two " then "three" → "one " now, "two " when the stop fires."""
+    """test_stream_holds_a_stop_prefix_until_the_word_arrives: "one two " then "three" →
+    "one " now, "two " when the stop fires."""
     run = Run(registry(words))
     run.feed(chunk("c", 0, [1, 2], api="completion", completion_request={"stop": ["three"]}))
     run.feed(chunk("c", 1, [3], "stop"))
@@ -116,7 +119,8 @@ def test_stream_holds_a_stop_prefix_until_the_word_arrives(words: Tokenizer) -> 
 
 
 def test_stream_finish_flushes_the_hold_when_the_stop_never_arrives(words: Tokenizer) -> None:
-    """54: held text comes out when the choice finishes without the stop."""
+    """test_stream_finish_flushes_the_hold_when_the_stop_never_arrives: held text comes out
+    when the choice finishes without the stop."""
     run = Run(registry(words))
     run.feed(chunk("c", 0, [1, 2], api="completion", completion_request={"stop": [" twox"]}))
     run.feed(chunk("c", 1, [], "length"))
@@ -125,7 +129,7 @@ def test_stream_finish_flushes_the_hold_when_the_stop_never_arrives(words: Token
 
 
 def test_normalize_stop() -> None:
-    """51."""
+    """test_streaming_stop_strings_are_rejected_by_the_helper."""
     assert normalize_stop(["three"]) == ["three"]
     assert normalize_stop([]) == []
     assert normalize_stop(None) == []

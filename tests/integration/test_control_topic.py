@@ -1,4 +1,4 @@
-"""Early stop over a real broker (issue #27): a worker with `--control-topic` publishes
+"""Early stop over a real broker: a worker with `--control-topic` publishes
 one control record for each request it finished before its engine, the engine side
 (`Publisher(control_topic=…)`) holds back the rest of that request, and under exactly-once
 a `read_committed` reader sees exactly one per request."""

@@ -1,4 +1,4 @@
-"""Trace context and --pass-headers onto every record an input record produced (issue #27).
+"""Trace context and --pass-headers onto every record an input record produced.
 
 The loop is the real one (`loop.run_batch`, memory store, a list sink); the inputs carry
 the headers a Kafka source keeps (`propagation.carried`), and every kind of record that
@@ -33,7 +33,7 @@ from worker.ports import Batch, InRecord, OutputsRefused, OutRecord
 from worker.settings import SettingsError, add_flags, from_args
 
 REGISTRY = load_registry(None)
-CONTROL = "control"  # (the control topic's output kind: issue #27's first part)
+CONTROL = "control"  # (the control topic's output kind)
 TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 INPUT_HEADERS = [
     ("traceparent", TRACEPARENT),

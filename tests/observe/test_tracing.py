@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (worker/observe/tracing.py) as a real OTLP receiver gets them (issue #27).
+"""OpenTelemetry spans (worker/observe/tracing.py) as a real OTLP receiver gets them.
 
 The SDK, its batch processor and its OTLP/HTTP exporter are the real ones, configured by
 the standard OTEL_* variables; the receiver decodes the exporter's protobuf bodies

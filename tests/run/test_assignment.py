@@ -1,4 +1,4 @@
-"""Rebalances against the batches in flight (issue #24), with the interleavings driven
+"""Rebalances against the batches in flight, with the interleavings driven
 step by step: a poll that spans a revocation, records drained just before one, a batch
 that outlives its revocation while its partition comes back to another lane, a step that
 never returns, a SIGTERM while a batch hangs. The chaos suites run the real thing; these
@@ -50,8 +50,8 @@ def _records(rid: str, n: int, partition: Partition = None) -> list[InRecord]:
 
 
 def test_a_poll_waiting_when_partitions_are_revoked_is_cancelled_before_it_drains() -> None:
-    """The path of issue #24's repeats: a lane's getmany, waiting with its old share,
-    woke up under the new assignment and drained a partition that had come back."""
+    """The path of the repeats a rebalance once caused: a lane's getmany, waiting with its
+    old share, woke up under the new assignment and drained a partition that had come back."""
 
     async def body() -> None:
         a = Assignment()

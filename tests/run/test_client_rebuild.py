@@ -1,4 +1,4 @@
-"""Stalled Kafka clients are replaced in-process (issue #24: after a broker restart under
+"""Stalled Kafka clients are replaced in-process (after a broker restart under
 load aiokafka's group coordinator never came back; every commit waited out its step
 timeout until the worker gave up at the outage limit). The Runner's real lifecycle runs
 here over clients faked at its one seam (`Runner._connect`)."""

@@ -155,7 +155,7 @@ def _request(rid: str) -> list[bytes]:
 
 def test_each_lane_sends_through_a_producer_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """aiokafka keeps one produce request in flight per broker: lanes sharing a producer
-    waited for each other's acks (issue #29). Each lane gets its own, started at connect
+    waited for each other's acks. Each lane gets its own, started at connect
     and stopped at the end, and its batches' outputs go through it alone."""
     consumer, producers = _TwoPartitions(), []
 

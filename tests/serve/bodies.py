@@ -34,7 +34,8 @@ def ids(text: str) -> list[int]:
     return list(TOK.encode(text, add_special_tokens=False).ids)
 
 
-# The recorded exchange's output (EXCHANGES.md): reasoning, then the answer, then EOS.
+# The output of an exchange recorded from vLLM 0.33.0's render server: reasoning, then the
+# answer, then EOS.
 REASONED = [*ids("The user wants a greeting."), THINK_END, *ids("Hello there! 你好 😀"), EOS]
 PLAIN = [*ids("Hello there! 😀 General Kenobi. 日本語のテキスト"), EOS]
 TOOL_CALL = [

@@ -4,8 +4,9 @@ Input line: a ChunkRecord, or a Kafka-shaped envelope `{"key", "value", "timesta
 "headers"}` (value: the record object, or its JSON text as a string; headers, optional:
 `{str: str}` as in output lines, of which the trace headers are carried onto the outputs,
 as `run` carries a Kafka record's). Output line:
-`{"key": str, "headers": {str: str}, "value": <JSON, or the string "[DONE]">}`; the
-value bytes are exactly what `run` publishes. Records that would go to the dead-letter
+`{"key": str, "headers": {str: str}, "value": <JSON, or the string "[DONE]">}`, plus
+`"partition": N` for an output whose request names a reply partition; the value bytes
+are exactly what `run` publishes. Records that would go to the dead-letter
 topic become lines with `derender-kind: dlq` and the verbatim input as a string.
 """
 
@@ -17,15 +18,17 @@ from typing import IO, Any
 
 import msgspec
 
-from worker.constants import DLQ, DONE_KIND, H_KIND
+from worker.constants import CONTROL, DLQ, DONE_KIND, H_KIND
 from worker.observe.propagation import TRACE_HEADERS, carried
 from worker.ports import Batch, InRecord, OutRecord, Partition
 
 
-class ReplayLine(msgspec.Struct):
+class ReplayLine(msgspec.Struct, omit_defaults=True):
     key: str | None
     headers: dict[str, str]
     value: msgspec.Raw | str
+    # The request's reply partition of the output topic; left out when it names none.
+    partition: int | None = None
 
 
 class _Envelope(msgspec.Struct):
@@ -82,7 +85,10 @@ def write_output(stream: IO[bytes], rec: OutRecord) -> None:
         value = rec.value.decode("utf-8", errors="replace")
     else:
         value = msgspec.Raw(rec.value)
-    stream.write(_line_encoder.encode(ReplayLine(rec.key or None, headers, value)))
+    # (Dead letters and control records go to their own topics, by key.)
+    partition = rec.partition if rec.kind not in (DLQ, CONTROL) else None
+    line = ReplayLine(rec.key or None, headers, value, partition)
+    stream.write(_line_encoder.encode(line))
     stream.write(b"\n")
 
 

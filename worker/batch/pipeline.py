@@ -164,9 +164,11 @@ def _emit(
     outputs: list[Output],
     source: Partition,
     carry: tuple[tuple[str, bytes], ...] | None = None,
+    reply: int | None = None,
 ) -> None:
     """`carry`: the input record's trace and --pass-headers headers (`worker.observe.propagation`),
-    onto every output it produced."""
+    onto every output it produced. `reply`: the output partition its request names (None:
+    the key's)."""
     rid, seq_b = request_id.encode(), seq.encode()
     for part, o in enumerate(outputs):
         kind = _KINDS.get(o.kind) or _KINDS.setdefault(o.kind, o.kind.encode())
@@ -178,7 +180,7 @@ def _emit(
         ]
         if carry:
             headers += carry
-        result.outputs.append(OutRecord(request_id, o.value, headers, o.kind, source))
+        result.outputs.append(OutRecord(request_id, o.value, headers, o.kind, source, reply))
 
 
 def process_batch(
@@ -206,7 +208,7 @@ def process_batch(
     written back unchanged, so that the save waits for the replicas to have it too. The
     state may be one an earlier try of this very batch saved on the master and the
     replicas never acknowledged (the try failed at its WAIT); committing on it unconfirmed
-    lost those records when the master died before its replica had them (issue #24).
+    lost those records when the master died before its replica had them.
 
     `control` (`--control-topic`): a record that ended a live request before its engine
     did also yields a `control` output (worker/core/records/control.py), after its others.
@@ -307,7 +309,10 @@ def process_batch(
         if st.error is not None:
             failed[st.error] = failed.get(st.error, 0) + 1
         if st.outputs:
-            _emit(result, rid, seq, st.outputs, partition_of[rid], d.record.headers)
+            # (Routed by the state the step left: a failed request keeps its reply partition.)
+            after = st.state
+            reply = after.reply_partition if after is not None else None
+            _emit(result, rid, seq, st.outputs, partition_of[rid], d.record.headers, reply)
         if st.result != DUPLICATE:
             live[rid] = (st.state, loaded)
         if st.blob is not None:
@@ -390,10 +395,12 @@ def fail_refused(
         )
         w = result.writes.get(rec.key)
         seq = w.seq if w is not None else int(dict(rec.headers).get(H_SEQ, b"0"))
-        st = derender.fail(None, seq, err, closes=w is not None and w.done)
+        st = derender.fail(None, seq, err, closes=w is not None and w.done, reply=rec.partition)
         (error,) = [o for o in st.outputs if o.kind == ERROR]
         headers = [(k, v) for k, v in rec.headers if k != H_KIND] + [(H_KIND, ERROR.encode())]
-        errors_out.append(OutRecord(rec.key, error.value, headers, ERROR, rec.source_partition))
+        errors_out.append(
+            OutRecord(rec.key, error.value, headers, ERROR, rec.source_partition, rec.partition)
+        )
         if control and w is not None and not w.done and rec.key not in stopped:
             stopped.add(rec.key)
             before = load_state(w.blob)

@@ -88,7 +88,7 @@ class TransactionalCheckpoint(Checkpoint):
         epochs, claimed = await super().claim(batch)
         # Fenced here, a batch that outlived its revocation never begins a transaction on
         # a producer that the partitions' next assignment (maybe to another lane of this
-        # worker) opened: the crash "IN_TRANSACTION -> IN_TRANSACTION" of issue #24.
+        # worker) opened: the crash "IN_TRANSACTION -> IN_TRANSACTION".
         self.fence(batch, "begin")
         new = []
         now = self.clock()

@@ -167,9 +167,10 @@ def step(
         if opening and tabs.blob:
             st.tables = tabs.blob
     except DerenderError as exc:
-        st = fail(known, record.seq, exc, closes=closes)
+        st = fail(known, record.seq, exc, closes=closes, reply=record.reply_partition)
     except Exception as exc:  # a bug or a tokenizer failure: fail this request only
-        st = fail(known, record.seq, _internal_error(exc), closes=closes)
+        reply = record.reply_partition
+        st = fail(known, record.seq, _internal_error(exc), closes=closes, reply=reply)
         st.exception = exc
     else:
         # `_stored`'s common case, without the call: the state encodes.
@@ -207,16 +208,25 @@ def step_invalid(
     return fail(known, seq, exc, closes=False)
 
 
-def fail(state: RequestState | None, seq: int, exc: DerenderError, *, closes: bool) -> Step:
+def fail(
+    state: RequestState | None,
+    seq: int,
+    exc: DerenderError,
+    *,
+    closes: bool,
+    reply: int | None = None,
+) -> Step:
     """The one way a request fails: `exc` is reported once, and later records of the
     request are consumed silently.
 
     The failed state keeps `seq` (the failing record's: it counts as applied, so its
-    redelivery is a duplicate) and, when `state` is given, the request's api, model
-    and created. `closes` (the record is `end` / `abort`): `[DONE]` follows the error
-    and the request is finished. The Step carries the failed state's blob.
+    redelivery is a duplicate) and, when `state` is given, the request's api, model,
+    created and reply partition; without one, `reply` (the failing record's own
+    `reply_partition`) says where its error goes. `closes` (the record is `end` /
+    `abort`): `[DONE]` follows the error and the request is finished. The Step carries
+    the failed state's blob.
     """
-    return _stored(_failed(state, seq, exc, closes), closes)
+    return _stored(_failed(state, seq, exc, closes, reply), closes)
 
 
 # -- 1) sequencing --------------------------------------------------------------------
@@ -229,7 +239,7 @@ def _sequence(
     its payload is to be applied."""
     if isinstance(state, CorruptState):
         exc = DerenderError("request state could not be decoded", errors.STATE_CORRUPT)
-        return fail(None, record.seq, exc, closes=closes)
+        return fail(None, record.seq, exc, closes=closes, reply=record.reply_partition)
     if state is None:
         if record.seq > 0:
             exc = DerenderError(
@@ -238,7 +248,7 @@ def _sequence(
                 errors.STATE_MISSING,
                 "seq",
             )
-            return fail(None, record.seq, exc, closes=closes)
+            return fail(None, record.seq, exc, closes=closes, reply=record.reply_partition)
         return None
     if record.seq <= state.seq:
         return Step(state, [], DUPLICATE)
@@ -278,14 +288,23 @@ def _tables(state: RequestState, blob: bytes | Tables | None, registry: Registry
 # -- failures -------------------------------------------------------------------------
 
 
-def _failed(state: RequestState | None, seq: int, exc: DerenderError, closes: bool) -> Step:
+def _failed(
+    state: RequestState | None,
+    seq: int,
+    exc: DerenderError,
+    closes: bool,
+    reply: int | None = None,
+) -> Step:
     outputs = [error_output(exc)]
-    failed = RequestState(seq=seq, status=FAILED)
+    # (The reply partition is kept: the error, its [DONE] and the failed request's later
+    # outputs go where its other outputs went.)
+    failed = RequestState(seq=seq, status=FAILED, reply_partition=reply)
     if closes:
         outputs.append(render.DONE)
         failed.status = DONE
     if state is not None:
         failed.api, failed.model, failed.created = state.api, state.model, state.created
+        failed.reply_partition = state.reply_partition
     return Step(failed, outputs, FAILED_RESULT, error=exc.code)
 
 
@@ -305,7 +324,7 @@ def _stored(st: Step, closes: bool) -> Step:
     except UNSTORABLE as exc:
         reason = DerenderError(f"a number is out of range: {exc}")
     # A bare failed state: the fields `fail` would keep may be the numbers that did not fit.
-    failed = _failed(None, state.seq, reason, closes)
+    failed = _failed(None, state.seq, reason, closes, state.reply_partition)
     assert failed.state is not None
     try:
         failed.blob = encode_state(failed.state)

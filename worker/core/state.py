@@ -91,6 +91,9 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     # False in a state written before the opening existed: that stream keeps sending
     # each choice's role with its first text, as it began.
     opened: bool = False
+    # The output topic's partition the request's outputs go to (its seq-0 record's
+    # `reply_partition`); None: the key's partition, as for a state written before it.
+    reply_partition: int | None = None
 
     def choice(self, index: int) -> ChoiceState | None:
         for c in self.choices:

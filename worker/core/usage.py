@@ -1,4 +1,4 @@
-"""Token usage with checked arithmetic (reference/vllm-derender-contract.md §c.7)."""
+"""Token usage with checked arithmetic (vLLM 0.33.0 vllm/renderers/online_derenderer.py)."""
 
 from __future__ import annotations
 

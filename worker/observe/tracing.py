@@ -48,7 +48,7 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 SERVICE_NAME = "derender-worker"
-# The control topic's output kind (issue #27's --control-topic): its records go there.
+# The control topic's output kind (--control-topic): its records go there.
 CONTROL_KIND = "control"
 # `messaging.system` for Kafka and every Kafka-protocol broker.
 KAFKA = "kafka"

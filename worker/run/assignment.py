@@ -9,7 +9,7 @@ things keep a batch from crossing that line:
   has drained nothing, so cancelling it loses nothing). A poll let on would wake with the
   new assignment and return records of a partition that came back, read from wherever
   the consumer stood: under exactly-once before `Transactions.open` had sought it to its
-  committed offset. Another lane then fetched the same records again (issue #24: 422
+  committed offset. Another lane then fetched the same records again (422
   outputs twice to a read_committed reader).
 - **The batches in flight finish first**, within a bound (half the session timeout, so
   the rebalance is not held up for long); their partitions are still ours until the
@@ -17,7 +17,7 @@ things keep a batch from crossing that line:
 - **A batch that outlives that is fenced.** The lease's generation moves on
   (`ports.Lease`); every later step of the batch checks it (`Checkpoint.fence`) and
   raises `Fenced`, so it never touches a producer, state or offset that now belongs to
-  another lane or worker (issue #24: `IN_TRANSACTION -> IN_TRANSACTION`, a stale batch
+  another lane or worker (`IN_TRANSACTION -> IN_TRANSACTION`, a stale batch
   beginning a transaction on the producer a new assignment had opened for another lane).
 """
 

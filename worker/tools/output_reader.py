@@ -1,9 +1,10 @@
 """The gateway's and the archiver's end of the output topic: each output once, in order.
 
-`OutputReader` follows every partition of the output topic (no consumer group: every
-gateway sees every request, and keeps those it asked for), drops the repeats a redelivery
-writes (`worker.wire.output.Seen`) and yields `Output`s, a request's in the order the worker
-wrote them, its last one marked `end`.
+`OutputReader` follows every partition of the output topic, or the ones given (a gateway
+replica's reply partitions), by assignment (no consumer group: readers may overlap, each
+keeps the requests it asked for), drops the repeats a redelivery writes
+(`worker.wire.output.Seen`) and yields `Output`s, a request's in the order the worker wrote
+them, its last one marked `end`.
 
     async with OutputReader("localhost:9092", request_ids=["chatcmpl-1"]) as reader:
         async for out in reader:
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Literal
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from worker.constants import OUTPUT_TOPIC
 from worker.wire.output import DEFAULT_REMEMBER, Output, Seen, from_record
@@ -39,7 +40,9 @@ class OutputReader:
     """Reads the output topic: every output once, each request's in order, its end marked.
 
     `request_ids`: only these requests (more with `follow`); None (the default): every
-    request. A followed request leaves the set at its end. `from_beginning`: read the
+    request. A followed request leaves the set at its end. `partitions`: only these
+    partitions of the topic (a gateway's reply partitions, which its requests name as
+    `reply_partition`); None (the default): every partition. `from_beginning`: read the
     topic from its start, else from the moment `start` returns. `isolation_level`:
     "read_committed" for a worker running `--guarantee exactly-once` (an aborted
     transaction's outputs are never seen), "read_uncommitted" otherwise (Kafka's default).
@@ -54,6 +57,7 @@ class OutputReader:
         topic: str = OUTPUT_TOPIC,
         *,
         request_ids: Iterable[str] | None = None,
+        partitions: Iterable[int] | None = None,
         from_beginning: bool = False,
         isolation_level: Isolation = "read_uncommitted",
         idle_timeout_s: float | None = None,
@@ -67,6 +71,7 @@ class OutputReader:
             )
         if isinstance(request_ids, str | bytes):
             raise TypeError("request_ids is a collection of request ids, not one id")
+        self.partitions = None if partitions is None else _partition_set(partitions)
         self.topic = topic
         self.idle_timeout_s = idle_timeout_s
         self.duplicates = 0  # repeated outputs dropped
@@ -86,20 +91,37 @@ class OutputReader:
         self._consumer: AIOKafkaConsumer | None = None  # (made by `start`, in its loop)
 
     async def start(self) -> None:
-        """Connect and fix the position on every partition: an output written after this
-        returns is read. Raises ValueError when the topic does not exist."""
+        """Connect and fix the position on every partition read: an output written after
+        this returns is read. Raises ValueError when the topic does not exist, or lacks
+        one of `partitions`."""
         if self._consumer is not None or self._stopped:
             raise RuntimeError("an OutputReader starts once")
         consumer = self._consumer = AIOKafkaConsumer(**self._client)
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
                 await consumer.start()
-                # (Subscribed after `start`, which would wait out a missing topic.)
-                if self.topic not in await consumer.topics():
+                # (Subscribed after `start`, which would wait out a missing topic. The
+                # metadata is what `consumer.topics()` fetches, kept for the partitions:
+                # aiokafka's consumer has no public call for them.)
+                cluster = await consumer._client.fetch_all_metadata()
+                if self.topic not in cluster.topics():
                     raise ValueError(f"output topic {self.topic!r} does not exist")
-                consumer.subscribe([self.topic])
-                while not consumer.assignment():  # (every partition, once known)
-                    await asyncio.sleep(0.05)
+                if self.partitions is None:
+                    consumer.subscribe([self.topic])
+                    while not consumer.assignment():  # (every partition, once known)
+                        await asyncio.sleep(0.05)
+                else:
+                    has = cluster.partitions_for_topic(self.topic) or set()
+                    missing = sorted(self.partitions - has)
+                    if missing:
+                        raise ValueError(
+                            f"output topic {self.topic!r} has no partition "
+                            f"{', '.join(map(str, missing))} (it has {len(has)}: "
+                            f"0-{len(has) - 1})"
+                        )
+                    consumer.assign(
+                        [TopicPartition(self.topic, p) for p in sorted(self.partitions)]
+                    )
                 for tp in consumer.assignment():
                     await consumer.position(tp)
         except BaseException:
@@ -202,3 +224,16 @@ class OutputReader:
             if self._only is not None:  # (its repeats are now filtered out)
                 self.forget(out.request_id)
         self._ready.append(out)
+
+
+def _partition_set(partitions: Iterable[int]) -> frozenset[int]:
+    """The partition numbers, checked: at least one, each an int ≥ 0."""
+    if isinstance(partitions, str | bytes):
+        raise TypeError("partitions is a collection of partition numbers, like [0, 2]")
+    chosen = frozenset(partitions)
+    bad = [p for p in chosen if type(p) is not int or p < 0]
+    if bad:
+        raise ValueError(f"partitions are numbers >= 0, not {bad[0]!r}")
+    if not chosen:
+        raise ValueError("partitions names no partition (None reads every partition)")
+    return chosen

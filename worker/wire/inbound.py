@@ -131,6 +131,9 @@ class GenerateResponse(msgspec.Struct, kw_only=True, gc=False):
 RecordType = Literal["chunk", "response", "end", "abort"]
 Api = Literal["chat", "completion"]
 
+# Kafka numbers partitions with a signed 32-bit integer.
+MAX_PARTITION = 2**31 - 1
+
 
 class ChunkRecord(msgspec.Struct, kw_only=True, gc=False):
     """The value of one input Kafka record (docs/integrate/contract.md, "Input records")."""
@@ -152,6 +155,9 @@ class ChunkRecord(msgspec.Struct, kw_only=True, gc=False):
     # one `text_completion` whose choices are re-indexed in order. Use instead of
     # `generate_response`.
     generate_responses: list[GenerateResponse] | None = None
+    # The output topic's partition every output of the request goes to (a gateway's reply
+    # partition); None: the key's partition. Read from seq 0, like the rest of the context.
+    reply_partition: Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION)] | None = None
 
 
 class RecordHead(msgspec.Struct):

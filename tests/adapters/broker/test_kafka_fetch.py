@@ -1,5 +1,5 @@
 """`fetch_each_partition`: records waiting in one partition do not hold back the fetches of
-another partition of the same broker (the lanes of one consumer, issue #29).
+another partition of the same broker (the lanes of one consumer).
 
 Without it, aiokafka sends no fetch to a broker for 100 ms (`prefetch_backoff`) after any
 of its partitions got records that were not consumed yet: a lane polling its partition

@@ -4,7 +4,7 @@ session's broker.
 Each case is computed two ways: by `GroupLag`, and independently, from what the produced
 records and the commits must give, and from a consumer of the group
 (`end_offsets` − `committed`). `test_kedas_own_measurement` is the scenario measured with
-KEDA v2.21's scaler itself (/work/shared/reference/keda-hpa.md), and
+KEDA v2.21's scaler itself (its pkg/scalers/kafka_scaler.go), and
 `test_the_same_total_as_kedas_scaler` asks KEDA's scaler again when its program is built
 (`DERENDER_KEDALAG`). Transactions, DeleteRecords and a paused broker need Apache Kafka,
 so those cases are skipped on tansu. The lag rule and the gauges, which need no server,
@@ -206,9 +206,9 @@ async def wait_end(bootstrap: str, tp: TopicPartition, end: int) -> None:
 
 
 async def keda_scenario(bootstrap: str, topic: str, group: str) -> AIOKafkaProducer:
-    """keda-hpa.md's measurement: p0 10 records / committed 4, p1 20 / 20, p2 7 in a
-    transaction left open / never committed, p3 5 / never committed. Returns the producer
-    whose transaction is open (the caller aborts and stops it)."""
+    """The scenario measured with KEDA's scaler: p0 10 records / committed 4, p1 20 / 20, p2
+    7 in a transaction left open / never committed, p3 5 / never committed. Returns the
+    producer whose transaction is open (the caller aborts and stops it)."""
     await produce(bootstrap, topic, {0: 10, 1: 20, 3: 5})
     await commit(bootstrap, group, topic, {0: 4, 1: 20})
     pending = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("open"))
@@ -330,8 +330,8 @@ def test_an_exactly_once_group_against_the_high_watermark(
             await member.commit({tp: position})
             assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 0}
 
-            # The pitfall of anchors §6.2: committing `last offset + 1` (6) leaves the
-            # marker counted, a lag of 1 that stays.
+            # The pitfall of KAFKA-6607 (librdkafka#2539): committing `last offset + 1` (6)
+            # leaves the marker counted, a lag of 1 that stays.
             await member.commit({tp: 6})
             assert await sample(kafka_bootstrap, group, topic, read_committed=True) == {0: 1}
         finally:

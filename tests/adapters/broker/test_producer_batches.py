@@ -1,6 +1,6 @@
 """The producer's record batches are as large as `--batch-bytes` (aiokafka's own default,
 16 KiB, cut a batch's outputs into ~10 record batches sent one produce request after
-another: issue #29)."""
+another)."""
 
 from __future__ import annotations
 

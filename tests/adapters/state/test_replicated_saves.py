@@ -1,7 +1,7 @@
 """`--redis-wait-replicas`: a batch is committed only once the replicas have every state it
 stands on, including states an earlier try of the same batch saved on the master alone.
 
-Found by the chaos suite (test_a_failover_to_a_lagging_replica with WAIT, issue #24): a
+Found by the chaos suite (test_a_failover_to_a_lagging_replica with WAIT): a
 batch's save failed its WAIT (the replica was frozen) but was applied on the master; the
 retry loaded those states, found every record a duplicate, wrote nothing (so waited for
 nothing) and committed. The master then died before its replica had the states, and the

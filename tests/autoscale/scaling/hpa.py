@@ -2,8 +2,7 @@
 no clock of its own (every call is given `now`), so `make autoscale` and the unit tests
 (tests/autoscale/scaling/test_hpa.py) run the same code.
 
-Written from Kubernetes v1.36 `pkg/controller/podautoscaler` (facts in
-/work/shared/reference/keda-hpa.md) and KEDA v2.21:
+Written from Kubernetes v1.36 `pkg/controller/podautoscaler` and KEDA v2.21:
 
 - **Replicas from the metric** (`replica_calculator.go`, `GetExternalPerPodMetricReplicas`):
   KEDA serves the Kafka lag as an External metric with an AverageValue target

@@ -1,7 +1,7 @@
 """Completion `echo`: the prompt first, its logprobs spliced before the generated ones.
 
-Numbers in docstrings refer to reference/vllm-derender-behaviors.md §10 (vLLM's Rust
-port; its test tokenizer is `byte_tokenizer`: token id = UTF-8 byte, `<bos>` = 256).
+Docstrings name the tests of vLLM's Rust port a case mirrors (its
+rust/src/server/src/routes/tests.rs; test tokenizer: token id = UTF-8 byte, `<bos>` = 256).
 """
 
 from __future__ import annotations
@@ -59,14 +59,15 @@ def whole(
 
 @pytest.mark.parametrize("prompt", ["hi ", b("hi ")])
 def test_echo_prepends_the_prompt(breg: Registry, prompt: str | list[int]) -> None:
-    """144: a string prompt, or a token-id prompt decoded."""
+    """derender_completion_echo_prepends_prompt: a string prompt, or a token-id prompt decoded."""
     resp = whole(breg, {"prompt": prompt, "echo": True, "max_tokens": 5}, b("there"))
     assert resp["choices"][0]["text"] == "hi there"
 
 
 def test_prompt_only_echo_hides_the_generated_token(breg: Registry) -> None:
-    """145: max_tokens 0 → only the prompt; the engine's one token is not shown, but
-    it was generated, so usage counts it (vLLM's coupled server does the same)."""
+    """derender_completion_prompt_only_echo_hides_internal_token: max_tokens 0 → only the
+    prompt; the engine's one token is not shown, but it was generated, so usage counts it
+    (vLLM's coupled server does the same)."""
     resp = whole(breg, {"prompt": "hi ", "echo": True, "max_tokens": 0}, b("x"))
     assert resp["choices"][0]["text"] == "hi "
     assert resp["choices"][0]["logprobs"] is None
@@ -81,7 +82,8 @@ PROMPT_LOGPROBS = [
 
 
 def test_prompt_only_echo_returns_prompt_logprobs(breg: Registry) -> None:
-    """146: the re-encoded prompt is [<bos>, h, i]; "<bos>" is 5 characters wide."""
+    """derender_completion_prompt_only_echo_returns_prompt_logprobs: the re-encoded prompt
+    is [<bos>, h, i]; "<bos>" is 5 characters wide."""
     req = {"prompt": "hi", "echo": True, "max_tokens": 0, "logprobs": 1}
     resp = whole(breg, req, b("x"), [entry(120, -0.1)], prompt_logprobs=PROMPT_LOGPROBS)
     assert resp["choices"][0]["text"] == "hi"
@@ -94,7 +96,8 @@ def test_prompt_only_echo_returns_prompt_logprobs(breg: Registry) -> None:
 
 
 def test_echo_shifts_logprob_offsets_by_the_prompt(breg: Registry) -> None:
-    """147: no prompt_logprobs → generated offsets start after the prompt text."""
+    """derender_completion_echo_shifts_logprob_offsets: no prompt_logprobs → generated
+    offsets start after the prompt text."""
     req = {"prompt": "say ", "echo": True, "max_tokens": 5, "logprobs": 0}
     resp = whole(breg, req, b("hi"), [entry(104, -1.0), entry(105, -2.0)])
     (choice,) = resp["choices"]

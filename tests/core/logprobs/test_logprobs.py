@@ -1,7 +1,9 @@
 """Logprobs through `step`, as data tables: resolution, byte-fallback repair, shapes,
 per-request limits and hidden tokens; every kind of bad payload is in test_logprobs_payloads.py.
 
-Numbers in docstrings refer to reference/vllm-derender-behaviors.md §4.
+Docstrings name the vLLM tests a case mirrors (vLLM's
+tests/entrypoints/scale_out/derender/; names without `test_` are its Rust port's,
+rust/src/server/src/routes/tests.rs).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ SHAPES = ["A", "B"]
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_chat_placeholder_resolution(breg: Registry, shape: str) -> None:
-    """57-60: token_id:104 (top token_id:105) → "h" [104], top "i" [105]."""
+    """test_derender_chat_logprobs, _bytes, _top_logprobs: token_id:104 (top token_id:105) →
+    "h" [104], top "i" [105]."""
     run = Run(breg)
     content = [entry(104, -1.0, [(105, -2.0)], shape)]
     run.feed(lp_chunk("r", 0, [104], content, "stop", chat_request=CHAT_LP))
@@ -50,7 +53,8 @@ def test_chat_placeholder_resolution(breg: Registry, shape: str) -> None:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_completion_flat_shape(breg: Registry, shape: str) -> None:
-    """61, 62: tokens ["h"], token_logprobs [-1.0], top_logprobs [{"i": -2.0}], text_offset [0]."""
+    """test_derender_completion_logprobs: tokens ["h"], token_logprobs [-1.0], top_logprobs
+    [{"i": -2.0}], text_offset [0]."""
     run = Run(breg)
     content = [entry(104, -1.0, [(105, -2.0)], shape)]
     req = {"logprobs": 1}
@@ -66,7 +70,8 @@ def test_completion_flat_shape(breg: Registry, shape: str) -> None:
 
 
 def test_shape_b_keeps_the_engine_order_and_drops_rank(reg: Registry, deepseek: Tokenizer) -> None:
-    """63: top order survives; `rank` is not an OpenAI field."""
+    """test_token_ids_are_decoded_with_bytes_and_order_preserved: top order survives; `rank`
+    is not an OpenAI field."""
     ok, hello = ids_of(deepseek, "ok")[0], ids_of(deepseek, "Hello")[0]
     run = Run(reg)
     content = [entry(ok, -0.5, [(ok, -0.5), (hello, -2.0)])]
@@ -94,8 +99,9 @@ def test_both_shapes_give_the_same_bytes(reg: Registry, deepseek: Tokenizer) -> 
 def test_byte_fallback_split_resolves_to_empty_then_whole(
     llama_sp: Tokenizer, split_at: int | None
 ) -> None:
-    """64: <0xC3> then <0xA9> → "" with bytes [], then "é" — also when the two halves
-    arrive in different records (the carried decoder state is the repair context)."""
+    """test_byte_fallback_second_half_uses_preceding_token_as_context: <0xC3> then <0xA9> →
+    "" with bytes [], then "é" — also when the two halves arrive in different records (the
+    carried decoder state is the repair context)."""
     c3, a9 = llama_sp.token_to_id("<0xC3>"), llama_sp.token_to_id("<0xA9>")
     run = Run(registry(llama_sp))
     content = [entry(c3, -0.1), entry(a9, -0.2)]
@@ -188,7 +194,7 @@ def test_non_placeholder_shape_a_token_is_kept_with_null_bytes(reg: Registry) ->
 
 
 def test_content_null_is_not_an_error(reg: Registry) -> None:
-    """65: `content: null` → logprobs null."""
+    """test_content_none_is_not_an_error: `content: null` → logprobs null."""
     run = Run(reg)
     run.feed(lp_chunk("r", 0, [19923], None, chat_request=CHAT_LP))
     assert errors(run) == []
@@ -205,7 +211,7 @@ def test_values_are_clamped_at_the_floor(reg: Registry) -> None:
     assert lp["top_logprobs"] == [{"Hello": -9999.0, ")": -9999.0}]
 
 
-# -- per-request limits (PY-LP) ---------------------------------------------------------
+# -- per-request limits (vLLM's test_logprobs_endpoint_parity.py) -----------------------
 
 CANDS = ["Hello", " world", "!", "?"]
 
@@ -217,7 +223,8 @@ def _four(deepseek: Tokenizer) -> tuple[int, list[Any]]:
 
 @pytest.mark.parametrize(("k", "kept"), [(0, 0), (1, 1), (2, 2), (5, 4), (-1, 4)])
 def test_chat_top_logprobs_limit(reg: Registry, deepseek: Tokenizer, k: int, kept: int) -> None:
-    """69: chat keeps the first k engine candidates, all of them for -1, none for 0."""
+    """test_chat_derender_matches_coupled_chat: chat keeps the first k engine candidates,
+    all of them for -1, none for 0."""
     sid, content = _four(deepseek)
     run = Run(registry(deepseek, max_logprobs=-1))
     run.feed(lp_chunk("r", 0, [sid], content, chat_request={"logprobs": True, "top_logprobs": k}))
@@ -227,8 +234,9 @@ def test_chat_top_logprobs_limit(reg: Registry, deepseek: Tokenizer, k: int, kep
 
 @pytest.mark.parametrize(("k", "kept"), [(0, 1), (1, 2), (2, 3), (5, 4), (-1, 0)])
 def test_completion_logprobs_limit(deepseek: Tokenizer, k: int, kept: int) -> None:
-    """70: completion keeps entries i <= k (k + 1 when the sampled token is outside the
-    top k); -1 leaves every top dict empty, as the coupled server does."""
+    """test_completion_derender_matches_coupled_completion: completion keeps entries i <= k
+    (k + 1 when the sampled token is outside the top k); -1 leaves every top dict empty, as
+    the coupled server does."""
     sid, content = _four(deepseek)
     run = Run(registry(deepseek, max_logprobs=-1))
     run.feed(lp_chunk("r", 0, [sid], content, api="completion", completion_request={"logprobs": k}))
@@ -239,7 +247,8 @@ def test_completion_logprobs_limit(deepseek: Tokenizer, k: int, kept: int) -> No
 def test_without_a_request_every_candidate_is_kept(
     reg: Registry, deepseek: Tokenizer, api: str
 ) -> None:
-    """71: no request → the engine's list, untrimmed."""
+    """test_without_the_request_derender_keeps_every_candidate: no request → the engine's
+    list, untrimmed."""
     sid, content = _four(deepseek)
     run = Run(reg)
     run.feed(lp_chunk("r", 0, [sid], content, api=api))
@@ -253,7 +262,8 @@ def test_without_a_request_every_candidate_is_kept(
 def test_position_without_engine_candidates_stays_null(
     reg: Registry, deepseek: Tokenizer, k: int
 ) -> None:
-    """72: a position the engine sent no candidates for is `null`, not `{}`."""
+    """test_completion_position_without_logprobs_stays_none: a position the engine sent no
+    candidates for is `null`, not `{}`."""
     ids = ids_of(deepseek, "Hello world!")
     content = entries(ids, cands=[ids[0]])
     del content[1]["top_logprobs"]

@@ -1,7 +1,9 @@
 """Logprobs through `step`: every kind of bad payload fails its request (and only it), as
 test_logprobs.py runs the good ones.
 
-Numbers in docstrings refer to reference/vllm-derender-behaviors.md §4.
+Docstrings name the vLLM tests a case mirrors (vLLM's
+tests/entrypoints/scale_out/derender/; names without `test_` are its Rust port's,
+rust/src/server/src/routes/tests.rs).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def test_bad_placeholders_fail_the_request(reg: Registry, token: str, message: s
 
 
 def test_bounds_on_logprobs(reg: Registry) -> None:
-    """93, 94: content over max_model_len, candidates over max_logprobs."""
+    """test_derender_chat_oversized_logprobs_rejected, _top_logprobs_rejected: content over
+    max_model_len, candidates over max_logprobs."""
     many = [entry(19923, -0.1, [(19923, -0.1)] * 6)]
     _assert_fails_before_decoding(
         reg, many, "top_logprobs count (6) in choice 0 exceeds max_logprobs (5)"

@@ -1,7 +1,9 @@
 """`type = "response"` records: whole generate output → one `chat.completion` /
 `text_completion`: choices, usage, pass-through, stops and logprobs, bad input.
 
-Numbers in docstrings refer to reference/vllm-derender-behaviors.md §4-§7.
+Docstrings name the vLLM tests a case mirrors (vLLM's
+tests/entrypoints/scale_out/derender/; names without `test_` are its Rust port's,
+rust/src/server/src/routes/tests.rs).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def test_chat_completion_shape(breg: Registry) -> None:
 
 
 def test_chat_keeps_the_engine_index_completion_reindexes(breg: Registry) -> None:
-    """c.8: chat keeps `index`; completion flattens responses in order, re-indexed."""
+    """vLLM's online_derenderer.py: chat keeps `index`; completion flattens responses in
+    order, re-indexed."""
     chat = response(respond(breg, choices=[gen(b("b"), 1), gen(b("a"), 0)]))
     assert [(c["index"], c["message"]["content"]) for c in chat["choices"]] == [(1, "b"), (0, "a")]
     two = [
@@ -93,7 +96,7 @@ def test_chat_keeps_the_engine_index_completion_reindexes(breg: Registry) -> Non
 
 
 def test_finish_reason_forwarded(breg: Registry) -> None:
-    """114 (and §c.10): the engine's reason, verbatim."""
+    """test_finish_reason_forwarded: the engine's reason, verbatim."""
     resp = response(respond(breg, "completion", [gen(b("done"), finish_reason="length")]))
     assert resp["choices"][0]["finish_reason"] == "length"
 
@@ -103,7 +106,7 @@ def test_finish_reason_forwarded(breg: Registry) -> None:
 
 @pytest.mark.parametrize(("prompt_tokens", "expected"), [(10, 10), (None, 0)])
 def test_chat_usage(breg: Registry, prompt_tokens: int | None, expected: int) -> None:
-    """74, 75."""
+    """test_derender_chat_usage, test_derender_chat_usage_default."""
     resp = response(respond(breg, choices=[gen(b("abc"))], prompt_tokens=prompt_tokens))
     assert resp["usage"] == {
         "prompt_tokens": expected,
@@ -113,7 +116,8 @@ def test_chat_usage(breg: Registry, prompt_tokens: int | None, expected: int) ->
 
 
 def test_completion_usage_aggregates_once_per_response(breg: Registry) -> None:
-    """76: prompts of 5 and 10 tokens, outputs "abc" and "defg" → 15 / 7 / 22."""
+    """test_derender_completion_usage_aggregation: prompts of 5 and 10 tokens, outputs "abc"
+    and "defg" → 15 / 7 / 22."""
     two = [
         {"choices": [gen(b("abc"))], "prompt_token_ids": [1] * 5},
         {"choices": [gen(b("defg"))], "usage": {"prompt_tokens": 10, "completion_tokens": 99}},
@@ -123,7 +127,7 @@ def test_completion_usage_aggregates_once_per_response(breg: Registry) -> None:
 
 
 def test_usage_overflow_is_an_error(breg: Registry) -> None:
-    """81."""
+    """derender_chat_usage_overflow_rejected."""
     run = respond(breg, choices=[gen(b("a"))], prompt_tokens=2**64 - 1)
     (err,) = errors(run)
     assert "overflows the token counter" in err["message"]
@@ -133,7 +137,8 @@ def test_usage_overflow_is_an_error(breg: Registry) -> None:
 
 
 def test_chat_pass_through(breg: Registry) -> None:
-    """111-112: prompt_logprobs and kv_transfer_params verbatim; metrics (113) below."""
+    """test_derender_chat_prompt_logprobs_passthrough, _kv_transfer_params_passthrough;
+    metrics below."""
     metrics = {"time_to_first_token_ms": 1.5, "generation_time_ms": None}
     run = Run(breg)
     run.feed(
@@ -178,7 +183,7 @@ SPEC = {
 
 @pytest.mark.parametrize("api", ["chat", "completion"])
 def test_metrics_come_back_in_vllm_full_shape(breg: Registry, api: str) -> None:
-    """113 (vLLM's test_derender_chat_metrics_passthrough): vLLM 0.33 reads `metrics`
+    """test_derender_chat_metrics_passthrough: vLLM 0.33 reads `metrics`
     into its PerRequestMetrics and writes the model back: every timing (null when not
     sent), `speculative_decoding` with `per_step_accepted` / `per_step_drafted`, values
     converted as pydantic's lax mode does, unknown keys kept after the model's own."""
@@ -247,7 +252,7 @@ def test_completion_metrics_of_several_prompts_are_left_out(breg: Registry) -> N
 def test_completion_kv_transfer_params_kept_only_when_all_agree(
     breg: Registry, kv: list[Any], expected: Any
 ) -> None:
-    """110, 112."""
+    """derender_completion_kv_transfer_params_disagreement_nulled, and passthrough."""
     responses = [{"choices": [gen(b("x"))], "kv_transfer_params": v} for v in kv]
     resp = response(respond(breg, "completion", generate_responses=responses))
     assert resp["kv_transfer_params"] == expected
@@ -258,7 +263,7 @@ def test_completion_kv_transfer_params_kept_only_when_all_agree(
 
 
 def test_stop_strings_and_tokens_apply_as_in_streaming(words: Tokenizer) -> None:
-    """The PY-STOP table (c.11) on the whole path."""
+    """vLLM's test_derender_stop.py table on the whole path."""
     cases = [
         ((), {"stop": ["three"]}, "one two", "three"),
         ((), {"stop_token_ids": [3]}, "one two", 3),
@@ -277,7 +282,8 @@ def test_stop_strings_and_tokens_apply_as_in_streaming(words: Tokenizer) -> None
 def test_completion_logprobs_as_in_the_reference_example(
     reg: Registry, deepseek: Tokenizer
 ) -> None:
-    """b.6: "Hello world" with logprobs 1 → offsets [0, 5], one candidate kept besides."""
+    """A completion of "Hello world" with logprobs 1 → offsets [0, 5], one candidate kept
+    besides."""
     hello, world = ids_of(deepseek, "Hello world")
     hi = ids_of(deepseek, "Hi")[0]
     content = [
@@ -363,7 +369,7 @@ def test_chat_logprobs_stop_at_the_stop_string(reg: Registry, deepseek: Tokenize
 def test_bad_responses_fail_with_a_clear_error(
     breg: Registry, record: dict[str, Any], message: str
 ) -> None:
-    """84-99, 110: checked before any decoding; one error, nothing else."""
+    """vLLM's test_derender_*_rejected: checked before any decoding; one error, nothing else."""
     run = respond(breg, **record)
     (err,) = errors(run)
     assert err["code"] == "invalid_request_error"

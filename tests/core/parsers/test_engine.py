@@ -283,7 +283,7 @@ def _sizes(p: Parser, ids: list[int]) -> list[int]:
 
 
 def test_a_tool_block_inside_reasoning_ends_it_and_is_parsed() -> None:
-    """Qwen3.5 may open `<tool_call>` without closing `</think>` (reference §2.3)."""
+    """Qwen3.5 may open `<tool_call>` without closing `</think>` (vllm/parser/qwen3.py)."""
     qwen = marker_tokenizer(added=QWEN_ADDED, special=QWEN_SPECIAL)
     p = parser(qwen, "qwen3", "qwen3_coder", req=request([tool("bash", command="string")]))
     text = (

@@ -1,8 +1,9 @@
-"""reference/vllm-parsers.md §5.1-5.4: think-tag reasoning, as tables.
+"""Think-tag reasoning, as tables: the cases of vLLM's tests/reasoning/ (test_deepseekr1_,
+test_base_thinking_, test_qwen3_, test_mistral_reasoning_parser.py).
 
 NS = `parse_whole` over the whole output; S = streamed through the real incremental
 detokenizer in several chunkings (1 and 3 tokens per record, one record, random), or
-the explicit deltas the reference lists. Every streaming result must also equal the
+the explicit deltas vLLM's test lists. Every streaming result must also equal the
 non-streaming one unless a case says otherwise.
 
 Where we differ from vLLM on purpose, the case says so (`deviation`): our
@@ -63,7 +64,8 @@ def _check(p: Parser, case: Case) -> None:
             assert got == want, f"{case.id} streamed {how}"
 
 
-# -- §5.1 deepseek_r1, on the real DeepSeek V4 tokenizer (<think> 128821, </think> 128822)
+# -- deepseek_r1 (test_deepseekr1_reasoning_parser.py) on the real DeepSeek V4 tokenizer ---
+# (<think> 128821, </think> 128822)
 
 R1_CASES = [
     Case("R01", "This is a reasoning section</think>This is the rest",
@@ -108,7 +110,7 @@ def test_deepseek_r1_reasoning_end_on_ids(deepseek: Tokenizer) -> None:
     assert prompt_state(spec, ids("<think>This is a reasoning section")) == REASONING
 
 
-# -- §5.2 the generic think-tag parser with other markers ---------------------------
+# -- the generic think-tag parser with other markers (test_base_thinking_reasoning_parser.py) ---
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +231,7 @@ def test_base_think_tags_deltas(
     assert p.whole("".join(deltas)) == Result(reasoning, content)
 
 
-# -- §5.3 qwen3 ----------------------------------------------------------------------
+# -- qwen3 (test_qwen3_reasoning_parser.py) ------------------------------------------
 
 TOOL_CALL_BODY = (
     "<tool_call>\n<function=bash>\n<parameter=command>\ncat /etc/hosts\n</parameter>\n"
@@ -297,7 +299,7 @@ def test_q14_thinking_disabled(qwen_tok: Tokenizer, text: str) -> None:
     _check(p, Case("Q14", text, None, text))
 
 
-# -- §5.4 other reasoning parsers -----------------------------------------------------
+# -- other reasoning parsers (test_mistral_reasoning_parser.py, …) --------------------
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +314,7 @@ MR_CASES = [
     Case("MR03", "[THINK]This\nThat[/THINK]This is the rest\nThat", "This\nThat",
          "This is the rest\nThat"),
     # Current MistralReasoningParser: no [THINK] means no reasoning (the old test said
-    # the opposite; reference §2.5).
+    # the opposite; vllm/parser/mistral.py).
     Case("MR04", "This is content", None, "This is content"),
     Case("MR/before", "Hello[THINK]think[/THINK]answer", "think", "Helloanswer"),
     Case("MR/stray-end", "text[/THINK]more", None, "textmore"),
@@ -325,7 +327,7 @@ def test_mistral_reasoning(mistral_tok: Tokenizer, case: Case) -> None:
 
 
 def test_mistral_prompt_does_not_decide(mistral_tok: Tokenizer) -> None:
-    """A pre-filled [THINK] in the prompt does not start reasoning (§2.5)."""
+    """A pre-filled [THINK] in the prompt does not start reasoning (vllm/parser/mistral.py)."""
     prompt = list(mistral_tok.encode("[THINK]", add_special_tokens=False).ids)
     p = parser(mistral_tok, "mistral", prompt=prompt)
     assert p.whole("plain answer") == Result(None, "plain answer")

@@ -1,4 +1,4 @@
-"""The registry accepts exactly vLLM 0.33.0's parser names (issue 26).
+"""The registry accepts exactly vLLM 0.33.0's parser names.
 
 A vLLM user moves to the worker by copying `--reasoning-parser` / `--tool-call-parser` into
 the model registry, so every name vLLM registers must be accepted, and no name vLLM would
@@ -8,7 +8,7 @@ refuse (a name we accept that vLLM does not is a config that works here and nowh
 `ToolParserManager` in the peer venv by `tests/peer/recorded/record_registry.py` (the command is in
 the file, under "command").
 
-`NOT_YET` lists the names still missing while issue 26 lands family by family: remove a
+`NOT_YET` lists the names still missing while they land family by family: remove a
 name when its family lands. The test also fails when a NOT_YET name is accepted, so the
 list cannot go stale.
 """
@@ -34,7 +34,7 @@ NOT_YET: set[tuple[str, str]] = set()
 def test_record_is_vllm_0_33_0() -> None:
     assert RECORD["vllm"] == "0.33.0"
     assert "record_registry.py" in RECORD["command"]
-    # vLLM 0.33.0's registries are this size (issue 26); a smaller file is a bad recording.
+    # vLLM 0.33.0's registries are this size; a smaller file is a bad recording.
     assert (len(RECORD["reasoning"]), len(RECORD["tool"])) == (42, 58)
 
 

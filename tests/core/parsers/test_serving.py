@@ -1,8 +1,9 @@
-"""reference/vllm-parsers.md §3 and §5.13: how the request drives the parser.
+"""How the request drives the parser, as vLLM 0.33.0's chat server does
+(vllm/entrypoints/openai/chat_completion/serving.py).
 
 Start state from the prompt, then chat_template_kwargs, then the format's default;
 tool_choice none / auto / required / named; parallel_tool_calls; include_reasoning;
-finish_reason; deterministic tool-call ids; the reasoning field name; delta shapes (§4).
+finish_reason; deterministic tool-call ids; the reasoning field name; delta shapes.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _ids(tok: Tokenizer, text: str) -> list[int]:
     return list(tok.encode(text, add_special_tokens=False).ids)
 
 
-# -- start state (§3.5, §7.2) ----------------------------------------------------------
+# -- start state -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_e06_qwen3_thinking_off_in_the_prompt(qwen_tok: Tokenizer) -> None:
     assert (got.reasoning, got.content, got.names()) == (None, "Sure.", ["get_weather"])
 
 
-# -- tool_choice (§3.2, §3.3) -----------------------------------------------------------
+# -- tool_choice ------------------------------------------------------------------------
 
 
 def test_tool_modes(qwen_tok: Tokenizer) -> None:
@@ -155,7 +156,7 @@ def test_e03_named_tool_choice(deepseek: Tokenizer) -> None:
     st = p.open()
     ids = _ids(deepseek, text)
     parsed = parse_whole(p.spec, st, p.decode(ids), ids)
-    assert parsed.content == ""  # vLLM answers a forced call with "" (§3.6)
+    assert parsed.content == ""  # vLLM answers a forced call with "" (message_assembly.py)
     assert [(c.function.name, c.function.arguments) for c in parsed.tool_calls] == [
         ("get_weather", text)
     ]
@@ -269,7 +270,7 @@ def test_parallel_tool_calls_false_keeps_the_first_call(qwen_tok: Tokenizer) -> 
         assert got.calls == [("get_weather", '{"city": "Paris"}')]
 
 
-# -- include_reasoning: false (§3.4 step 5) ------------------------------------------------
+# -- include_reasoning: false --------------------------------------------------------------
 
 
 def test_e05_hidden_reasoning_and_its_logprobs(deepseek: Tokenizer) -> None:
@@ -303,7 +304,7 @@ def test_visible_reasoning_has_no_hidden_mask(deepseek: Tokenizer) -> None:
     assert feed(p.spec, st, p.decode(ids), ids).hidden is None
 
 
-# -- ids, field names, delta shapes (§1.1, §4) ----------------------------------------------
+# -- ids, field names, delta shapes ---------------------------------------------------------
 
 
 def test_tool_call_ids_are_deterministic() -> None:

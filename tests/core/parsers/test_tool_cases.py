@@ -1,10 +1,11 @@
-"""reference/vllm-parsers.md §5.5-5.8 (hermes, llama3_json, pythonic, mistral) as tables;
-§5.9-5.12 are in test_tool_cases_markers.py, the Case and its check in shared/tool_cases.py.
+"""vLLM's tests/tool_parsers/ cases of hermes, llama3_json, pythonic and mistral as tables;
+DeepSeek, DSML, kimi_k2 and qwen3_coder are in test_tool_cases_markers.py, the Case and its
+check in shared/tool_cases.py.
 
 Each case runs non-streaming (`parse_whole`) and streamed through the real incremental
 detokenizer in several chunkings; formats whose markers are text are also streamed as
 text-only character deltas. Arguments are compared as JSON values unless the case says
-`exact` (the reference's "exactly").
+`exact` (vLLM's test compares the text).
 
 `deviation` marks where we answer differently from vLLM on purpose; the reason is
 always the same: our non-streaming answer is the streaming engine run once, and a
@@ -31,7 +32,7 @@ from tests.core.parsers.shared.harness import (
 from tests.core.parsers.shared.tool_cases import NS, Case, S, check
 from tests.core.parsers.shared.tool_cases import qwen_tok as qwen_tok  # (the fixture)
 
-# -- §5.5 hermes -----------------------------------------------------------------------
+# -- hermes (vLLM's test_hermes_tool_parser.py) ----------------------------------------
 
 _TEMP = (
     '<tool_call>{"name": "get_current_temperature","arguments": {"location":"San Francisco, '
@@ -117,7 +118,7 @@ def test_h13_string_arguments_stream_as_they_parse(qwen_tok: Tokenizer, value: A
     json.loads(whole[0][1])  # always valid JSON
 
 
-# -- §5.6 llama3_json ---------------------------------------------------------------------
+# -- llama3_json (test_llama3_json_tool_parser.py) ----------------------------------------
 
 _SEARCH1 = '{"name": "searchTool", "parameters": {"query": "test1"}}'
 _INCIDENTS = '{"name": "getOpenIncidentsTool", "parameters": {}}'
@@ -182,7 +183,7 @@ def test_l15_separators_in_seven_char_chunks(llama_tok: Tokenizer, sep: str) -> 
         assert got.args()[0] == {"query": "test1"}
 
 
-# -- §5.7 pythonic ------------------------------------------------------------------------
+# -- pythonic (test_pythonic_tool_parser.py) ----------------------------------------------
 
 _P02 = "get_weather(city='San Francisco', metric='celsius')"
 _P02_ARGS = '{"city": "San Francisco", "metric": "celsius"}'
@@ -239,7 +240,7 @@ def test_p08_deltas(llama_tok: Tokenizer) -> None:
     assert not got.content
 
 
-# -- §5.8 mistral -----------------------------------------------------------------------
+# -- mistral (test_mistral_tool_parser.py) ----------------------------------------------
 
 _WEATHER = {"city": "San Francisco", "state": "CA", "unit": "celsius"}
 MT_OLD = [

@@ -1,10 +1,10 @@
-"""reference/vllm-parsers.md §5.9-5.12 (DeepSeek V3 / V3.1, DSML, kimi_k2, qwen3_coder) as
-tables, as test_tool_cases.py runs §5.5-5.8.
+"""vLLM's tests/tool_parsers/ cases of DeepSeek V3 / V3.1, DSML, kimi_k2 and qwen3_coder as
+tables, as test_tool_cases.py runs hermes, llama3_json, pythonic and mistral.
 
 Each case runs non-streaming (`parse_whole`) and streamed through the real incremental
 detokenizer in several chunkings; formats whose markers are text are also streamed as
 text-only character deltas. Arguments are compared as JSON values unless the case says
-`exact` (the reference's "exactly").
+`exact` (vLLM's test compares the text).
 
 `deviation` marks where we answer differently from vLLM on purpose; the reason is
 always the same: our non-streaming answer is the streaming engine run once, and a
@@ -26,7 +26,8 @@ from tests.core.parsers.shared.harness import (
 from tests.core.parsers.shared.tool_cases import CHARS, NS, Case, S, check
 from tests.core.parsers.shared.tool_cases import qwen_tok as qwen_tok  # (the fixture)
 
-# -- §5.9 DeepSeek V3 / V3.1 (the real DeepSeek tokenizer has these markers) ---------------
+# -- DeepSeek V3 / V3.1 (test_deepseekv31_tool_parser.py) ------------------------------------
+# The real DeepSeek tokenizer has these markers.
 
 _B, _E = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 _C, _CE, _SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
@@ -56,7 +57,7 @@ def test_d05_deepseek_v3_fenced_arguments(deepseek: Tokenizer) -> None:
     )
 
 
-# -- §5.10 DSML on the real DeepSeek V4 tokenizer -------------------------------------------
+# -- DSML on the real DeepSeek V4 tokenizer (test_deepseekv4_tool_parser.py) ----------------
 
 
 def block(
@@ -177,7 +178,7 @@ def test_dsml_json_values_corrected_as_vllm(deepseek: Tokenizer) -> None:
     check(p, Case("dsml-json", text, None, (("f", want),), (NS, S, CHARS)))
 
 
-# -- §5.11 kimi_k2 -------------------------------------------------------------------------
+# -- kimi_k2 (test_kimi_k2_tool_parser.py) -------------------------------------------------
 
 _SB, _SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 
@@ -269,7 +270,7 @@ def test_k11_ambiguous_bare_counter_is_no_call(kimi_tok: Tokenizer) -> None:
         assert got.calls == [] and got.content is None
 
 
-# -- §5.12 qwen3_coder ------------------------------------------------------------------------
+# -- qwen3_coder (test_qwen3coder_tool_parser.py) ---------------------------------------------
 
 WEATHER_TOOL = tool("get_current_weather", city="string", state="string", unit="string")
 AREA_TOOL = tool("calculate_area", shape="string", dimensions="object", precision="integer")

@@ -88,7 +88,7 @@ def completion_request(**kw: Any) -> dict[str, Any]:
 
 
 def dsml(calls: list[tuple[str, dict[str, Any]]]) -> str:
-    """DeepSeek V4's DSML tool-call block (reference/vllm-parsers.md §2.12)."""
+    """DeepSeek V4's DSML tool-call block (vLLM 0.33.0 vllm/parser/deepseek_v4.py)."""
     invokes = []
     for name, args in calls:
         params = "".join(

@@ -1,5 +1,5 @@
-"""The cases of the long-tail families whose calls are JSON call lists (vllm-parsers-0.33.md
-row 24: Phi-4-mini, InternLM2, Jamba, GigaChat3, Apertus, xLAM), and what every long-tail case
+"""The cases of the long-tail families whose calls are JSON call lists (docs/reference/parsers.md:
+Phi-4-mini, InternLM2, Jamba, GigaChat3, Apertus, xLAM), and what every long-tail case
 shares: the tool set, the request shapes, the argument values, `json_list_cases`.
 `probe_longtail.py` records them (the recorder is recorder.py).
 """

@@ -1,5 +1,5 @@
 """The cases of the long-tail families whose calls are markup or Python call lists
-(vllm-parsers-0.33.md row 24: LiquidAI LFM2, PLaMo 3, dots.llm1). `probe_longtail.py`
+(docs/reference/parsers.md: LiquidAI LFM2, PLaMo 3, dots.llm1). `probe_longtail.py`
 records them (the recorder is recorder.py).
 """
 

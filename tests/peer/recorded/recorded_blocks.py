@@ -1,6 +1,6 @@
-"""The model folders of Inkling, K2 Horizon and Muse (vllm-parsers-0.33.md rows 21, 22,
-11), as `recorded_models.py` builds the other recorded families' (its `FOLDERS` joins
-these). Tokenizers: the Qwen3 vocabulary with the family's markers (`tests/synthetic_*.py`);
+"""The model folders of Inkling, K2 Horizon and Muse (docs/reference/parsers.md), as
+`recorded_models.py` builds the other recorded families' (its `FOLDERS` joins these).
+Tokenizers: the Qwen3 vocabulary with the family's markers (`tests/synthetic_*.py`);
 templates: `tests/peer/templates/`. vLLM picks these parsers by their flags, not by the
 architecture, so each config names Qwen3ForCausalLM (the families' own architectures need
 configs with their vision and audio parts). Family (reasoning / tools):

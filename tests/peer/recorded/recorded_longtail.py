@@ -1,4 +1,4 @@
-"""The model folders of vLLM's long-tail tool parsers (vllm-parsers-0.33.md row 24), as
+"""The model folders of vLLM's long-tail tool parsers (docs/reference/parsers.md), as
 `recorded_models.py` builds the other recorded families' (it writes these too: `FOLDERS`
 here joins its own). Tokenizers: `tests/support/vocab/synthetic_longtail.py` (the Qwen3 vocabulary
 with the family's markers); templates: `tests/peer/templates/`. Family (reasoning / tools):

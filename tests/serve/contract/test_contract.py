@@ -1,6 +1,6 @@
-"""`serve`'s bodies, errors and bounds over real HTTP, against what vLLM 0.33 answers
-(reference/vllm-derender-behaviors.md; EXCHANGES.md for the recorded exchange): whole
-(non-streaming) responses.
+"""`serve`'s bodies, errors and bounds over real HTTP, against what vLLM 0.33 answers (its
+tests in tests/entrypoints/scale_out/derender/; an exchange recorded from its render
+server): whole (non-streaming) responses.
 
 The calls they share are in contract_calls.py; the other parts: test_contract.py (whole
 responses), test_contract_errors.py, test_contract_stream.py, test_contract_http.py."""

@@ -1,5 +1,5 @@
 """`serve`'s errors and bounds on whole (non-streaming) requests, over real HTTP, against
-what vLLM 0.33 answers (reference/vllm-derender-behaviors.md).
+what vLLM 0.33 answers (its tests in tests/entrypoints/scale_out/derender/).
 
 The calls they share are in contract_calls.py; the other parts: test_contract.py (whole
 responses), test_contract_errors.py, test_contract_stream.py, test_contract_http.py."""

@@ -1,6 +1,7 @@
 """`serve`'s streamed chunks over real HTTP, one call per chunk with the carried
-`stream_state`, against what vLLM 0.33 answers (reference/vllm-derender-behaviors.md):
-deltas, usage, `n`, errors, the state's binding and size, prompt seeding, echo, logprobs.
+`stream_state`, against what vLLM 0.33 answers (its tests in
+tests/entrypoints/scale_out/derender/): deltas, usage, `n`, errors, the state's binding and
+size, prompt seeding, echo, logprobs.
 
 The calls they share are in contract_calls.py; the other parts: test_contract.py (whole
 responses), test_contract_errors.py, test_contract_stream.py, test_contract_http.py."""
@@ -282,7 +283,8 @@ def test_stream_state_is_small(client: Client) -> None:
 
 
 def test_prompt_ids_seed_the_first_token(client: Client) -> None:
-    """The prompt's tail seeds the decoder (vLLM PY-4): same text, parity of leading spaces."""
+    """The prompt's tail seeds the decoder (vLLM's `_seed_stream_state`): same text, parity
+    of leading spaces."""
     out = ids(" world")
     seeded = client.chat(
         {

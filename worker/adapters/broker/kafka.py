@@ -47,7 +47,7 @@ def fetch_each_partition(consumer: AIOKafkaConsumer) -> None:
     does not expose). With lanes on one consumer, a lane running a batch leaves its
     partitions' records waiting, so no other lane's partitions were fetched until it
     polled again: the lanes polled in lockstep, each record waiting on the other lane's
-    batch too (issue #29). With 0, the partition with records waiting is left out of the
+    batch too. With 0, the partition with records waiting is left out of the
     next fetch and the others are fetched, as the Java consumer does; what is buffered
     stays bounded (one fetch's worth per partition). (`_fetcher` is aiokafka's; like
     `check_bootstrapped`, no public call reaches it.)"""

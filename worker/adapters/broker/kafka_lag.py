@@ -40,8 +40,8 @@ is the total KEDA computes, at the same moment, for the same group:
   between polls) is not modelled either.
 - Transaction markers take offsets. A group under exactly-once must commit its consumer's
   `position()`, which steps over the commit marker. If it commits `last offset + 1`, a
-  lag of 1 per partition stays for ever (anchors §6.2), for KEDA as much as here. This
-  module only reports that lag; it does not hide it.
+  lag of 1 per partition stays for ever (KAFKA-6607, librdkafka#2539), for KEDA as much
+  as here. This module only reports that lag; it does not hide it.
 
 How it is read:
 

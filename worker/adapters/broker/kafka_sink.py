@@ -5,7 +5,10 @@ a metadata check, the partitioner and an accumulator append, ~12 µs of CPU per 
 about a fifth of the worker's whole per-record cost. Filling one record batch per
 partition and handing it over with `send_batch` costs ~6 µs (bench/README.md). Partitions
 are the ones `send` would pick (the default partitioner: murmur2 of the key), so every
-output of a request still goes to one partition, in order.
+output of a request still goes to one partition, in order. An output whose request names a
+reply partition (`OutRecord.partition`) goes to that partition of the output topic instead;
+one the topic does not have is written to the key's partition (never lost, never a failed
+batch), with a warning naming the request and the partition, once per request.
 
 An output the broker refuses for itself (larger than the topic's `max.message.bytes`) is
 a data error, not an outage: the sink sends that partition's records again one per batch,
@@ -15,6 +18,7 @@ so every other record is delivered, and raises `OutputsRefused` naming the refus
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -24,8 +28,12 @@ from worker.constants import CONTROL
 from worker.failures import Kind, classify
 from worker.ports import OutputsRefused, OutRecord
 
+log = logging.getLogger("derender.worker")
+
 # Output keys whose partition is remembered (per topic), about 100 bytes each.
 PARTITION_CACHE_MAX = 100_000
+# Requests already warned about a reply partition the output topic lacks (then cleared).
+MISROUTED_WARNED_MAX = 10_000
 
 _Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
 
@@ -49,6 +57,9 @@ class KafkaSink:
         self._partitioner = DefaultPartitioner()
         # topic → (its partitions, key → partition): see _partition.
         self._cache: dict[str, tuple[list[int], dict[bytes | None, int]]] = {}
+        # Outputs that named a reply partition the output topic lacks (sent by key instead).
+        self.misrouted = 0
+        self._warned: set[str] = set()
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
         controls: list[OutRecord] = []
@@ -56,7 +67,9 @@ class KafkaSink:
             controls = [o for o in outputs if o.kind == CONTROL]
             if controls:
                 outputs = [o for o in outputs if o.kind != CONTROL]
-        pending = await self._send_all(self.output_topic, outputs, lambda o: o.key.encode())
+        pending = await self._send_all(
+            self.output_topic, outputs, lambda o: o.key.encode(), routed=True
+        )
         if controls:
             assert self.control_topic is not None
             pending += await self._send_all(self.control_topic, controls, lambda o: o.key.encode())
@@ -77,10 +90,11 @@ class KafkaSink:
             raise OutputsRefused(refused)
 
     async def _send_all(
-        self, topic: str, records: list[OutRecord], key_of: Any
+        self, topic: str, records: list[OutRecord], key_of: Any, routed: bool = False
     ) -> list[tuple[asyncio.Future[Any], tuple[str, int, list[OutRecord]]]]:
         """Append records to one batch per partition (a full batch is sent and replaced);
-        returns each sent batch's delivery future with what it held."""
+        returns each sent batch's delivery future with what it held. `routed`: a record's
+        own `partition` (its request's reply partition) wins over its key's."""
         if not records:
             return []
         producer = self.producer
@@ -90,7 +104,13 @@ class KafkaSink:
         sent = []
         for rec in records:
             key = key_of(rec)
-            partition = partition_of.get(key)
+            partition = rec.partition if routed else None
+            # (Kafka numbers a topic's partitions 0…N-1.)
+            if partition is not None and partition >= len(partitions):
+                self._misrouted(rec, topic, len(partitions))
+                partition = None
+            if partition is None:
+                partition = partition_of.get(key)
             if partition is None:
                 partition = self._partitioner(key, partitions, partitions)
                 partition_of[key] = partition
@@ -109,6 +129,22 @@ class KafkaSink:
             future = await producer.send_batch(batch, topic, partition=partition)
             sent.append((future, (topic, partition, held)))
         return sent
+
+    def _misrouted(self, rec: OutRecord, topic: str, count: int) -> None:
+        self.misrouted += 1
+        if rec.key in self._warned:
+            return
+        if len(self._warned) >= MISROUTED_WARNED_MAX:
+            self._warned.clear()
+        self._warned.add(rec.key)
+        log.warning(
+            "request %s names reply partition %d, which output topic %s does not have "
+            "(%d partitions): its outputs go to the key's partition",
+            rec.key,
+            rec.partition,
+            topic,
+            count,
+        )
 
     async def _partitions(self, topic: str) -> dict[bytes | None, int]:
         partitions = sorted(await self.producer.partitions_for(topic))

@@ -153,7 +153,8 @@ class Transactions:
         await asyncio.gather(*(self._sink(p).producer.begin_transaction() for p in partitions))
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
-        """Each record through the transaction of the input partition it came from."""
+        """Each record through the transaction of the input partition it came from (to
+        its request's reply partition of the output topic, if it names one: `KafkaSink`)."""
         outs: dict[Partition, list[OutRecord]] = {}
         dls: dict[Partition, list[OutRecord]] = {}
         for rec in outputs:

@@ -202,7 +202,8 @@ def parse_whole(
         fed.events,
         empty="" if fmt is not None and fmt.empty_as_text and st.reasoned else None,
         hide_reasoning=bool(st.flags & HIDE_REASONING),
-        # vLLM answers a forced call with `content: ""` rather than null (§3.6).
+        # vLLM answers a forced call with `content: ""` rather than null
+        # (vllm/entrypoints/openai/chat_completion/message_assembly.py).
         content_default="" if st.flags & FORCED_CHOICE else None,
     )
     if st.flags & FORCE_CONTENT and fmt is not None and not parsed.tool_calls:

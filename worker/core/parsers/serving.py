@@ -1,5 +1,6 @@
-"""How a request drives the parser (reference/vllm-parsers.md §3): the start state,
-which tool parsing applies, and the finish reason.
+"""How a request drives the parser (as vLLM 0.33.0's
+vllm/entrypoints/openai/chat_completion/serving.py): the start state, which tool parsing
+applies, and the finish reason.
 """
 
 from __future__ import annotations
@@ -138,10 +139,11 @@ def uses_parser(spec: ParserSpec, st: ParserState) -> bool:
 def tool_mode(
     spec: ParserSpec, request: ChatRequest | None, strict: bool = True
 ) -> tuple[int, str]:
-    """Which tool parsing applies (§3.2, §3.3): the model's format with its calls
-    returned (auto) or dropped (none / no tools: its markup must not become content),
-    or the constrained JSON of "required" and a named function — unless the model's
-    own format is what those produce (strict tool calling). Returns (mode, name)."""
+    """Which tool parsing applies (docs/reference/parsers.md, "What the parsers do"): the
+    model's format with its calls returned (auto) or dropped (none / no tools: its markup
+    must not become content), or the constrained JSON of "required" and a named function —
+    unless the model's own format is what those produce (strict tool calling). Returns
+    (mode, name)."""
     fmt = spec.tools
     quiet = TOOLS_NONE if fmt is None else TOOLS_SUPPRESS
     if request is None:
@@ -159,16 +161,16 @@ def tool_mode(
         return quiet, ""
     if choice == "required":
         return TOOLS_REQUIRED, ""
-    # "auto", or unset with tools (§3.1); needs a configured tool parser.
+    # "auto", or unset with tools (vLLM's request default); needs a configured tool parser.
     return (TOOLS_AUTO, "") if fmt is not None else (TOOLS_NONE, "")
 
 
 def start_state(
     spec: ParserSpec, request: ChatRequest | None, prompt_token_ids: list[int] | None
 ) -> int:
-    """Reasoning or content at the first output token (§3.5, §7.2): the prompt's last
-    think marker, else chat_template_kwargs, else the format's default. Messages with
-    headers (Harmony) start in the first header."""
+    """Reasoning or content at the first output token (docs/reference/parsers.md, "What the
+    parsers do"): the prompt's last think marker, else chat_template_kwargs, else the
+    format's default. Messages with headers (Harmony) start in the first header."""
     if spec.frames is not None:
         return FRAME
     fmt = spec.reasoning
@@ -267,7 +269,8 @@ def tool_schemas(
 
 def finish_reason(st: ParserState, engine_reason: str | None) -> str | None:
     """`tool_calls` when calls were made, the engine stopped naturally and the tool
-    choice was not a named function (§3.4 step 6); otherwise the engine's reason."""
+    choice was not a named function (vLLM's `resolve_finish_reason`,
+    vllm/entrypoints/serve/utils/tool_calls_utils.py); otherwise the engine's reason."""
     if engine_reason == FINISH_STOP and st.calls and not st.flags & NAMED_CHOICE:
         return FINISH_TOOL_CALLS
     return engine_reason

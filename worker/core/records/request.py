@@ -53,6 +53,7 @@ def open_request(
             else (len(prompt_ids) if prompt_ids is not None else None)
         ),
         opts=opts,
+        reply_partition=record.reply_partition,
     )
     raw = RequestTables()
     if req is not None:

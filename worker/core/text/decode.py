@@ -123,7 +123,7 @@ def _token_stop(
     tables: Tables,
     model: Model,
 ) -> tuple[list[int], int | str | None]:
-    """A stop token ends the text: drop it unless asked to keep it (PY-STOP rule).
+    """A stop token ends the text: drop it unless asked to keep it (vLLM's `_drop_stop_token` rule).
 
     Only on `finish_reason == "stop"` with the stop token last, and not when the engine's
     integer `stop_reason` names another token (vLLM 0.33); the primary EOS leaves

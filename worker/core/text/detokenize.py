@@ -1,11 +1,12 @@
 """Incremental detokenization with the decoder state kept as data.
 
-The algorithm is vLLM's `detokenize_incrementally` (reference/vllm-derender-contract.md
-§c.2): decode `window + pending + new` against the text of `window` alone, emit the
-difference once it is longer and does not end in U+FFFD (a possibly unfinished UTF-8
-sequence from byte-level or byte-fallback pieces), then the ids just emitted become
-the next window. HF `tokenizers`' `DecodeStream` runs exactly that loop in Rust; its
-Python object cannot be serialised, so we keep its two lists ourselves:
+The algorithm is vLLM's `detokenize_incrementally` (vLLM 0.33.0
+vllm/tokenizers/detokenizer_utils.py): decode `window + pending + new` against the text
+of `window` alone, emit the difference once it is longer and does not end in U+FFFD (a
+possibly unfinished UTF-8 sequence from byte-level or byte-fallback pieces), then the
+ids just emitted become the next window. HF `tokenizers`' `DecodeStream` runs exactly
+that loop in Rust; its Python object cannot be serialised, so we keep its two lists
+ourselves:
 
 - `window`: ids already turned into text, kept only as decoder context (a SentencePiece
   decoder strips the leading space of the first piece, so the next piece's space needs a
@@ -45,7 +46,8 @@ WINDOW_MAX_IDS = 4
 WINDOW_FALLBACK_IDS = 32
 
 # vLLM seeds from the last INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET (5) prompt ids,
-# so the first output piece keeps its leading space (§c.4).
+# so the first output piece keeps its leading space (online_derenderer.py's
+# `_seed_stream_state`).
 PROMPT_SEED_IDS = 5
 
 # A run of ids that produce no text (skipped special tokens) or never complete a

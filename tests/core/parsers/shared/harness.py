@@ -42,7 +42,7 @@ _state_codec = msgspec.msgpack.Decoder(ParserState)
 _encode = msgspec.msgpack.Encoder().encode
 
 # Marker tokens of the model families whose tokenizers cannot be loaded here
-# (reference/vllm-parsers.md §6): added to a small trained byte-level BPE, special or
+# (docs/reference/parsers.md): added to a small trained byte-level BPE, special or
 # not as in the real tokenizer.
 QWEN_ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
 QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -254,7 +254,7 @@ class Parser:
         return merge([e for chunk in per_chunk for e in chunk])
 
     def stream_deltas(self, deltas: list[str]) -> Result:
-        """Explicit text deltas (the reference's streaming cases), each tokenized."""
+        """Explicit text deltas (vLLM's streaming test cases), each tokenized."""
         st = self.open()
         events: list[Event] = []
         for n, delta in enumerate(deltas):

@@ -1,5 +1,5 @@
-"""The typed-block and message formats (Inkling, K2 Horizon, Muse: vllm-parsers-0.33.md rows
-21, 22, 11) in the random
+"""The typed-block and message formats (Inkling, K2 Horizon, Muse; docs/reference/parsers.md)
+in the random
 conversations of test_properties.py and test_mutations.py. samples.py joins
 `block_setups(Setup)` to its SETUPS (the class is passed in: this module does not import
 samples.py, which imports it)."""

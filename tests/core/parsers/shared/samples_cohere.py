@@ -1,4 +1,4 @@
-"""Cohere Command A (vllm-parsers-0.33.md row 19) in the random conversations of
+"""Cohere Command A (vllm/parser/cohere_command.py) in the random conversations of
 test_properties.py and test_mutations.py. samples.py joins `cohere_setups(Setup)` to its
 SETUPS (the class is passed in: this module does not import samples.py, which imports
 it); test_properties.truth asks `cohere_truth` for what melody's trimming leaves.

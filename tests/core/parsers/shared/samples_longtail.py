@@ -1,4 +1,4 @@
-"""The long-tail tool formats (vllm-parsers-0.33.md row 24) in the random conversations of
+"""The long-tail tool formats (docs/reference/parsers.md) in the random conversations of
 test_properties.py and test_mutations.py: how each family writes a conversation's calls,
 and its setup. samples.py joins `longtail_setups(Setup)` to its SETUPS (the class is passed
 in: this module does not import samples.py, which imports it)."""

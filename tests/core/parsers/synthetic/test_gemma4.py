@@ -1,8 +1,9 @@
-"""Gemma 4 (`gemma4` reasoning and tools; vllm-parsers-0.33.md §3.2) on a real base vocabulary
-with Gemma 4's markers added as tokens (tests/support/vocab/synthetic_tokenizers.py; no Gemma 4
-tokenizer is obtainable offline). vLLM 0.33.0's answers for the same ids are pinned case by case in
-test_vllm_answers.py; here: the argument grammar, each case whole and streamed, and a property over
-random argument objects (stream == whole == the object, arguments only append, markers never leak).
+"""Gemma 4 (`gemma4` reasoning and tools; vLLM 0.33.0 vllm/parser/gemma4.py) on a real base
+vocabulary with Gemma 4's markers added as tokens
+(tests/support/vocab/synthetic_tokenizers.py; no Gemma 4 tokenizer is obtainable offline).
+vLLM 0.33.0's answers for the same ids are pinned case by case in test_vllm_answers.py;
+here: the argument grammar, each case whole and streamed, and a property over random
+argument objects (stream == whole == the object, arguments only append, markers never leak).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Inkling (`inkling` reasoning and tools, typed blocks; vllm-parsers-0.33.md row 21) on
+"""Inkling (`inkling` reasoning and tools, typed blocks; vLLM 0.33.0 vllm/parser/inkling.py) on
 the real Qwen3 vocabulary with Inkling's block tokens added as special tokens
 (tests/support/vocab/synthetic_inkling.py; no Inkling tokenizer is obtainable offline).
 

@@ -1,4 +1,4 @@
-"""K2 Horizon (`k2_horizon` reasoning and tools; vllm-parsers-0.33.md row 22) on the real
+"""K2 Horizon (`k2_horizon` reasoning and tools; vLLM 0.33.0 k2_horizon_*_parser.py) on the real
 Qwen3 vocabulary with K2 Horizon's `<ifm|…>` markers added
 (tests/support/vocab/synthetic_k2_horizon.py; no K2 Horizon tokenizer is obtainable offline).
 

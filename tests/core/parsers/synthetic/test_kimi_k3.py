@@ -1,4 +1,4 @@
-"""Kimi K3 (`kimi_k3` reasoning and tools, XTML; vllm-parsers-0.33.md §3.4) on a real base
+"""Kimi K3 (`kimi_k3` reasoning and tools, XTML; vLLM 0.33.0 vllm/parser/kimi_k3.py) on a real base
 vocabulary with K3's `<|open|>`, `<|close|>`, `<|sep|>` added as special tokens
 (tests/support/vocab/synthetic_tokenizers.py; no K3 tokenizer is obtainable offline). Channel and
 tag names are text, so every marker is several tokens, matched on text as vLLM matches them.

@@ -1,4 +1,4 @@
-"""Meta Muse (`muse`, its alias `musespark1x`, `muse_glimmer`; vllm-parsers-0.33.md row 11)
+"""Meta Muse (`muse`, its alias `musespark1x`, `muse_glimmer`; vLLM 0.33.0 muse_*_parser.py)
 on the real Qwen3 vocabulary with Muse's framing tokens added as special tokens
 (tests/support/vocab/synthetic_muse.py; no Muse tokenizer is obtainable offline).
 

@@ -97,7 +97,7 @@ def _structure(scope: Scope, call: CallList, c: str, shape: CallShape) -> bool:
                 call.phase = BETWEEN
             elif c == "{" and shape.keyed:
                 _new_object(call)  # one call without its array (vLLM's Apertus takes it)
-            return True  # anything else before the array is skipped (reference MT08)
+            return True  # anything else before the array is skipped (test_tool_cases.py MT08)
         if c == "{":
             _new_object(call)
             return True
@@ -247,7 +247,7 @@ def _value_done(scope: Scope, call: CallList, shape: CallShape) -> None:
 def _text_arguments(raw: str) -> str:
     """Arguments given as a JSON string: a string holding a JSON object or array is
     passed through (not double-encoded); any other string stays a JSON string
-    (reference H11-H13). Scalars are kept as written."""
+    (test_tool_cases.py H11, H12). Scalars are kept as written."""
     raw = raw.strip()
     if not raw.startswith('"'):
         return raw

@@ -43,7 +43,8 @@ HEAD_MAX = 256
 # content if it is no call list, until its first call header; past this it is content.
 RAW_MAX = 4096
 
-TOOL_CALL_ID_PREFIX = "chatcmpl-tool-"  # vLLM's prefix (reference §1.1)
+# vLLM's prefix (`make_tool_call_id`, vllm/renderers/chat_utils/tool_call.py)
+TOOL_CALL_ID_PREFIX = "chatcmpl-tool-"
 _ID_HEX = 32  # vLLM's ids carry uuid4().hex: 32 hex digits
 _MISTRAL_ID_LEN = 9  # mistral-common requires exactly 9 alphanumerics
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -139,7 +140,8 @@ def name_done(scope: Scope, call: CallBase) -> None:
         else:
             call.skip = True
     else:
-        call.skip = True  # malformed header, e.g. `functions.invalid.0` (reference K08)
+        # A malformed header, e.g. `functions.invalid.0` (test_tool_cases_markers.py K08).
+        call.skip = True
 
 
 # -- sniffed blocks (call lists without an opening marker) ---------------------------------

@@ -3,8 +3,8 @@
 Each converter turns one *complete* value into JSON text, or None when the value cannot
 be expressed (the caller then drops it). Only whole values are converted: the engine
 streams a value's text itself only where that text is final (string values), which is
-the stable-prefix rule of reference/vllm-parsers.md §1.5 without re-converting the
-whole argument text on every chunk.
+the stable-prefix rule of vLLM's ParserEngine (vllm/parser/engine/parser_engine.py)
+without re-converting the whole argument text on every chunk.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def coerce_value(raw: str, types: str) -> Any:
 
 def typed_value(raw: str, type_name: str) -> str:
     """XML (`<parameter=k>v</parameter>`) and DSML `string="true"` values: the text is a
-    string unless the tool's schema gives another type (reference §2.13)."""
+    string unless the tool's schema gives another type (vLLM's vllm/parser/qwen3.py)."""
     if type_name in (STRING, UNKNOWN):
         return dumps(raw)
     text = raw.strip()
@@ -214,9 +214,9 @@ def _finite(value: Any) -> bool:
 
 def json_value(raw: str, type_name: str) -> str:
     """DSML `string="false"` values: JSON text; a value that does not parse stays a
-    string (reference §2.12). Then the schema type corrects it as vLLM 0.33 does: a
-    string parsed as the type, a scalar of a string parameter as its JSON text; arrays
-    and objects stay as the model wrote them."""
+    string (vLLM's vllm/parser/deepseek_v4.py). Then the schema type corrects it as vLLM
+    0.33 does: a string parsed as the type, a scalar of a string parameter as its JSON
+    text; arrays and objects stay as the model wrote them."""
     try:
         value = loads(raw)
     except ValueError:
@@ -246,7 +246,7 @@ def _literal(node: ast.AST) -> Any:
             return value
         if isinstance(value, float) and math.isfinite(value):
             return value
-        raise _NotLiteral  # bytes, complex, inf/nan (reference P09, P10)
+        raise _NotLiteral  # bytes, complex, inf/nan (test_tool_cases.py P09, P10)
     if isinstance(node, ast.Name) and node.id in _PY_NAMES:
         return _PY_NAMES[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):

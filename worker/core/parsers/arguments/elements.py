@@ -1,4 +1,4 @@
-"""MiniMax M3's parameters as JSON (vllm-parsers-0.33.md §3.5).
+"""MiniMax M3's parameters as JSON (vLLM 0.33.0 vllm/parser/minimax_m3.py).
 
 Inside an invoke every tag carries the namespace prefix `]<]minimax[>[`; a parameter is
 an element named after it, `]<]minimax[>[<city>Tokyo]<]minimax[>[</city>`, whose value is

@@ -1,4 +1,4 @@
-"""Gemma 4's argument syntax as JSON, streamed (vllm-parsers-0.33.md §3.2).
+"""Gemma 4's argument syntax as JSON, streamed (vLLM 0.33.0 vllm/parser/gemma4.py).
 
 `call:NAME{key:value,…}` (or `(…)`): keys are bare words or strings, strings are written
 between `<|"|>` tokens (the engine's PVALUE state, so the delimiter is found by token id

@@ -5,8 +5,8 @@ The format's table finds the markers; the engine hands this module a parameter's
 (PKEY text), its DSML flag (PTYPE) and its value (PVALUE). Each `key → value` becomes
 `"key": value` once the key is known: string values stream as escaped text as they
 arrive, other values are converted when the parameter closes. What is sent is therefore
-always final — the stable-prefix rule of reference/vllm-parsers.md §1.5 — and nothing is
-re-converted.
+always final — the stable-prefix rule of vLLM's `ParserEngine._safe_arg_prefix`
+(vllm/parser/engine/parser_engine.py) — and nothing is re-converted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Pythonic call lists: `[f(a=1, b='x'), g()]` (Llama 3.2 / 4, reference §2.15).
+"""Pythonic call lists: `[f(a=1, b='x'), g()]` (Llama 3.2 / 4, vLLM's pythonic_tool_parser.py).
 
 Each keyword value is converted to JSON when it completes (convert.python_literal); a
 plain quoted string streams as a JSON string instead, so a long argument costs a record
 its own length, not the value's. A value that is no literal drops the call when it is
-the call's first, else just itself (reference P09). A sniffed `[` that turns out to be
+the call's first, else just itself (test_tool_cases.py P09). A sniffed `[` that turns out to be
 no call list is given back as content (calls.fall_back).
 """
 

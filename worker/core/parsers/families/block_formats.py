@@ -1,5 +1,5 @@
-"""Typed-block formats (vllm-parsers-0.33.md rows 21-22): Thinking Machines Inkling and
-MBZUAI K2 Horizon's `<ifm|…>` markup.
+"""Typed-block formats (vLLM 0.33.0 vllm/parser/inkling.py, the k2_horizon parsers):
+Thinking Machines Inkling and MBZUAI K2 Horizon's `<ifm|…>` markup.
 
 Inkling's output is a sequence of blocks, every marker a special token:
 `<|message_model|>` opens a message header, a block kind ends it — `<|content_thinking|>`
@@ -120,7 +120,7 @@ def _inkling_tools() -> ToolFormat:
     )
 
 
-# -- K2 Horizon (vllm-parsers-0.33.md row 22) ---------------------------------------------
+# -- K2 Horizon (vLLM's vllm/reasoning/k2_horizon_reasoning_parser.py, its tool parser) ----
 # vLLM's K2 Horizon parsers: DeepSeek R1's reasoning (the output starts inside it; after
 # its end everything is content, markers included) whose end marker is the pair that
 # `chat_template_kwargs.reasoning_effort` picks — all three pairs are read here — and
@@ -211,7 +211,7 @@ def _k2_horizon_tools() -> ToolFormat:
 BLOCK_REASONING_FORMATS: dict[str, ReasoningFormat] = {
     "inkling": INKLING_REASONING,
     "k2_horizon": _k2_horizon_reasoning(),
-    **MUSE_REASONING_FORMATS,  # row 11, Muse's messages (muse.py)
+    **MUSE_REASONING_FORMATS,  # Muse's messages (muse.py)
 }
 BLOCK_TOOL_FORMATS: dict[str, ToolFormat] = {
     "inkling": _inkling_tools(),

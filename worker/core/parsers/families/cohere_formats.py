@@ -1,5 +1,5 @@
-"""Cohere Command A (vllm-parsers-0.33.md row 19): `cohere_command3` and `cohere_command4`,
-reasoning and tools.
+"""Cohere Command A (vLLM 0.33.0 vllm/parser/cohere_command.py): `cohere_command3` and
+`cohere_command4`, reasoning and tools.
 
 vLLM 0.33 hands the whole output to the `cohere_melody` library (presets `cmd3` /
 `cmd4`): a filter whose special tokens switch between text modes from any mode —

@@ -1,5 +1,6 @@
 """IBM Granite 3.x, OLMo 3, StepFun Step-3, Tencent Hunyuan and Baidu ERNIE 4.5
-(vllm-parsers-0.33.md rows 12, 13, 15, 17, 18) as entries of the one engine's tables.
+(vLLM 0.33.0's `granite`, `olmo3`, `step3`, `hunyuan_a13b`, `hy_v3`, `hy_v4`, `ernie45`
+parsers in vllm/reasoning/ and vllm/tool_parsers/) as entries of the one engine's tables.
 
 formats.py adds `FAMILY_REASONING_FORMATS` and `FAMILY_TOOL_FORMATS` to the registry.
 """
@@ -38,7 +39,7 @@ from worker.core.parsers.language.grammar import (
 )
 from worker.core.parsers.language.state import CallList, CallParams, CallPythonic
 
-# -- IBM Granite 3.x (row 12) --------------------------------------------------------------
+# -- IBM Granite 3.x (vllm/parser/granite.py, granite_reasoning_parser.py) -----------------
 
 # Granite 3.2 separates its answer with plain-text phrases, no tokens. vLLM's parser
 # finds the first "Here is my thought process:" (or "Here's …") and the first "Here is my
@@ -93,7 +94,7 @@ GRANITE_20B_FC = ToolFormat(
     forced=FORCED_JSON,
 )
 
-# -- OLMo 3 (row 13) -----------------------------------------------------------------------
+# -- OLMo 3 (olmo3_reasoning_parser.py, olmo3_tool_parser.py) ------------------------------
 
 # `<think>` and `</think>` are ordinary text for OLMo 3 (matched on text). The template may
 # write the first `<think>` itself, so the output starts in reasoning (vLLM's streaming
@@ -126,7 +127,7 @@ OLMO3_TOOLS = ToolFormat(
     bare_list=True,
 )
 
-# -- StepFun Step-3 (row 15) ---------------------------------------------------------------
+# -- StepFun Step-3 (step3_reasoning_parser.py, step3_tool_parser.py) ----------------------
 
 # Step-3 writes only `</think>`: everything before the first one is reasoning, as written
 # (a `<think>` the model writes stays in it), everything after it content. No switch.
@@ -176,7 +177,7 @@ STEP3_TOOLS = ToolFormat(
     forced=FORCED_JSON,
 )
 
-# -- Baidu ERNIE 4.5 (row 18) --------------------------------------------------------------
+# -- Baidu ERNIE 4.5 (ernie45_reasoning_parser.py, ernie45_tool_parser.py) -----------------
 
 # Reasoning until the first `</think>` (a `<think>` the model writes is dropped), as
 # vLLM's think-tag base class. No switch.
@@ -211,7 +212,7 @@ ERNIE45_TOOLS = ToolFormat(
     forced=FORCED_JSON,
 )
 
-# -- Tencent Hunyuan A13B (row 17) ---------------------------------------------------------
+# -- Tencent Hunyuan A13B (hunyuan_a13b_reasoning_parser.py, …_tool_parser.py) -------------
 
 # `<think>\n…\n</think>\n<answer>\n…\n</answer>`, all text. The reasoning block is the one
 # opened from content (vLLM's regex reads the first); the answer ends at `\n</answer>`,
@@ -243,7 +244,7 @@ HUNYUAN_A13B_TOOLS = ToolFormat(
     forced=FORCED_JSON,
 )
 
-# -- Tencent HY3 / HY4 (row 17) ------------------------------------------------------------
+# -- Tencent HY3 / HY4 (hy_v3_* and hy_v4_* parsers) ---------------------------------------
 
 # Think tags (special tokens), reasoning until the first `</think>` (a `<think>` the model
 # writes is dropped), as vLLM's think-tag base class; `reasoning_effort: "no_think"`

@@ -6,7 +6,7 @@ A format is a small configuration of the one engine (grammar.py says what one ho
 the configurations are in reasoning_formats.py, json_formats.py and markup_formats.py.
 Markers are literal strings; `spec.compile_parser` finds which of them are single added
 tokens of the model's tokenizer and matches those by token id, the rest on text.
-Formats follow reference/vllm-parsers.md §2 (the section is named at each config).
+Formats follow vLLM 0.33.0's parsers (each family's tables name its vLLM file).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "deepseek_v3": DEEPSEEK_V3,
     "qwen3_coder": _QWEN3_CODER,
     "qwen3_xml": qwen3_xml("qwen3_xml"),
-    # vllm-parsers-0.33.md §3.7, the Qwen3-grammar relatives.
+    # The Qwen3-grammar relatives (vllm/parser/seed_oss.py, step3p5.py, mimo.py, …).
     "seed_oss": qwen3_xml("seed_oss", "<seed:tool_call>", "</seed:tool_call>"),
     "step3p5": _QWEN3_CODER,
     "step5": qwen3_xml("step5", keep_whitespace=True),
@@ -93,32 +93,33 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "minimax_m3": MINIMAX_M3,
     "gemma4": GEMMA4,
     "functiongemma": FUNCTIONGEMMA,
-    # §3.1: a call is a message addressed to `functions.NAME`; its body is the arguments
-    # as written. "required" and named choices are constrained to the same messages.
+    # vllm/parser/harmony.py: a call is a message addressed to `functions.NAME`; its body is
+    # the arguments as written. "required" and named choices are constrained to the same
+    # messages.
     "openai": ToolFormat(
         "openai", HARMONY.table(), CallVerbatim, forced=FORCED_NATIVE, frames=HARMONY
     ),
 }
 
-# vllm-parsers-0.33.md rows 21-22: typed blocks (block_formats.py).
+# Typed blocks: Inkling, K2 Horizon (block_formats.py).
 TOOL_FORMATS.update(BLOCK_TOOL_FORMATS)
 REASONING_FORMATS.update(BLOCK_REASONING_FORMATS)
-# vllm-parsers-0.33.md rows 12, 13, 15, 17, 18: Granite 3.x, OLMo 3, Step-3, Hunyuan,
+# Granite 3.x, OLMo 3, Step-3, Hunyuan,
 # ERNIE 4.5 (family_formats.py).
 TOOL_FORMATS.update(FAMILY_TOOL_FORMATS)
 REASONING_FORMATS.update(FAMILY_REASONING_FORMATS)
 
-# vllm-parsers-0.33.md row 19: Cohere Command A (cohere_formats.py).
+# Cohere Command A (cohere_formats.py).
 TOOL_FORMATS.update(COHERE_TOOL_FORMATS)
 REASONING_FORMATS.update(COHERE_REASONING_FORMATS)
-# vllm-parsers-0.33.md row 24, the long tail (longtail_formats.py).
+# The long tail (longtail_formats.py).
 TOOL_FORMATS.update(LONGTAIL_TOOL_FORMATS)
 REASONING_FORMATS.update(LONGTAIL_REASONING_FORMATS)
-# vllm-parsers-0.33.md row 23: `hf` / `beam` are built from the model's response template
+# `hf` / `beam` are built from the model's response template
 # (response_template.py); these entries only make the names known.
 TOOL_FORMATS.update(PLACEHOLDER_TOOLS)
 REASONING_FORMATS.update(PLACEHOLDER_REASONING)
-# vllm-parsers-0.33.md row 24: MiniCPM-V's reasoning, MiniCPM5's tools (minicpm_formats.py).
+# MiniCPM-V's reasoning, MiniCPM5's tools (minicpm_formats.py).
 TOOL_FORMATS.update(MINICPM_TOOL_FORMATS)
 REASONING_FORMATS.update(MINICPM_REASONING_FORMATS)
 

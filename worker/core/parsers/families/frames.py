@@ -1,4 +1,4 @@
-"""Harmony messages (vllm-parsers-0.33.md §3.1): their markers (`HARMONY`), what a
+"""Harmony messages (vLLM 0.33.0 vllm/parser/harmony.py): their markers (`HARMONY`), what a
 message header says, and what its body therefore is.
 
 A header is the text between the start of a message and `<|message|>`, special tokens

@@ -1,6 +1,6 @@
 """Tool formats whose arguments are JSON text, or a Python call list
-(reference/vllm-parsers.md §2.8-2.11, §2.14-2.15): hermes and its relatives, Kimi K2,
-Mistral, Llama 3 JSON, pythonic, DeepSeek V3.
+(vLLM 0.33.0 vllm/tool_parsers/, the file named at each table): hermes and its
+relatives, Kimi K2, Mistral, Llama 3 JSON, pythonic, DeepSeek V3.
 
 Markers delimit a call (or a block of calls); call_list.py reads `{"name", "arguments"}`
 objects, json_args.py passes JSON arguments through, pythonic.py converts keyword
@@ -36,7 +36,7 @@ from worker.core.parsers.language.grammar import (
 from worker.core.parsers.language.markers import KIMI_SECTION, MISTRAL_TOOL_CALLS, QWEN_TOOL_CALL
 from worker.core.parsers.language.state import CallJson, CallList, CallPythonic
 
-# -- hermes (§2.8) -------------------------------------------------------------------------
+# -- hermes (hermes_tool_parser.py) --------------------------------------------------------
 
 
 def hermes(
@@ -64,7 +64,7 @@ def hermes(
 
 HERMES = hermes("hermes")
 
-# -- kimi_k2 (§2.14) -----------------------------------------------------------------------
+# -- kimi_k2 (kimi_k2_tool_parser.py, vllm/parser/kimi_k2.py) ------------------------------
 
 
 def _kimi_k2() -> ToolFormat:
@@ -92,7 +92,7 @@ def _kimi_k2() -> ToolFormat:
 KIMI_K2 = _kimi_k2()
 
 
-# -- mistral (§2.10) -------------------------------------------------------------------------
+# -- mistral (mistral_tool_parser.py, vllm/parser/mistral.py) ------------------------------
 
 MISTRAL_V11 = ToolFormat(
     "mistral",
@@ -123,7 +123,7 @@ MISTRAL_PRE_V11 = ToolFormat(
     forced=FORCED_NATIVE,
 )
 
-# -- llama3_json (§2.9) ----------------------------------------------------------------------
+# -- llama3_json (llama_tool_parser.py) ----------------------------------------------------
 
 LLAMA3_JSON = ToolFormat(
     "llama3_json",
@@ -138,7 +138,7 @@ LLAMA3_JSON = ToolFormat(
     fallback=True,
 )
 
-# -- pythonic (§2.15) ------------------------------------------------------------------------
+# -- pythonic (pythonic_tool_parser.py, llama4_pythonic_tool_parser.py) --------------------
 
 PYTHONIC = ToolFormat(
     "pythonic",
@@ -152,7 +152,8 @@ PYTHONIC = ToolFormat(
     forced=FORCED_JSON,  # vLLM has no structural tag for it
 )
 
-# -- DeepSeek V3 / V3.1 (§2.11; not asked for, but two more tables cost nothing) ---------
+# -- DeepSeek V3 / V3.1 (deepseekv3_tool_parser.py, deepseekv31_tool_parser.py) ------------
+# Not asked for, but two more tables cost nothing.
 
 _V3_CALLS, _V3_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 _V3_CALL, _V3_CALL_END, _V3_SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
@@ -165,7 +166,7 @@ DEEPSEEK_V31 = ToolFormat(
         (NAME, _V3_SEP): Transition(ARGS),
         (ARGS, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
         (NAME, _V3_CALL_END): Transition(PREAMBLE, CALL_END),
-        # Text after the block is dropped (reference D02).
+        # Text after the block is dropped (test_tool_cases_markers.py D02).
         (PREAMBLE, _V3_CALLS_END): Transition(PREAMBLE),
     },
     CallJson,

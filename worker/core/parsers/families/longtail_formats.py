@@ -1,4 +1,4 @@
-"""The long tail of vLLM 0.33's tool parsers (vllm-parsers-0.33.md row 24) whose calls are
+"""The long tail of vLLM 0.33's tool parsers (in vllm/tool_parsers/) whose calls are
 JSON call lists (call_list.py reads the objects) or Python call lists (pythonic.py), as
 entries of the one engine's table:
 Phi-4-mini's `functools[…]`, InternLM2's `<|action_start|><|plugin|>{…}<|action_end|>`,

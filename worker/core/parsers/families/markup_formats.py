@@ -1,6 +1,6 @@
-"""Tool formats whose arguments are key/value markup (reference/vllm-parsers.md §2.12-2.13,
-vllm-parsers-0.33.md §3.2-3.5): DSML, Qwen3 XML and its relatives, GLM, MiniMax M2 and
-M3, Kimi K3's XTML, Gemma 4.
+"""Tool formats whose arguments are key/value markup (vLLM 0.33.0's configs in
+vllm/parser/, the file named at each table): DSML, Qwen3 XML and its relatives, GLM,
+MiniMax M2 and M3, Kimi K3's XTML, Gemma 4.
 
 The tables name each parameter's key and value markers; params.py turns `key → value`
 into a JSON object as values complete (gemma.py and elements.py read Gemma's and
@@ -44,7 +44,7 @@ from worker.core.parsers.language.markers import (
 )
 from worker.core.parsers.language.state import CallElements, CallGemma, CallParams
 
-# -- DSML: deepseek_v4, deepseek_v32 (§2.12) ----------------------------------------------
+# -- DSML: deepseek_v4, deepseek_v32 (vllm/parser/deepseek_v4.py, deepseek_v32.py) ---------
 
 
 def dsml(name: str, wrapper: str, space: str = "", variants: tuple[str, ...] = ()) -> ToolFormat:
@@ -84,7 +84,7 @@ def dsml(name: str, wrapper: str, space: str = "", variants: tuple[str, ...] = (
     return ToolFormat(name, t, CallParams, typed_flag=True, schema=True)
 
 
-# -- qwen3_coder / qwen3_xml (§2.13) ------------------------------------------------------
+# -- qwen3_coder / qwen3_xml (vllm/parser/qwen3.py) ----------------------------------------
 
 
 def qwen3_xml(
@@ -126,7 +126,7 @@ def qwen3_xml(
     )
 
 
-# -- GLM-4.5 … 5.x (vllm-parsers-0.33.md §3.3) ---------------------------------------------
+# -- GLM-4.5 … 5.x (vllm/parser/glm47_moe.py) ----------------------------------------------
 
 
 def _glm45() -> ToolFormat:
@@ -157,7 +157,8 @@ def _glm45() -> ToolFormat:
 
 
 GLM45 = _glm45()
-# §3.3: Laguna writes GLM-4's calls; any name is taken, untyped values are guessed.
+# poolside_v1_tool_parser.py: Laguna writes GLM-4's calls; any name is taken, untyped values
+# are guessed.
 POOLSIDE_V1 = replace(
     GLM45,
     name="poolside_v1",
@@ -174,7 +175,7 @@ POOLSIDE_V1 = replace(
     ),
 )
 
-# -- MiniMax M2 / M2.x (vllm-parsers-0.33.md §3.5) -----------------------------------------
+# -- MiniMax M2 / M2.x (vllm/parser/minimax_m2.py) -----------------------------------------
 
 
 def _minimax_m2() -> ToolFormat:
@@ -207,7 +208,7 @@ def _minimax_m2() -> ToolFormat:
 
 MINIMAX_M2 = _minimax_m2()
 
-# -- Gemma 4, FunctionGemma (vllm-parsers-0.33.md §3.2) --------------------------------------
+# -- Gemma 4, FunctionGemma (vllm/parser/gemma4.py, functiongemma_tool_parser.py) ----------
 
 
 def _gemma(
@@ -238,7 +239,7 @@ def _gemma(
     )
 
 
-# §3.2: Gemma 4's calls; `<|"|>` strings, bare values typed by the schema.
+# vllm/parser/gemma4.py: Gemma 4's calls; `<|"|>` strings, bare values typed by the schema.
 GEMMA4 = _gemma("gemma4", "<|tool_call>", "<tool_call|>", '<|"|>', "<turn|>", FORCED_NATIVE)
 # FunctionGemma 270M: the same call syntax with `<escape>` strings; only those values
 # count, each JSON when it parses (no schema), and tool_choice required / named are the
@@ -253,7 +254,7 @@ FUNCTIONGEMMA = _gemma(
     guess=True,
 )
 
-# -- MiniMax M3 (vllm-parsers-0.33.md §3.5) ------------------------------------------------
+# -- MiniMax M3 (vllm/parser/minimax_m3.py) ------------------------------------------------
 
 
 def _minimax_m3() -> ToolFormat:
@@ -280,7 +281,7 @@ def _minimax_m3() -> ToolFormat:
 
 MINIMAX_M3 = _minimax_m3()
 
-# -- Kimi K3 (vllm-parsers-0.33.md §3.4) ---------------------------------------------------
+# -- Kimi K3 (vllm/parser/kimi_k3.py, kimi_k3_tool_parser.py) ------------------------------
 
 
 def _kimi_k3() -> ToolFormat:

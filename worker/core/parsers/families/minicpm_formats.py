@@ -1,4 +1,5 @@
-"""OpenBMB's MiniCPM family (vllm-parsers-0.33.md row 24): MiniCPM-V's reasoning (`minicpmv`)
+"""OpenBMB's MiniCPM family (vLLM 0.33.0 vllm/parser/minicpmv.py,
+vllm/tool_parsers/minicpm5xml_tool_parser.py): MiniCPM-V's reasoning (`minicpmv`)
 and MiniCPM5's XML tool calls (`minicpm5`).
 
 MiniCPM-V (vLLM 0.33's minicpmv engine config): Qwen3's grammar — `<think>…</think>`,

@@ -1,4 +1,4 @@
-"""Meta Muse's channel-scoped messages (vllm-parsers-0.33.md row 11): `muse` (and its
+"""Meta Muse's channel-scoped messages (vLLM 0.33.0 muse_* parsers): `muse` (and its
 alias `musespark1x`) and `muse_glimmer`.
 
 Output is a sequence of messages, as gpt-oss's is (frames.py), each a header and a body:

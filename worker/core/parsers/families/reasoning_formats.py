@@ -1,4 +1,4 @@
-"""The reasoning formats (reference/vllm-parsers.md §2.1-2.6, vllm-parsers-0.33.md §3).
+"""The reasoning formats (vLLM 0.33.0 vllm/reasoning/ and the configs in vllm/parser/).
 
 Each names its think markers and how the start state is chosen: the prompt's last think
 marker, the request's chat_template_kwargs, or the format's default. Most are vLLM's
@@ -28,8 +28,8 @@ from worker.core.parsers.language.markers import (
 )
 
 REASONING_FORMATS: dict[str, ReasoningFormat] = {
-    # §2.2: no <think> in the output means the template put it in the prompt.
-    # vLLM 0.33 still runs both with its older think-tag class.
+    # deepseek_r1_reasoning_parser.py: no <think> in the output means the template put it in
+    # the prompt. vLLM 0.33 still runs both with its older think-tag class.
     "deepseek_r1": ReasoningFormat(
         "deepseek_r1",
         THINK,
@@ -39,7 +39,8 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         empty_as_text=True,
         once=True,
     ),
-    # §2.4: V3.1/V3.2 think only when asked to (`thinking` / `enable_thinking`).
+    # deepseek_v3_reasoning_parser.py: V3.1/V3.2 think only when asked to (`thinking` /
+    # `enable_thinking`).
     "deepseek_v3": ReasoningFormat(
         "deepseek_v3",
         THINK,
@@ -50,7 +51,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         off_is_plain=True,
         once=True,
     ),
-    # vllm-parsers-0.33.md §3.7: deepseek_v3 thinking unless the kwargs switch it off.
+    # deepseek_v3_reasoning_parser.py: deepseek_v3 thinking unless the kwargs switch it off.
     "holo2": ReasoningFormat(
         "holo2",
         THINK,
@@ -61,7 +62,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         off_is_plain=True,
         once=True,
     ),
-    # §2.3: Qwen3.5 may open a tool call without closing </think>.
+    # vllm/parser/qwen3.py: Qwen3.5 may open a tool call without closing </think>.
     "qwen3": ReasoningFormat(
         "qwen3",
         THINK,
@@ -73,7 +74,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         off_is_plain=True,  # `enable_thinking: false`: the output is content, verbatim
         kwargs_keys=("enable_thinking",),
     ),
-    # §2.4: thinking on by default; a DSML block inside reasoning ends it.
+    # vllm/parser/deepseek_v4.py: thinking on by default; a DSML block inside reasoning ends it.
     "deepseek_v4": ReasoningFormat(
         "deepseek_v4",
         THINK,
@@ -82,7 +83,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         implicit_end=(DSML_V4_BLOCK, *DSML_V4_VARIANTS),
         effort_none=True,
     ),
-    # vllm-parsers-0.33.md §3.6: V4 with spaced DSML.
+    # vllm/parser/deepseek_v41.py: V4 with spaced DSML.
     "deepseek_v41": ReasoningFormat(
         "deepseek_v41",
         THINK,
@@ -91,7 +92,7 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         implicit_end=(DSML_V41_BLOCK,),
         effort_none=True,
     ),
-    # §2.6
+    # vllm/parser/kimi_k2.py
     "kimi_k2": ReasoningFormat(
         "kimi_k2",
         THINK,
@@ -100,8 +101,8 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         implicit_end=(KIMI_SECTION,),
         off_is_plain=True,  # vLLM's config drops its think rules when thinking is off
     ),
-    # §2.5: a trace must start with [THINK]; the prompt does not decide (old system
-    # prompts carry pre-filled [THINK]…[/THINK]).
+    # vllm/parser/mistral.py: a trace must start with [THINK]; the prompt does not decide
+    # (old system prompts carry pre-filled [THINK]…[/THINK]).
     "mistral": ReasoningFormat(
         "mistral",
         "[THINK]",
@@ -111,8 +112,8 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         from_kwargs=False,
         implicit_end=(MISTRAL_TOOL_CALLS,),
     ),
-    # §3.3: GLM-4.5 … 5.x; thinking on unless `thinking` / `enable_thinking` is false,
-    # and then the think tags are text.
+    # vllm/parser/glm47_moe.py: GLM-4.5 … 5.x; thinking on unless `thinking` /
+    # `enable_thinking` is false, and then the think tags are text.
     "glm45": ReasoningFormat(
         "glm45",
         THINK,
@@ -122,7 +123,8 @@ REASONING_FORMATS: dict[str, ReasoningFormat] = {
         off_is_plain=True,
     ),
 }
-# §3.5: the template opens <think>; the prompt decides, chat_template_kwargs do not.
+# minimax_m2_reasoning_parser.py: the template opens <think>; the prompt decides,
+# chat_template_kwargs do not.
 REASONING_FORMATS["minimax_m2"] = ReasoningFormat(
     "minimax_m2",
     THINK,
@@ -135,9 +137,9 @@ REASONING_FORMATS["minimax_m2"] = ReasoningFormat(
 REASONING_FORMATS["minimax_m2_append_think"] = ReasoningFormat(
     "minimax_m2_append_think", THINK, END_THINK, thinking_default=False, append=True
 )
-# §3.1: gpt-oss. vLLM parses Harmony whenever the model is gpt-oss; the names say which
-# parts are kept (no reasoning parser: analysis is dropped; no tool parser: calls are).
-# Nothing is stripped: a message's text is sent as written.
+# vllm/parser/harmony.py: gpt-oss. vLLM parses Harmony whenever the model is gpt-oss; the
+# names say which parts are kept (no reasoning parser: analysis is dropped; no tool parser:
+# calls are). Nothing is stripped: a message's text is sent as written.
 REASONING_FORMATS["openai_gptoss"] = ReasoningFormat(
     "openai_gptoss",
     "",
@@ -163,10 +165,10 @@ REASONING_FORMATS["step3p5"] = replace(
     _QWEN3, name="step3p5", from_kwargs=False, strip_trailing=True
 )
 REASONING_FORMATS["mimo"] = replace(_QWEN3, name="mimo")
-# §3.7: Nemotron 3 (served with the qwen3_coder tools): thinking from `enable_thinking`,
-# which switched off leaves the think rules on (a stray </think> is dropped); reasoning's
-# trailing whitespace stripped; an answer that wrote only reasoning can ask for it as
-# content.
+# vllm/parser/nemotron_v3.py: Nemotron 3 (served with the qwen3_coder tools): thinking from
+# `enable_thinking`, which switched off leaves the think rules on (a stray </think> is
+# dropped); reasoning's trailing whitespace stripped; an answer that wrote only reasoning
+# can ask for it as content.
 REASONING_FORMATS["nemotron_v3"] = replace(
     _QWEN3, name="nemotron_v3", strip_trailing=True, off_is_plain=False, swap=SWAP_BLANK
 )
@@ -177,9 +179,9 @@ REASONING_FORMATS["granite_thinking_parser"] = replace(
     lstrip_newlines=True,
     swap=SWAP_ABSENT,
 )
-# §3.2: Gemma 4. Reasoning is a channel, opened anywhere, its first line the channel
-# name; the prompt says whether the output starts inside one (thinking is the prompt's
-# business, not the parser's).
+# vllm/parser/gemma4.py: Gemma 4. Reasoning is a channel, opened anywhere, its first line
+# the channel name; the prompt says whether the output starts inside one (thinking is the
+# prompt's business, not the parser's).
 REASONING_FORMATS["gemma4"] = ReasoningFormat(
     "gemma4",
     "<|channel>",
@@ -189,8 +191,9 @@ REASONING_FORMATS["gemma4"] = ReasoningFormat(
     implicit_end=("<|tool_call>",),
     prefix="thought\n",
 )
-# §3.5: MiniMax M3. `thinking_mode: "enabled"` means the template opened the block;
-# otherwise reasoning is whatever the model puts in one. Whitespace is kept.
+# vllm/parser/minimax_m3.py: MiniMax M3. `thinking_mode: "enabled"` means the template
+# opened the block; otherwise reasoning is whatever the model puts in one. Whitespace is
+# kept.
 REASONING_FORMATS["minimax_m3"] = ReasoningFormat(
     "minimax_m3",
     "<mm:think>",
@@ -202,8 +205,8 @@ REASONING_FORMATS["minimax_m3"] = ReasoningFormat(
     text_match=True,
     empty_as_text=True,  # an empty block says `reasoning: ""`
 )
-# §3.4: Kimi K3's XTML (markers.XTML_*); vLLM matches them all on text. Thinking is on
-# unless switched off.
+# kimi_k3_reasoning_parser.py: Kimi K3's XTML (markers.XTML_*); vLLM matches them all on
+# text. Thinking is on unless switched off.
 REASONING_FORMATS["kimi_k3"] = ReasoningFormat(
     "kimi_k3",
     XTML_OPEN + "think" + XTML_SEP,
@@ -220,7 +223,7 @@ REASONING_FORMATS["kimi_k3"] = ReasoningFormat(
     ),
     text_match=True,
 )
-# §3.3: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
+# vllm/parser/ling3.py: Ling 3 runs GLM's parser; poolside Laguna's reasoning is deepseek_v3's.
 REASONING_FORMATS["ling3"] = REASONING_FORMATS["glm45"]
 REASONING_FORMATS["poolside_v1"] = replace(REASONING_FORMATS["deepseek_v3"], name="poolside_v1")
 

@@ -1,5 +1,5 @@
 """Response templates: the checkpoint describes its own output format (vLLM 0.33's `hf` and
-`beam` parsers, vllm-parsers-0.33.md row 23).
+`beam` parsers, vllm/parser/response_template.py and beam.py).
 
 A template is the `response_template` object of the model's `tokenizer_config.json`
 (transformers' chat-parsing format, version 1): a `start_anchor` and `fields`, each a

@@ -111,7 +111,8 @@ class CallShape:
     keyed: bool = False
 
 
-# tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (§3.3).
+# tool_choice "required": the constrained output is `[{"name", "parameters"}, …]` (vLLM's
+# `get_json_schema_from_tools`, vllm/tool_parsers/utils.py).
 REQUIRED_CALLS = CallShape(SHAPE_ARRAY, ("parameters",))
 
 
@@ -123,7 +124,7 @@ SWAP_ABSENT = 2  # only when the answer wrote no content at all (Granite 4.2)
 
 @dataclass(frozen=True)
 class Frames:
-    """Output made of messages (gpt-oss Harmony, vllm-parsers-0.33.md §3.1): a header
+    """Output made of messages (gpt-oss Harmony, vLLM's vllm/parser/harmony.py): a header
     (read whole, bounded) up to `body`, then the body up to one of `ends`, then text
     that is dropped until `start` opens the next header. The first header needs no
     `start`: the prompt ended with it (`<|start|>assistant`). What a header says is

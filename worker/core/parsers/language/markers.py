@@ -12,5 +12,5 @@ KIMI_SECTION = "<|tool_calls_section_begin|>"
 MISTRAL_TOOL_CALLS = "[TOOL_CALLS]"
 MINIMAX_TOOL_CALL = "<minimax:tool_call>"
 # Kimi K3's XTML: every marker is `<|open|>` / `<|close|>` + a name (+ attributes) +
-# `<|sep|>` (vllm-parsers-0.33.md §3.4).
+# `<|sep|>` (vLLM 0.33.0 vllm/parser/kimi_k3.py).
 XTML_OPEN, XTML_CLOSE, XTML_SEP = "<|open|>", "<|close|>", "<|sep|>"

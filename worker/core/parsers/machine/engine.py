@@ -1,4 +1,4 @@
-"""The one streaming engine every format configures (reference/vllm-parsers.md §1.5, §7).
+"""The one streaming engine every format configures (as vLLM's vllm/parser/engine/).
 
 Per `feed(spec, state, text, token_ids, final)`:
 
