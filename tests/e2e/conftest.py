@@ -35,6 +35,7 @@ E2E_MODULES = ("test_engine_oracle.py",)
 WORKER_READY_TIMEOUT_S = 60.0
 
 TIMINGS: dict[str, float] = {}
+REPLY_PARTITIONS = (1, 3)
 
 
 def e2e_selected(config: pytest.Config) -> bool:
@@ -162,10 +163,18 @@ def loop(
     engine_url: str, kafka_bootstrap: str, e2e_topics: dict[str, str], e2e_worker: WorkerProcess
 ) -> Iterator[Loop]:
     """Our side: render → generate → records on the input topic → the worker → its
-    outputs read back (tests/e2e/loop.py), on its own event loop thread."""
+    outputs read back from its reply partitions (tests/e2e/loop.py), on its own event loop
+    thread."""
     from tests.e2e.loop import Loop
 
-    with Loop(engine_url, kafka_bootstrap, e2e_topics["input"], e2e_topics["output"]) as ours:
+    # Replies on two of the output topic's four partitions, as one gateway replica of two.
+    with Loop(
+        engine_url,
+        kafka_bootstrap,
+        e2e_topics["input"],
+        e2e_topics["output"],
+        reply_partitions=REPLY_PARTITIONS,
+    ) as ours:
         ours.worker_check = lambda: (
             None if e2e_worker.alive else f"the worker exited; log {e2e_worker.log_path}"
         )

@@ -4,8 +4,8 @@ For one client body: `POST {engine}/v1/chat/completions/render` (or `/v1/complet
 → the rendered request to `{engine}/inference/v1/generate` → every SSE event one ChunkRecord
 on the input topic (`Publisher`; seq 0 carries the request context, `[DONE]` becomes `end`,
 an engine error `abort`) → a real `derender-worker run` → its outputs read back with
-`OutputReader`, following the request id → the body a client gets: the SSE `data:` lines
-ending `data: [DONE]`, or the whole response.
+`OutputReader`, following the request id on the reply partition its seq-0 record named →
+the body a client gets: the SSE `data:` lines ending `data: [DONE]`, or the whole response.
 
 `Loop.client()` is an `openai.OpenAI` whose HTTP is answered by this, so the same SDK code
 reads our answer and the coupled server's (tests/e2e/oracle.py). Kafka's clients live on
@@ -19,7 +19,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
@@ -87,9 +87,19 @@ class Loop:
     """Render → generate → Kafka → the worker → Kafka, for one client body at a time."""
 
     def __init__(
-        self, engine_url: str, bootstrap: str, input_topic: str, output_topic: str
+        self,
+        engine_url: str,
+        bootstrap: str,
+        input_topic: str,
+        output_topic: str,
+        reply_partitions: Sequence[int] = (),
     ) -> None:
         self.engine_url = engine_url
+        # As a gateway replica: each request names one of these output partitions, in
+        # turn, as its `reply_partition`, and only they are read. Empty: no reply routing
+        # (outputs on their key's partition, every partition read).
+        self.reply_partitions = list(reply_partitions)
+        self._turn = 0
         self.bootstrap = bootstrap
         self.input_topic = input_topic
         self.output_topic = output_topic
@@ -127,7 +137,12 @@ class Loop:
         self._pub = Publisher(self.bootstrap, self.input_topic)
         await self._pub.__aenter__()
         # Follows no request until one is sent; started before any is published.
-        self._reader = OutputReader(self.bootstrap, self.output_topic, request_ids=[])
+        self._reader = OutputReader(
+            self.bootstrap,
+            self.output_topic,
+            request_ids=[],
+            partitions=self.reply_partitions or None,
+        )
         await self._reader.start()
 
     async def _close(self) -> None:
@@ -180,6 +195,9 @@ class Loop:
             "prompt_tokens": len(gen["token_ids"]),
             "chat_request" if chat else "completion_request": body,
         }
+        if self.reply_partitions:
+            context["reply_partition"] = self.reply_partitions[self._turn]
+            self._turn = (self._turn + 1) % len(self.reply_partitions)
         answer = Answer(rid, 200, b"", generate_request=gen)
         self._reader.follow(rid)  # before its first record goes out
         try:

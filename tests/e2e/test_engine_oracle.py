@@ -188,6 +188,10 @@ def test_the_loop_answers_as_vllms_coupled_server(
         check(case, stream, loop.client(), oracle, lambda: loop.answers[-1].generated_ids())
     finally:
         loop.options = Options()
+    answer = loop.answers[-1]
+    # Every output came back on the partition its request named.
+    named = answer.records[0]["reply_partition"]
+    assert {out.partition for out in answer.outputs} == {named}, answer.outputs
 
 
 # Bodies the engine refuses: at render (the first two), or, for a stream, in the generate
