@@ -167,19 +167,21 @@ class Exchange:
                     if whole is not None:
                         whole.add(event)
                     else:
-                        await pub.chunk(rid, event, ctx)
+                        await self._publish({"generate_chunk": event}, ctx)
                         self._published()
             if whole is not None:
-                response = {"request_id": rid, "type": "response", **ctx}
-                await pub.record({**response, "generate_response": whole.response()})
+                await self._publish(
+                    {"type": "response", "generate_response": whole.response()}, ctx
+                )
             else:
-                await pub.end(rid)
+                await self._publish({"type": "end"}, ctx)
             self._published()
         except EngineUnreachable as exc:
-            await self._broke(reply, str(exc), error_body(f"the engine broke off: {exc}", 502))
+            broke_off = error_body(f"the engine broke off: {exc}", 502)
+            await self._broke(reply, ctx, str(exc), broke_off)
         except _EngineError as exc:
             body = json.dumps({"error": exc.error}, ensure_ascii=False).encode()
-            await self._broke(reply, str(exc), body)
+            await self._broke(reply, ctx, str(exc), body)
         except Exception as exc:  # (the broker failing a send: the client is told at once)
             log.exception("%s: cannot publish", rid)
             message = f"the gateway could not publish the request: {exc}"
@@ -190,8 +192,18 @@ class Exchange:
             await self.s.engine.abort(rid)
             if pub.next_seq(rid) > 0:
                 with contextlib.suppress(Exception):
-                    await pub.record(abort_record(rid, self.stop_reason))
+                    await self._publish(abort_record(self.stop_reason), ctx)
             raise
+
+    async def _publish(self, record: dict[str, Any], ctx: dict[str, Any]) -> None:
+        """One record of the request: seq 0 with the context, later ones with the reply
+        partition again (the worker answers a record whose request it lost there too)."""
+        rec = {"request_id": self.request_id, **record}
+        if self.s.publisher.next_seq(self.request_id) == 0:
+            rec.update(ctx)
+        elif "reply_partition" in ctx:
+            rec["reply_partition"] = ctx["reply_partition"]
+        await self.s.publisher.record(rec)
 
     def _published(self) -> None:
         now = time.monotonic()
@@ -201,13 +213,13 @@ class Exchange:
         if self.unanswered_since is None:
             self.unanswered_since = now
 
-    async def _broke(self, reply: Reply, reason: str, body: bytes) -> None:
+    async def _broke(self, reply: Reply, ctx: dict[str, Any], reason: str, body: bytes) -> None:
         log.warning("%s: %s", self.request_id, reason)
         pub = self.s.publisher
         after: int | None = None
         if pub.next_seq(self.request_id) > 0:
             after = pub.next_seq(self.request_id)
-            await pub.record(abort_record(self.request_id, reason))
+            await self._publish(abort_record(reason), ctx)
             self._published()
         reply.put(EngineStopped(502, body, "application/json", after))
         await self.s.engine.abort(self.request_id)

@@ -92,9 +92,9 @@ def context(
     return ctx
 
 
-def abort_record(request_id: str, reason: str) -> dict[str, Any]:
+def abort_record(reason: str) -> dict[str, Any]:
     # (`reason` is for people reading the topic: the worker ignores fields it does not know.)
-    return {"request_id": request_id, "type": "abort", "reason": reason}
+    return {"type": "abort", "reason": reason}
 
 
 class WholeOutput:
