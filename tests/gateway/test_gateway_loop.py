@@ -186,6 +186,9 @@ def test_a_render_refusal_reaches_the_client_unchanged(loop: Loop) -> None:
         sdk(g).chat.completions.create(
             model="nope", messages=[{"role": "user", "content": "hi"}], stream=True
         )
+    nowhere = http.get("/v1/nowhere")
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == 404
+    assert http.get("/v1/chat/completions").status_code == 405
     two = http.post("/v1/completions", json={"model": MODEL, "prompt": ["a", "b"]})
     assert two.status_code == 400 and "one prompt" in two.json()["error"]["message"]
     assert not loop.engine.generated  # (nothing was generated, nothing published)

@@ -19,6 +19,7 @@ import json
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -30,6 +31,7 @@ from worker.gateway.errors import error_body
 from worker.gateway.exchange import Exchange, Services
 from worker.gateway.requests import CHAT, COMPLETION
 from worker.serve.app import ApiKey, Disconnected, TooLarge, read_body
+from worker.serve.app import _http_error as vllm_http_error
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETION_PATH = "/v1/completions"
@@ -132,5 +134,7 @@ def build_app(services: Services, *, api_key: str | None = None, max_body_bytes:
             Route("/health", health, methods=["GET"]),
             Route("/metrics", exposition, methods=["GET"]),
         ],
+        # (An unknown path or method: vLLM's JSON 404 / 405, as `serve` answers them.)
+        exception_handlers={HTTPException: vllm_http_error},
     )
     return ApiKey(app, api_key) if api_key else app
