@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -256,3 +257,34 @@ def test_no_output_within_the_reply_timeout_is_an_error_and_aborts_the_engine(
     with pytest.raises(openai.APIStatusError) as whole:
         chat(c, "a whole answer nobody derenders", False)
     assert whole.value.status_code == 504
+
+
+def test_a_worker_that_stalls_mid_stream_ends_the_stream_with_an_error(loop: Loop) -> None:
+    worker = loop.start_worker()
+    g = loop.start_gateway("--reply-timeout-s", "2")
+    seen = 0
+    try:
+        with pytest.raises(openai.APIError, match="reply-timeout-s") as failure:
+            for _ in sdk(g).chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "slow stall"}], stream=True
+            ):
+                seen += 1
+                if seen == 2:
+                    worker.signal(signal.SIGSTOP)  # (the fleet stops answering)
+    finally:
+        worker.signal(signal.SIGCONT)
+    assert seen >= 2 and not isinstance(failure.value, openai.APIStatusError)
+    records = input_records(loop, lambda rs: bool(aborts(rs)))
+    (abort,) = aborts(records)
+    assert abort["reason"] == "reply timeout"
+    assert ENGINE_PREFIX + abort["request_id"] in loop.engine.aborted
+
+
+def test_the_api_key_guards_the_v1_paths(loop: Loop) -> None:
+    g = loop.start_gateway("--api-key", "s3cret")
+    http = plain(g)
+    refused = http.get("/v1/models")
+    assert refused.status_code == 401 and refused.json() == {"error": "Unauthorized"}
+    assert http.get("/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert http.get("/health").status_code == 200
+    assert "s3cret" not in g.log_text()
