@@ -4,6 +4,7 @@ tests/support/server_fixtures.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ def engine(deepseek: Tokenizer) -> Iterator[StandInEngine]:
 class GatewayProcess:
     argv: list[str]
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
     url: str = ""
     proc: subprocess.Popen[str] | None = None
     lines: list[str] = field(default_factory=list)
@@ -39,7 +41,12 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True
+                self.argv,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, **self.env},
             )
         assert self.proc.stdout is not None
         found = threading.Event()
@@ -114,7 +121,7 @@ def loop(
         workers.append(w)
         return w
 
-    def start_gateway(*extra: str) -> GatewayProcess:
+    def start_gateway(*extra: str, env: dict[str, str] | None = None) -> GatewayProcess:
         argv = [
             sys.executable, "-m", "worker", "gateway",
             "--engine-url", engine.url,
@@ -124,7 +131,8 @@ def loop(
             "--host", "127.0.0.1", "--port", "0",
             *extra,
         ]  # fmt: skip
-        g = GatewayProcess(argv, tmp_path / f"gateway-{len(gateways)}.log").start()
+        log = tmp_path / f"gateway-{len(gateways)}.log"
+        g = GatewayProcess(argv, log, dict(env or {})).start()
         gateways.append(g)
         return g
 

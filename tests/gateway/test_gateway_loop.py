@@ -288,3 +288,23 @@ def test_the_api_key_guards_the_v1_paths(loop: Loop) -> None:
     assert http.get("/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert http.get("/health").status_code == 200
     assert "s3cret" not in g.log_text()
+
+
+def test_a_server_span_per_request_parents_its_records(loop: Loop) -> None:
+    from tests.support.otlp_receiver import otel_env, otlp_receiver
+
+    loop.start_worker()
+    trace_id, client_span = TRACEPARENT.split("-")[1:3]
+    with otlp_receiver() as receiver:
+        g = loop.start_gateway(env=otel_env(receiver, "derender-gateway-test"))
+        ids, _, _ = chat(sdk(g), "traced", True, extra_headers={"traceparent": TRACEPARENT})
+        (rid,) = ids
+        assert g.stop() == 0, g.log_text()  # (its spans are flushed at exit)
+        spans = receiver.wait_for(lambda ss: any(s.kind == "SERVER" for s in ss))
+    (server,) = [s for s in spans if s.kind == "SERVER"]
+    assert (server.trace_id, server.parent_span_id) == (trace_id, client_span)
+    assert server.name.startswith("POST") and server.service == "derender-gateway-test"
+    assert server.attributes["url.path"] == "/v1/chat/completions"
+    records = input_records(loop, lambda rs: any(r.key == rid and b'"end"' in r.value for r in rs))
+    parents = {r.headers.get("traceparent") for r in records if r.key == rid}
+    assert parents == {f"00-{trace_id}-{server.span_id}-01"}

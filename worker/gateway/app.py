@@ -86,6 +86,9 @@ class Endpoint:
             await self._refuse(send, 400, "the body must be a JSON object")
             return
         trace = {k.decode(): headers[k].decode("latin-1") for k in TRACE_HEADERS if k in headers}
+        if self.s.tracing is not None:
+            # The request's SERVER span (the current one) parents the records' spans.
+            self.s.tracing.propagator.inject(trace)
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch(receive, disconnected))
         try:

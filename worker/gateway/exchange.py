@@ -57,6 +57,7 @@ class Services:
     replies: Replies
     metrics: GatewayMetrics
     reply_timeout_s: float
+    tracing: Any = None  # worker.observe.tracing.Tracing when OTEL_* turns it on
 
 
 class _ClientGone:

@@ -18,6 +18,7 @@ from worker.gateway.exchange import Services
 from worker.gateway.metrics import GatewayMetrics
 from worker.gateway.replies import Replies, topic_partitions
 from worker.observe import http_server
+from worker.observe.tracing import setup
 from worker.tools.publisher import Publisher
 
 log = logging.getLogger("derender.gateway")
@@ -55,10 +56,18 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         )
         await replies.start()
         stack.push_async_callback(replies.stop)
+        tracing = setup()  # a SERVER span per request when OTEL_* asks (observe/tracing.py)
         services = Services(
-            engine, publisher, replies, GatewayMetrics(lambda: replies.in_flight), c.reply_timeout_s
+            engine,
+            publisher,
+            replies,
+            GatewayMetrics(lambda: replies.in_flight),
+            c.reply_timeout_s,
+            tracing,
         )
         app = build_app(services, api_key=c.api_key, max_body_bytes=c.max_body_bytes)
+        if tracing is not None:
+            app = tracing.server_spans(app)
         server = await http_server.start(app, c.host, c.port)
         print(f"DERENDER_GATEWAY_URL=http://{c.host}:{server.port}", flush=True)
         log.info(
