@@ -308,3 +308,22 @@ def test_a_server_span_per_request_parents_its_records(loop: Loop) -> None:
     records = input_records(loop, lambda rs: any(r.key == rid and b'"end"' in r.value for r in rs))
     parents = {r.headers.get("traceparent") for r in records if r.key == rid}
     assert parents == {f"00-{trace_id}-{server.span_id}-01"}
+
+
+def test_a_gateway_stopped_mid_stream_closes_its_requests(loop: Loop) -> None:
+    loop.start_worker()
+    g = loop.start_gateway()
+    ids: set[str] = set()
+    with pytest.raises(openai.APIConnectionError):  # (the stream breaks inside)
+        for chunk in sdk(g).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "slow goodbye"}], stream=True
+        ):
+            ids.add(chunk.id)
+            if len(ids) == 1 and g.proc is not None and g.proc.poll() is None:
+                g.proc.terminate()  # (SIGTERM: in-flight requests get the grace period)
+    assert g.stop() == 0, g.log_text()
+    (rid,) = ids
+    records = input_records(loop, lambda rs: bool(aborts(rs)))
+    (abort,) = aborts(records)
+    assert abort["request_id"] == rid and abort["reason"] == "gateway stopped"
+    assert ENGINE_PREFIX + rid in loop.engine.aborted
