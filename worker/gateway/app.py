@@ -91,12 +91,16 @@ class Endpoint:
             self.s.tracing.propagator.inject(trace)
         disconnected = asyncio.Event()
         watcher = asyncio.create_task(_watch(receive, disconnected))
+        me = asyncio.current_task()
+        if me is not None:
+            self.s.active.add(me)
         try:
             result = await Exchange(self.s, self.api, raw, body, trace, send).run(disconnected)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            self.s.active.discard(me)
         self.s.metrics.requests.labels(self.api, result).inc()
 
 

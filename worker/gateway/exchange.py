@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from worker.gateway import metrics as outcome
@@ -58,6 +58,9 @@ class Services:
     metrics: GatewayMetrics
     reply_timeout_s: float
     tracing: Any = None  # worker.observe.tracing.Tracing when OTEL_* turns it on
+    # The requests being answered: at a stop, they finish closing (their abort records
+    # sent) before the publisher closes.
+    active: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
 class _ClientGone:

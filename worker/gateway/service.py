@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.gateway.app import build_app
-from worker.gateway.engine import Engine
+from worker.gateway.engine import ABORT_TIMEOUT_S, Engine
 from worker.gateway.exchange import Services
 from worker.gateway.metrics import GatewayMetrics
 from worker.gateway.replies import Replies, topic_partitions
@@ -22,6 +22,10 @@ from worker.observe.tracing import setup
 from worker.tools.publisher import Publisher
 
 log = logging.getLogger("derender.gateway")
+
+# How long requests cut off by a stop get to abort their engine request and send their
+# abort record (the abort call is bounded by engine.ABORT_TIMEOUT_S).
+DRAIN_TIMEOUT_S = ABORT_TIMEOUT_S + 5.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         await stop.wait()
         server.close()
         await server.wait_closed()
+        if services.active:  # (cancelled after the grace period: still closing)
+            await asyncio.wait(set(services.active), timeout=DRAIN_TIMEOUT_S)
     log.info("stopped")
     return 0
 
