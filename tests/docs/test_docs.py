@@ -116,7 +116,9 @@ def all_docs() -> str:
 def test_every_command_is_documented() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     commands = set(sub.choices)  # type: ignore[arg-type]
-    assert commands == {"run", "replay", "check", "publish", "tail", "demo", "servers", "serve"}
+    assert commands == {
+        "run", "replay", "check", "publish", "tail", "demo", "servers", "serve", "gateway",
+    }  # fmt: skip
     text = all_docs()
     missing = [cmd for cmd in sorted(commands) if f"derender-worker {cmd}" not in text]
     assert not missing, f"no page shows derender-worker {missing}"

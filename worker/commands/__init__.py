@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from worker.commands import check, demo, publish, replay, run, serve, servers, tail
+from worker.commands import check, demo, gateway, publish, replay, run, serve, servers, tail
 from worker.flags import Command
 
 COMMANDS: tuple[Command, ...] = (
     run.COMMAND,
     replay.COMMAND,
     serve.COMMAND,
+    gateway.COMMAND,
     check.COMMAND,
     publish.COMMAND,
     tail.COMMAND,

@@ -110,6 +110,12 @@ class Publisher:
     def next_seq(self, request_id: str) -> int:
         return self._next_seq.get(request_id, 0)
 
+    def forget(self, request_id: str) -> None:
+        """Drop what is kept for a request (its numbering, its headers) once its last
+        record is sent: a long-running publisher, such as the gateway, calls it."""
+        self._next_seq.pop(request_id, None)
+        self._request_headers.pop(request_id, None)
+
     async def record(self, record: dict[str, Any]) -> None:
         """Send one ChunkRecord; a missing `seq` is assigned (0, 1, 2, … per request)."""
         rid = record["request_id"]

@@ -1,0 +1,167 @@
+"""A stand-in vLLM engine at the HTTP seam: render, generate (SSE of real token ids),
+abort and the model list, as vLLM's scale-out endpoints answer them.
+
+The answer to a chat is `ANSWER.format(text=<the last message>)` (a completion's: the
+prompt) encoded by the real DeepSeek V4 tokenizer, streamed a few ids per event, then a
+usage event and `[DONE]`. A message starting with a mode word changes what generate does:
+`drop` (the connection breaks after 3 events), `error` (an error event after 2), `slow`
+(events 50 ms apart, a long answer). It runs on its own thread and event loop, and keeps
+every generate request and every abort it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from tokenizers import Tokenizer
+
+from worker.observe import http_server
+
+MODEL = "deepseek-v4"
+ANSWER = "You said: {text}. Bonjour 你好 😀 and goodbye."
+SLOW_ANSWER = " ".join(["tick tock"] * 200)
+ENGINE_PREFIX = "generate-tokens-"
+
+
+def vllm_error(message: str, status: int = 400) -> JSONResponse:
+    body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}
+    return JSONResponse(body, status)
+
+
+class StandInEngine:
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok = tok
+        self.generated: list[dict[str, Any]] = []  # every generate request's body
+        self.aborted: list[str] = []  # every request id abort_requests was given
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: http_server.HttpServer | None = None
+
+    def answer_text(self, text: str) -> str:
+        return SLOW_ANSWER if text.startswith("slow") else ANSWER.format(text=text)
+
+    def answer_ids(self, text: str) -> list[int]:
+        return list(self.tok.encode(self.answer_text(text), add_special_tokens=False).ids)
+
+    # -- the endpoints ---------------------------------------------------------------------
+
+    def _rendered(self, body: dict[str, Any], text: str, prefix: str) -> dict[str, Any]:
+        prompt = f"<｜User｜>{text}<｜Assistant｜></think>"
+        params: dict[str, Any] = {"temperature": body.get("temperature", 1.0)}
+        # (vLLM's render leaves out a max_tokens equal to its default, 16.)
+        if body.get("max_tokens") not in (None, 16):
+            params["max_tokens"] = body["max_tokens"]
+        return {
+            "request_id": f"{prefix}-rendered",
+            "token_ids": list(self.tok.encode(prompt, add_special_tokens=False).ids),
+            "sampling_params": params,
+            "model": body.get("model"),
+            "stream": False,
+            "x_text": text,  # (what generate answers: the stand-in's own field)
+        }
+
+    async def render_chat(self, request: Request) -> Response:
+        body = await request.json()
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return vllm_error("messages: Field required")
+        if body.get("model") != MODEL:
+            return vllm_error(f"The model `{body.get('model')}` does not exist.", 404)
+        return JSONResponse(self._rendered(body, str(messages[-1]["content"]), "chatcmpl"))
+
+    async def render_completion(self, request: Request) -> Response:
+        body = await request.json()
+        prompts = body.get("prompt")
+        if prompts is None:
+            return vllm_error("prompt: Field required")
+        prompts = prompts if isinstance(prompts, list) else [prompts]
+        return JSONResponse([self._rendered(body, str(p), "cmpl") for p in prompts])
+
+    async def generate(self, request: Request) -> Response:
+        body = await request.json()
+        self.generated.append(body)
+        text = body["x_text"]
+        ids = self.answer_ids(text)
+        limit = body["sampling_params"].get("max_tokens")
+        finish = "stop"
+        if limit is not None and limit < len(ids):
+            ids, finish = ids[:limit], "length"
+        rid = ENGINE_PREFIX + body["request_id"]
+        return StreamingResponse(
+            self._events(rid, text, ids, finish), media_type="text/event-stream"
+        )
+
+    async def _events(self, rid: str, text: str, ids: list[int], finish: str) -> AsyncIterator[str]:
+        cuts = list(range(0, len(ids), 3))
+        for n, start in enumerate(cuts):
+            if text.startswith("drop") and n == 3:
+                raise ConnectionError("the stand-in engine drops the stream")
+            if text.startswith("error") and n == 2:
+                error = {"message": "the stand-in engine failed", "type": "InternalServerError",
+                         "param": None, "code": 500}  # fmt: skip
+                yield f"data: {json.dumps({'error': error})}\n\n"
+                yield "data: [DONE]\n\n"
+                return
+            if text.startswith("slow"):
+                await asyncio.sleep(0.05)
+            last = start + 3 >= len(ids)
+            choice = {"index": 0, "token_ids": ids[start : start + 3], "logprobs": None,
+                      "finish_reason": finish if last else None, "stop_reason": None}  # fmt: skip
+            yield f"data: {json.dumps({'request_id': rid, 'choices': [choice], 'usage': None})}\n\n"
+        usage = {"prompt_tokens": 5, "completion_tokens": len(ids), "total_tokens": 5 + len(ids)}
+        yield f"data: {json.dumps({'request_id': rid, 'choices': [], 'usage': usage})}\n\n"
+        yield "data: [DONE]\n\n"
+
+    async def abort(self, request: Request) -> Response:
+        body = await request.json()
+        self.aborted += body["request_ids"]
+        return Response(status_code=200)
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "vllm"}]}
+        )
+
+    # -- its lifetime ----------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions/render", self.render_chat, methods=["POST"]),
+                Route("/v1/completions/render", self.render_completion, methods=["POST"]),
+                Route("/inference/v1/generate", self.generate, methods=["POST"]),
+                Route("/inference/v1/abort_requests", self.abort, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
+
+    def __enter__(self) -> StandInEngine:
+        self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(
+            http_server.start(self.app(), "127.0.0.1", 0), self._loop
+        )
+        self._server = started.result(timeout=30)
+        self.url = f"http://127.0.0.1:{self._server.port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        server = self._server
+        if server is not None:
+
+            async def close() -> None:
+                server.close()
+                await server.wait_closed()
+
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()

@@ -1,0 +1,104 @@
+"""The gateway's lifetime: the engine client, the publisher, this replica's reply
+partitions and the HTTP server started in that order, stopped in reverse on SIGTERM or
+SIGINT (requests in flight get the HTTP server's grace period)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from worker.gateway.app import build_app
+from worker.gateway.engine import ABORT_TIMEOUT_S, Engine
+from worker.gateway.exchange import Services
+from worker.gateway.metrics import GatewayMetrics
+from worker.gateway.replies import Replies, topic_partitions
+from worker.observe import http_server
+from worker.observe.tracing import setup
+from worker.tools.publisher import Publisher
+
+log = logging.getLogger("derender.gateway")
+
+# How long requests cut off by a stop get to abort their engine request and send their
+# abort record (the abort call is bounded by engine.ABORT_TIMEOUT_S).
+DRAIN_TIMEOUT_S = ABORT_TIMEOUT_S + 5.0
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    engine_url: str
+    render_url: str | None
+    engine_api_key: str | None
+    engine_timeout_s: float
+    bootstrap_servers: str
+    input_topic: str
+    output_topic: str
+    reply_partitions: Sequence[int] | None
+    reply_timeout_s: float
+    host: str
+    port: int
+    api_key: str | None
+    max_body_bytes: int
+    kafka: dict[str, Any]  # aiokafka's security options
+
+
+async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
+    """Run until `stop` is set; prints `DERENDER_GATEWAY_URL=…` once listening."""
+    await topic_partitions(c.bootstrap_servers, c.input_topic, **c.kafka)  # (it must exist)
+    engine = Engine(
+        c.engine_url, c.render_url, timeout_s=c.engine_timeout_s, api_key=c.engine_api_key
+    )
+    replies = Replies(c.bootstrap_servers, c.output_topic, c.reply_partitions, **c.kafka)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(engine.aclose)
+        publisher = await stack.enter_async_context(
+            Publisher(c.bootstrap_servers, c.input_topic, **c.kafka)
+        )
+        await replies.start()
+        stack.push_async_callback(replies.stop)
+        tracing = setup()  # a SERVER span per request when OTEL_* asks (observe/tracing.py)
+        services = Services(
+            engine,
+            publisher,
+            replies,
+            GatewayMetrics(lambda: replies.in_flight),
+            c.reply_timeout_s,
+            tracing,
+        )
+        app = build_app(services, api_key=c.api_key, max_body_bytes=c.max_body_bytes)
+        if tracing is not None:
+            app = tracing.server_spans(app)
+        server = await http_server.start(app, c.host, c.port)
+        print(f"DERENDER_GATEWAY_URL=http://{c.host}:{server.port}", flush=True)
+        log.info(
+            "serving on %s:%d; engine %s; reply partitions %s of %s",
+            c.host,
+            server.port,
+            c.engine_url,
+            ",".join(map(str, replies.owned)),
+            c.output_topic,
+        )
+        await stop.wait()
+        server.close()
+        await server.wait_closed()
+        if services.active:  # (cancelled after the grace period: still closing)
+            await asyncio.wait(set(services.active), timeout=DRAIN_TIMEOUT_S)
+    log.info("stopped")
+    return 0
+
+
+def run(c: GatewayConfig, loop_factory: Any = None) -> int:
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        return await serve(c, stop)
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main())
