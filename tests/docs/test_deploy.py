@@ -305,3 +305,23 @@ def test_the_image_build_copies_what_the_package_build_reads() -> None:
         if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
             copied |= set(words[1:-1])
     assert needed <= copied, f"deploy/Dockerfile does not copy {sorted(needed - copied)}"
+
+
+def test_every_secret_key_a_manifest_reads_is_in_the_example_secret() -> None:
+    """A key a Deployment reads from `derender-secrets` (an env secretKeyRef or a mounted
+    item) that the example Secret lacks leaves the pod unstartable where it is copied."""
+    example = docs(DEPLOY / "k8s" / "secret.example.yaml")[0]
+    have = set(example["stringData"])
+    wanted: set[str] = set()
+    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+        for node in walk(docs(path)):
+            if not isinstance(node, dict):
+                continue
+            ref = node.get("secretKeyRef")
+            if isinstance(ref, dict) and ref.get("name") == example["metadata"]["name"]:
+                wanted.add(ref["key"])
+            secret = node.get("secret")
+            if isinstance(secret, dict) and secret.get("secretName") == example["metadata"]["name"]:
+                wanted |= {item["key"] for item in secret.get("items", [])}
+    assert wanted, "no manifest reads a secret key: the walk found nothing"
+    assert wanted <= have, f"secret.example.yaml lacks: {sorted(wanted - have)}"

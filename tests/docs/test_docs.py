@@ -15,6 +15,7 @@ import yaml
 
 from worker.cli import build_parser
 from worker.config import Limits
+from worker.gateway.metrics import GatewayMetrics
 from worker.observe.metrics import Metrics
 from worker.run.processes import Supervisor
 from worker.serve.app import ServeMetrics
@@ -88,6 +89,7 @@ def test_every_metric_is_documented_and_exists() -> None:
     supervisor = Supervisor(from_args(build_parser().parse_args(["run"])))
     families |= {m.name for m in supervisor.registry.collect()}  # run --processes N
     families |= {m.name for m in ServeMetrics().registry.collect()}  # serve's /metrics
+    families |= {m.name for m in GatewayMetrics().registry.collect()}  # gateway's /metrics
     text = page("operate/metrics.md")
     documented = {re.sub(r"_total$", "", n) for n in re.findall(r"`(derender_[a-z_]+)", text)}
     assert families <= documented, f"metrics.md lacks metrics: {sorted(families - documented)}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
@@ -28,9 +27,6 @@ from worker.wire.output import Output
 log = logging.getLogger("derender.gateway")
 
 START_TIMEOUT_S = 30.0
-# Readers that take a partition set read only those; an older OutputReader reads every
-# partition (each request still gets only its own outputs, by id).
-_READS_PARTITIONS = "partitions" in inspect.signature(OutputReader.__init__).parameters
 
 
 def parse_partitions(spec: str | None) -> tuple[int, ...] | None:
@@ -121,9 +117,8 @@ class Replies:
                 )
             self.owned = tuple(self.wanted)
         self._next = itertools.cycle(self.owned)
-        only: dict[str, Any] = {"partitions": list(self.owned)} if _READS_PARTITIONS else {}
         self._reader = OutputReader(
-            self.bootstrap, self.topic, request_ids=[], **only, **self.client
+            self.bootstrap, self.topic, request_ids=[], partitions=list(self.owned), **self.client
         )
         await self._reader.start()
         self._task = asyncio.create_task(self._pump())

@@ -451,6 +451,8 @@ KNOWN_ROUTES = frozenset(
     (
         "/v1/chat/completions/derender",
         "/v1/completions/derender",
+        "/v1/chat/completions",
+        "/v1/completions",
         "/v1/models",
         "/health",
         "/metrics",
