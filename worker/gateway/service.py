@@ -1,6 +1,7 @@
 """The gateway's lifetime: the engine client, the publisher, this replica's reply
-partitions and the HTTP server started in that order, stopped in reverse on SIGTERM or
-SIGINT (requests in flight get the HTTP server's grace period)."""
+partitions, the control topic (when on) and the HTTP server started in that order,
+stopped in reverse on SIGTERM or SIGINT (requests in flight get the HTTP server's grace
+period)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.gateway.app import build_app
+from worker.gateway.control import GatewayControl
 from worker.gateway.engine import ABORT_TIMEOUT_S, Engine
 from worker.gateway.exchange import Services
 from worker.gateway.metrics import GatewayMetrics
@@ -44,6 +47,7 @@ class GatewayConfig:
     api_key: str | None
     max_body_bytes: int
     kafka: dict[str, Any]  # aiokafka's security options
+    control_topic: str | None = None
 
 
 async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
@@ -60,6 +64,13 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         )
         await replies.start()
         stack.push_async_callback(replies.stop)
+        control = None
+        if c.control_topic:  # (followed from its end before any request is published)
+            try:
+                control = GatewayControl(c.bootstrap_servers, c.control_topic, **c.kafka)
+                await stack.enter_async_context(control)
+            except ValueError as exc:  # (the topic does not exist)
+                raise ConfigError(f"--control-topic: {exc}") from None
         tracing = setup()  # a SERVER span per request when OTEL_* asks (observe/tracing.py)
         services = Services(
             engine,
@@ -68,6 +79,7 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
             GatewayMetrics(lambda: replies.in_flight),
             c.reply_timeout_s,
             tracing,
+            control=control,
         )
         app = build_app(services, api_key=c.api_key, max_body_bytes=c.max_body_bytes)
         if tracing is not None:
@@ -75,12 +87,13 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         server = await http_server.start(app, c.host, c.port)
         print(f"DERENDER_GATEWAY_URL=http://{c.host}:{server.port}", flush=True)
         log.info(
-            "serving on %s:%d; engine %s; reply partitions %s of %s",
+            "serving on %s:%d; engine %s; reply partitions %s of %s; control topic %s",
             c.host,
             server.port,
             c.engine_url,
             ",".join(map(str, replies.owned)),
             c.output_topic,
+            c.control_topic or "off",
         )
         await stop.wait()
         server.close()
