@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import os
 import re
 import statistics
 import sys
@@ -212,7 +213,8 @@ def report(rows: list[dict[str, Any]], modes: list[str], engine: str) -> str:
     lines = [
         "# The gateway's early stop on a real vLLM engine",
         "",
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {cpu_model()} "
+        f"({os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, shared), "
         f"commit {code_version()}; engine {engine}; {len(rows)} greedy chats, "
         f"max_tokens {MAX_TOKENS}, stop strings dropped from the generate request "
         "(the worker applies them)",

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +50,11 @@ class GatewayConfig:
     control_topic: str | None = None
 
 
-async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
-    """Run until `stop` is set; prints `DERENDER_GATEWAY_URL=…` once listening."""
+async def serve(
+    c: GatewayConfig, stop: asyncio.Event, on_ready: Callable[[str], None] | None = None
+) -> int:
+    """Run until `stop` is set; once listening, prints `DERENDER_GATEWAY_URL=…` (or gives
+    the URL to `on_ready`: the demo runs a gateway in its own process)."""
     await topic_partitions(c.bootstrap_servers, c.input_topic, **c.kafka)  # (it must exist)
     engine = Engine(
         c.engine_url, c.render_url, timeout_s=c.engine_timeout_s, api_key=c.engine_api_key
@@ -85,7 +88,11 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         if tracing is not None:
             app = tracing.server_spans(app)
         server = await http_server.start(app, c.host, c.port)
-        print(f"DERENDER_GATEWAY_URL=http://{c.host}:{server.port}", flush=True)
+        url = f"http://{c.host}:{server.port}"
+        if on_ready is None:
+            print(f"DERENDER_GATEWAY_URL={url}", flush=True)
+        else:
+            on_ready(url)
         log.info(
             "serving on %s:%d; engine %s; reply partitions %s of %s; control topic %s",
             c.host,
