@@ -219,17 +219,23 @@ def report(rows: list[dict[str, Any]], modes: list[str], engine: str) -> str:
         f"max_tokens {MAX_TOKENS}, stop strings dropped from the generate request "
         "(the worker applies them)",
         "",
-        "| gateway | tokens generated | after the stop | time to [DONE] p50 |",
-        "|---|--:|--:|--:|",
+        "| gateway | tokens generated | after the stop | a request: p50 / max after the stop "
+        "| time to [DONE] p50 |",
+        "|---|--:|--:|--:|--:|",
     ]
     until = sum(r["until_stop"] for r in rows)
     for mode in modes:
         generated = sum(r[mode]["generated"] for r in rows)
+        after = [r[mode]["generated"] - r["until_stop"] for r in rows]
         done = statistics.median(r[mode]["done_s"] for r in rows)
-        lines.append(f"| {mode} | {generated} | {generated - until} | {done * 1000:.0f} ms |")
+        lines.append(
+            f"| {mode} | {generated} | {generated - until} | {statistics.median(after):.0f} / "
+            f"{max(after)} | {done * 1000:.0f} ms |"
+        )
     lines += [
         "",
-        f"Up to the stops (the coupled server with the stop): {until} tokens.",
+        f"Up to the stops (the coupled server with the stop): {until} tokens. Load average "
+        f"at the end: {os.getloadavg()[0]:.2f}.",
         "",
         "| prompt | stop | tokens to the stop | " + " | ".join(modes) + " |",
         "|---|---|--:|" + "--:|" * len(modes),
