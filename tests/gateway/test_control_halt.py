@@ -9,6 +9,8 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import msgspec
+
 from worker.gateway.exchange import Exchange, Services
 from worker.gateway.metrics import GatewayMetrics
 from worker.gateway.replies import Reply
@@ -139,5 +141,60 @@ def test_a_request_cancelled_from_outside_is_still_aborted() -> None:
             await asyncio.wait_for(task, 5)
         assert task.cancelled()
         assert kinds(publisher) == ["chunk", "abort"]
+
+    asyncio.run(main())
+
+
+class FakeRecord:
+    def __init__(self, key: bytes | None, value: bytes) -> None:
+        self.key = key
+        self.value = value
+
+
+class FakeConsumer:
+    """One batch of control records, then nothing."""
+
+    def __init__(self, records: list[FakeRecord]) -> None:
+        self.batches = [{"tp": records}]
+
+    async def getmany(self, timeout_ms: int) -> dict[str, list[FakeRecord]]:
+        if self.batches:
+            return self.batches.pop()
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+
+def test_the_control_reader_hands_on_only_the_requests_it_generates() -> None:
+    from worker.gateway.control import GatewayControl
+
+    async def main() -> None:
+        reader = GatewayControl("127.0.0.1:9", "control")
+        halted: list[ControlRecord] = []
+        reader.watch("mine", halted.append)
+        reader.watch("broken", halted.append)
+        reader.watch("done", halted.append)
+        reader.unwatch("done")
+
+        def value(rid: str) -> bytes:
+            return msgspec.json.encode(control(3)).replace(b'"r"', f'"{rid}"'.encode())
+
+        await reader._consumer.stop()  # (never started: the fake reads instead)
+        reader._consumer = FakeConsumer(  # type: ignore[assignment]
+            [
+                FakeRecord(b"theirs", value("theirs")),
+                FakeRecord(b"broken", b"not json"),
+                FakeRecord(b"done", value("done")),
+                FakeRecord(b"mine", value("mine")),
+                FakeRecord(b"mine", value("mine")),  # (a repeat: handed on once)
+                FakeRecord(None, b"{}"),
+            ]
+        )
+        task = asyncio.create_task(reader._follow())
+        await until(lambda: reader.ignored == 4)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert [h.request_id for h in halted] == ["mine"] and halted[0].output_tokens == 3
+        assert reader.received == 1
 
     asyncio.run(main())
