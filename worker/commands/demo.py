@@ -20,12 +20,15 @@ FLAGS: list[Flag] = [
         None,
         "a running vLLM engine (--enable-scale-out): the questions go through a gateway to "
         "it instead of the recorded answers (`make demo ENGINE=vllm` starts one)",
+        # (not DERENDER_ENGINE_URL: a gateway's setting must not change what `demo` does)
+        variable="DERENDER_DEMO_ENGINE_URL",
     ),
     Flag(
         "models",
         None,
         "with --engine-url: the worker's model registry (TOML) when the engine's model is "
         "not in the built-in one",
+        variable="DERENDER_DEMO_MODELS",
     ),
 ]
 
