@@ -84,8 +84,31 @@ bench: $(STAMP)
 bench-worker: $(STAMP)
 	$(BIN)/python bench/worker_bench.py $(ARGS)
 
+## The recorded demo (seconds, no engine). ENGINE=vllm: the same questions through a gateway
+## and a real vLLM engine, tests/e2e's (set up outside the repo on first use, as for `make
+## e2e`; started for the run, ~40 s); ENGINE_URL=http://host:port: a running engine
+## (MODELS=registry.toml when the built-in registry does not know its model).
+ENGINE ?=
+ENGINE_URL ?=
+MODELS ?=
 demo: $(STAMP)
-	$(BIN)/derender-worker demo
+ifeq ($(ENGINE),vllm)
+	bash tests/e2e/setup_engine.sh
+	@dir=$$(mktemp -d); \
+	$(BIN)/python -c 'import sys, pathlib, tests.e2e.engine as e; e.write_registry(pathlib.Path(sys.argv[1]))' $$dir/models.toml || exit 1; \
+	echo "starting the engine (log $$dir/engine.log) …"; \
+	$(BIN)/python -u -m tests.e2e.engine $$dir/engine.log > $$dir/engine.out 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid; rm -rf $$dir' EXIT INT TERM; \
+	until url=$$(grep -om1 '^http://[0-9.:]*' $$dir/engine.out); do \
+	  kill -0 $$pid 2>/dev/null || { cat $$dir/engine.out; exit 1; }; sleep 1; done; \
+	$(BIN)/derender-worker demo --engine-url $$url --models $$dir/models.toml $(ARGS)
+else ifneq ($(ENGINE_URL),)
+	$(BIN)/derender-worker demo --engine-url $(ENGINE_URL) $(if $(MODELS),--models $(MODELS)) $(ARGS)
+else ifneq ($(ENGINE),)
+	@echo "ENGINE=$(ENGINE): expected ENGINE=vllm (or ENGINE_URL=http://host:port)"; exit 2
+else
+	$(BIN)/derender-worker demo $(ARGS)
+endif
 
 ## Our derender against vLLM 0.33.0's real one, case by case: sets up the vLLM peer venv
 ## and model folders outside the repo (tests/peer/setup_peer.sh; the first run installs

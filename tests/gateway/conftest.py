@@ -92,7 +92,7 @@ class Loop:
     bootstrap: str
     topics: dict[str, str]
     engine: StandInEngine
-    start_worker: Callable[[], WorkerProcess]
+    start_worker: Callable[..., WorkerProcess]
     start_gateway: Callable[..., GatewayProcess]
 
 
@@ -108,15 +108,16 @@ def loop(
         "input": new_topic(2, "gw-in"),
         "output": new_topic(4, "gw-out"),
         "dlq": new_topic(1, "gw-dlq"),
+        "control": new_topic(2, "gw-ctl"),
     }
     workers: list[WorkerProcess] = []
     gateways: list[GatewayProcess] = []
 
-    def start_worker() -> WorkerProcess:
+    def start_worker(*extra: str) -> WorkerProcess:
         w = WorkerProcess(
             kafka_bootstrap, redis_url, topics["input"], topics["output"], topics["dlq"],
             f"gw-{uuid.uuid4().hex[:8]}", f"gw{uuid.uuid4().hex[:8]}:",
-            log_path=tmp_path / f"worker-{len(workers)}.log",
+            extra=list(extra), log_path=tmp_path / f"worker-{len(workers)}.log",
         ).start()  # fmt: skip
         workers.append(w)
         return w

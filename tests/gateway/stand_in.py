@@ -6,7 +6,8 @@ prompt) encoded by the real DeepSeek V4 tokenizer, streamed a few ids per event,
 usage event and `[DONE]`. A message starting with a mode word changes what generate does:
 `drop` (the connection breaks after 3 events), `error` (an error event after 2), `slow`
 (events 50 ms apart, a long answer). It runs on its own thread and event loop, and keeps
-every generate request and every abort it received.
+every generate request and every abort it received, and counts the tokens it generated
+per request: an abort or a closed stream stops that request's generation.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class StandInEngine:
         self.tok = tok
         self.generated: list[dict[str, Any]] = []  # every generate request's body
         self.aborted: list[str] = []  # every request id abort_requests was given
+        self.tokens: dict[str, int] = {}  # engine request id: tokens generated
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -102,7 +104,10 @@ class StandInEngine:
 
     async def _events(self, rid: str, text: str, ids: list[int], finish: str) -> AsyncIterator[str]:
         cuts = list(range(0, len(ids), 3))
+        self.tokens[rid] = 0
         for n, start in enumerate(cuts):
+            if rid in self.aborted:
+                return
             if text.startswith("drop") and n == 3:
                 raise ConnectionError("the stand-in engine drops the stream")
             if text.startswith("error") and n == 2:
@@ -113,6 +118,7 @@ class StandInEngine:
                 return
             if text.startswith("slow"):
                 await asyncio.sleep(0.05)
+            self.tokens[rid] += len(ids[start : start + 3])
             last = start + 3 >= len(ids)
             choice = {"index": 0, "token_ids": ids[start : start + 3], "logprobs": None,
                       "finish_reason": finish if last else None, "stop_reason": None}  # fmt: skip

@@ -45,6 +45,13 @@ FLAGS: list[Flag] = [
     Flag("input-topic", constants.INPUT_TOPIC, "the worker's input topic (the gateway writes)"),
     Flag("output-topic", constants.OUTPUT_TOPIC, "the worker's output topic (the gateway reads)"),
     Flag(
+        "control-topic",
+        None,
+        "follow the worker's control topic (its --control-topic): a streamed request the "
+        "worker finished early (a stop string, a failure) has its engine request aborted at "
+        "once, and still gets its `end` (default: off)",
+    ),
+    Flag(
         "reply-partitions",
         None,
         "the output-topic partitions this replica owns and reads, e.g. 0-7 or 0,2,4 "
@@ -120,6 +127,7 @@ def config(args: argparse.Namespace) -> GatewayConfig:
         api_key=args.api_key,
         max_body_bytes=args.max_body_bytes,
         kafka=kafka,
+        control_topic=args.control_topic or None,
     )
 
 

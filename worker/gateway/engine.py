@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,7 +145,7 @@ class Generation:
         body = await self.response.aread()
         return Answer(self.status, body, self.response.headers.get("content-type", ""))
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncGenerator[dict[str, Any], None]:
         """Each `data: {…}` event, parsed, until `[DONE]` (then `done` is set). A stream
         that ends without it, or breaks, raises EngineUnreachable."""
         try:

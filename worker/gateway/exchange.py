@@ -11,7 +11,11 @@ answer side takes them in order, so every wait is one bounded wait on the mailbo
 - the engine breaks off (an error event, a dropped stream): an `abort` record closes the
   request in the worker; the client gets every output up to the break, then the error;
 - the client leaves: the generate stream is closed, the engine's abort endpoint called
-  and an `abort` record published.
+  and an `abort` record published;
+- with `--control-topic`, the worker's control record for a streamed request (its answer
+  is over: a stop string fired, it failed): the engine request is aborted and its stream
+  closed at once, and the `end` is still published, so the worker closes the request
+  normally.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from worker.gateway import metrics as outcome
+from worker.gateway.control import GatewayControl
 from worker.gateway.engine import Engine, EngineUnreachable
 from worker.gateway.errors import Refused, error_body
 from worker.gateway.metrics import GatewayMetrics
@@ -38,12 +44,14 @@ from worker.gateway.requests import (
     one_rendered,
 )
 from worker.tools.publisher import Publisher
+from worker.wire.control import ControlRecord
 from worker.wire.output import Output
 
 log = logging.getLogger("derender.gateway")
 
 # Without a deadline (nothing unanswered), the answer side still looks up this often.
 IDLE_POLL_S = 1.0
+Events = AsyncGenerator[dict[str, Any], None]
 _SSE = b"text/event-stream; charset=utf-8"
 _DONE = b"data: [DONE]\n\n"
 
@@ -61,6 +69,7 @@ class Services:
     # The requests being answered: at a stop, they finish closing (their abort records
     # sent) before the publisher closes.
     active: set[asyncio.Task[Any]] = field(default_factory=set)
+    control: GatewayControl | None = None  # --control-topic
 
 
 class _ClientGone:
@@ -107,6 +116,12 @@ class Exchange:
         self.unanswered_since: float | None = None  # a record the worker has not answered
         self.last_published = -1
         self.first_output = True
+        # The control topic's stop: the record, and the engine abort it started.
+        self.halted: ControlRecord | None = None
+        self.halting: asyncio.Task[bool] | None = None
+        self.reading = False  # the engine task waits for the next generate event
+        self.engine_task: asyncio.Task[None] | None = None
+        self.tokens_out = 0  # completion tokens published, every choice
 
     async def run(self, disconnected: asyncio.Event) -> str:
         """Answer the client; returns the outcome (metrics.OUTCOMES)."""
@@ -135,7 +150,9 @@ class Exchange:
                     self.trace.get("baggage"),
                 )
             request = generate_request(self.api, rendered, self.body, self.request_id)
-            engine = asyncio.create_task(self._generate(reply, request, ctx))
+            if self.stream and self.s.control is not None:
+                self.s.control.watch(self.request_id, self._halt)
+            engine = self.engine_task = asyncio.create_task(self._generate(reply, request, ctx))
             watch = asyncio.create_task(_note_when_set(disconnected, reply))
             try:
                 return await self._answer(reply)
@@ -146,6 +163,8 @@ class Exchange:
                 with contextlib.suppress(asyncio.CancelledError):
                     await engine
         finally:
+            if self.s.control is not None:
+                self.s.control.unwatch(self.request_id)
             self.s.replies.close(self.request_id)
             self.s.publisher.forget(self.request_id)
 
@@ -165,7 +184,8 @@ class Exchange:
                         )
                     )
                     return
-                async for event in g.events():
+                events = g.events()
+                while (event := await self._next_event(events)) is not None:
                     if event.get("error") is not None:
                         raise _EngineError(event)
                     if whole is not None:
@@ -173,6 +193,12 @@ class Exchange:
                     else:
                         await self._publish({"generate_chunk": event}, ctx)
                         self._published()
+                        self.tokens_out += _tokens(event)
+                    if self.halted is not None:
+                        break
+                await events.aclose()
+            if self.halting is not None:
+                await self._halted()
             if whole is not None:
                 await self._publish(
                     {"type": "response", "generate_response": whole.response()}, ctx
@@ -198,6 +224,50 @@ class Exchange:
                 with contextlib.suppress(Exception):
                     await self._publish(abort_record(self.stop_reason), ctx)
             raise
+
+    async def _next_event(self, events: Events) -> dict[str, Any] | None:
+        """The next generate event; None at `[DONE]` or when a control record stopped the
+        request (only this wait is cancelled by one: never a publish, whose seq is taken)."""
+        if self.halted is not None:
+            return None
+        self.reading = True
+        try:
+            return await anext(events)
+        except StopAsyncIteration:
+            return None
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.halted is None or me is None or me.uncancel() > 0:
+                raise  # (cancelled from outside too: the request is being given up)
+            return None
+        finally:
+            self.reading = False
+
+    def _halt(self, record: ControlRecord) -> None:
+        """The worker's control record for this request: abort the engine request now and
+        stop reading its stream; `_generate` then sends the `end`."""
+        if self.halted is not None or self.engine_task is None or self.engine_task.done():
+            return
+        self.halted = record
+        self.s.metrics.control_stops.labels(record.reason).inc()
+        self.halting = asyncio.create_task(self.s.engine.abort(self.request_id))
+        if self.reading:
+            self.engine_task.cancel()
+
+    async def _halted(self) -> None:
+        """After a control stop (the generate stream closed): the abort call's answer, and
+        the tokens the engine sent past the worker's stop, counted."""
+        assert self.halted is not None and self.halting is not None
+        late = max(0, self.tokens_out - self.halted.output_tokens)
+        self.s.metrics.control_late_tokens.inc(late)
+        log.info(
+            "%s: stopped by the worker (%s at seq %d); %d tokens past it",
+            self.request_id,
+            self.halted.reason,
+            self.halted.seq,
+            late,
+        )
+        await self.halting
 
     async def _publish(self, record: dict[str, Any], ctx: dict[str, Any]) -> None:
         """One record of the request: seq 0 with the context, later ones with the reply
@@ -332,6 +402,10 @@ class _EngineError(Exception):
         error = event["error"]
         self.error = error if isinstance(error, dict) else {"message": str(error)}
         super().__init__(f"the engine failed: {self.error.get('message', error)}")
+
+
+def _tokens(event: dict[str, Any]) -> int:
+    return sum(len(c.get("token_ids") or []) for c in event.get("choices") or [])
 
 
 def _whole_answer(out: Output) -> tuple[int, bytes, str]:

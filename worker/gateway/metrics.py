@@ -15,6 +15,9 @@ DISCONNECTED = "disconnected"  # the client left first
 BAD_REQUEST = "bad_request"  # refused by the gateway itself (not JSON, too large)
 OUTCOMES = (OK, REFUSED, ENGINE_FAILED, TIMEOUT, DISCONNECTED, BAD_REQUEST)
 
+# A control record's `reason` (worker/wire/control.py), the `reason` label.
+CONTROL_REASONS = ("stop", "error", "abort")
+
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -39,6 +42,20 @@ class GatewayMetrics:
             registry=r,
         )
         self.in_flight.set_function(lambda: float(in_flight()))
+        self.control_stops = Counter(
+            "derender_gateway_control_stops",
+            "streamed requests whose engine request was stopped by the worker's control "
+            "record (--control-topic), by its reason",
+            ["reason"],
+            registry=r,
+        )
+        self.control_late_tokens = Counter(
+            "derender_gateway_control_late_tokens",
+            "tokens the engine sent past the worker's stop before the control record arrived",
+            registry=r,
+        )
+        for reason in CONTROL_REASONS:
+            self.control_stops.labels(reason)
         for api in ("chat", "completion"):  # (every series from the start, at 0)
             for outcome in OUTCOMES:
                 self.requests.labels(api, outcome)

@@ -1,6 +1,7 @@
 """The gateway's lifetime: the engine client, the publisher, this replica's reply
-partitions and the HTTP server started in that order, stopped in reverse on SIGTERM or
-SIGINT (requests in flight get the HTTP server's grace period)."""
+partitions, the control topic (when on) and the HTTP server started in that order,
+stopped in reverse on SIGTERM or SIGINT (requests in flight get the HTTP server's grace
+period)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worker.errors import ConfigError
 from worker.gateway.app import build_app
+from worker.gateway.control import GatewayControl
 from worker.gateway.engine import ABORT_TIMEOUT_S, Engine
 from worker.gateway.exchange import Services
 from worker.gateway.metrics import GatewayMetrics
@@ -44,10 +47,14 @@ class GatewayConfig:
     api_key: str | None
     max_body_bytes: int
     kafka: dict[str, Any]  # aiokafka's security options
+    control_topic: str | None = None
 
 
-async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
-    """Run until `stop` is set; prints `DERENDER_GATEWAY_URL=…` once listening."""
+async def serve(
+    c: GatewayConfig, stop: asyncio.Event, on_ready: Callable[[str], None] | None = None
+) -> int:
+    """Run until `stop` is set; once listening, prints `DERENDER_GATEWAY_URL=…` (or gives
+    the URL to `on_ready`: the demo runs a gateway in its own process)."""
     await topic_partitions(c.bootstrap_servers, c.input_topic, **c.kafka)  # (it must exist)
     engine = Engine(
         c.engine_url, c.render_url, timeout_s=c.engine_timeout_s, api_key=c.engine_api_key
@@ -60,6 +67,13 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
         )
         await replies.start()
         stack.push_async_callback(replies.stop)
+        control = None
+        if c.control_topic:  # (followed from its end before any request is published)
+            try:
+                control = GatewayControl(c.bootstrap_servers, c.control_topic, **c.kafka)
+                await stack.enter_async_context(control)
+            except ValueError as exc:  # (the topic does not exist)
+                raise ConfigError(f"--control-topic: {exc}") from None
         tracing = setup()  # a SERVER span per request when OTEL_* asks (observe/tracing.py)
         services = Services(
             engine,
@@ -68,19 +82,25 @@ async def serve(c: GatewayConfig, stop: asyncio.Event) -> int:
             GatewayMetrics(lambda: replies.in_flight),
             c.reply_timeout_s,
             tracing,
+            control=control,
         )
         app = build_app(services, api_key=c.api_key, max_body_bytes=c.max_body_bytes)
         if tracing is not None:
             app = tracing.server_spans(app)
         server = await http_server.start(app, c.host, c.port)
-        print(f"DERENDER_GATEWAY_URL=http://{c.host}:{server.port}", flush=True)
+        url = f"http://{c.host}:{server.port}"
+        if on_ready is None:
+            print(f"DERENDER_GATEWAY_URL={url}", flush=True)
+        else:
+            on_ready(url)
         log.info(
-            "serving on %s:%d; engine %s; reply partitions %s of %s",
+            "serving on %s:%d; engine %s; reply partitions %s of %s; control topic %s",
             c.host,
             server.port,
             c.engine_url,
             ",".join(map(str, replies.owned)),
             c.output_topic,
+            c.control_topic or "off",
         )
         await stop.wait()
         server.close()

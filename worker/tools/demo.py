@@ -15,9 +15,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -268,7 +270,17 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def _main(out: IO[str], short: bool, pace: bool) -> int:
+@dataclass
+class System:
+    bootstrap: str
+    runner: Runner
+    code: int = 0  # the worker's exit code, once stopped
+
+
+@contextlib.asynccontextmanager
+async def running_system(out: IO[str], registry: Registry) -> AsyncIterator[System]:
+    """A broker, redis-server, the demo's topics and a worker on them (its group joined),
+    all stopped on leaving."""
     with ExitStack() as stack:
         out.write("derender-worker demo\n")
         redis = stack.enter_context(RedisServer())
@@ -278,10 +290,6 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
         out.write(f"  redis   redis-server {redis.url}\n")
         topics = [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC, CONTROL_TOPIC]
         await create_topics(broker.bootstrap, topics, PARTITIONS)
-        registry = load_registry(None)
-        requests = build_requests(registry)
-        if short:  # (the first two, and the one a stop string ends early)
-            requests = [*requests[:2], requests[-1]]
         settings = _settings(broker.bootstrap, redis.url)
         runner = Runner(
             settings,
@@ -290,49 +298,64 @@ async def _main(out: IO[str], short: bool, pace: bool) -> int:
             Metrics(),
         )
         worker = asyncio.create_task(runner.run())
-        # Wait for the group join, so the latencies measure derendering, not start-up.
-        deadline = time.monotonic() + 60
-        while not runner.metrics.ready and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        stats = Stats()
-        live = requests[0]
-        out.write(f"  worker  group {settings.group_id}, {PARTITIONS} partitions\n")
-        out.write(f"\nstreaming {len(requests)} interleaved requests; live: {live.name}\n")
-        started = time.monotonic()
         try:
-            shower = asyncio.create_task(
-                _show(broker.bootstrap, requests, stats, out, live.request_id)
-            )
-            records, held_back = await _publish(broker.bootstrap, requests, stats, pace)
-            transcripts = await asyncio.wait_for(shower, timeout=120)
+            # Wait for the group join, so the latencies measure derendering, not start-up.
+            deadline = time.monotonic() + 60
+            while not runner.metrics.ready and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            out.write(f"  worker  group {settings.group_id}, {PARTITIONS} partitions\n")
+            system = System(broker.bootstrap, runner)
+            yield system
         finally:
             runner.request_stop()
             code = await worker
-        elapsed = time.monotonic() - started
-        for r in requests:
-            out.write("\n" + transcripts[r.request_id].render(f"{r.name} ({r.request_id})") + "\n")
-        tokens = sum(len(r.ids) for r in requests)
-        out.write(
-            f"\nsummary: {records} records, {tokens} tokens, {stats.outputs} outputs in "
-            f"{elapsed:.1f}s ({tokens / elapsed:,.0f} tokens/s while streaming); latency "
-            f"publish → output p50 {_percentile(stats.latencies_ms, 0.5):.1f} ms, "
-            f"p99 {_percentile(stats.latencies_ms, 0.99):.1f} ms\n"
-            f"early stop: {runner.metrics.outputs.labels(CONTROL)._value.get():.0f} "
-            f"request(s) answered before their engine finished (a stop string); the "
-            f"engine side held back {held_back} of {tokens} tokens\n"
-        )
-        out.write("stopped the worker, the broker and redis.\n")
-        return code
+        system.code = code
+
+
+async def _main(out: IO[str], short: bool, pace: bool) -> int:
+    registry = load_registry(None)
+    requests = build_requests(registry)
+    if short:  # (the first two, and the one a stop string ends early)
+        requests = [*requests[:2], requests[-1]]
+    async with running_system(out, registry) as system:
+        bootstrap, runner = system.bootstrap, system.runner
+        stats = Stats()
+        live = requests[0]
+        out.write(f"\nstreaming {len(requests)} interleaved requests; live: {live.name}\n")
+        started = time.monotonic()
+        shower = asyncio.create_task(_show(bootstrap, requests, stats, out, live.request_id))
+        records, held_back = await _publish(bootstrap, requests, stats, pace)
+        transcripts = await asyncio.wait_for(shower, timeout=120)
+    code = system.code
+    elapsed = time.monotonic() - started
+    for r in requests:
+        out.write("\n" + transcripts[r.request_id].render(f"{r.name} ({r.request_id})") + "\n")
+    tokens = sum(len(r.ids) for r in requests)
+    out.write(
+        f"\nsummary: {records} records, {tokens} tokens, {stats.outputs} outputs in "
+        f"{elapsed:.1f}s ({tokens / elapsed:,.0f} tokens/s while streaming); latency "
+        f"publish → output p50 {_percentile(stats.latencies_ms, 0.5):.1f} ms, "
+        f"p99 {_percentile(stats.latencies_ms, 0.99):.1f} ms\n"
+        f"early stop: {runner.metrics.outputs.labels(CONTROL)._value.get():.0f} "
+        f"request(s) answered before their engine finished (a stop string); the "
+        f"engine side held back {held_back} of {tokens} tokens\n"
+    )
+    out.write("stopped the worker, the broker and redis.\n")
+    return code
 
 
 def run_demo(out: IO[str] = sys.stdout, short: bool = False, pace: bool = True) -> int:
+    return run_main(out, _main(out, short, pace))
+
+
+def run_main(out: IO[str], main: Coroutine[Any, Any, int]) -> int:
+    """Run a demo to its end; Ctrl-C cancels it (its `finally` blocks stop the servers)."""
     loop = asyncio.new_event_loop()
-    main = loop.create_task(_main(out, short, pace))
-    # Ctrl-C cancels the demo; the `finally` blocks stop the worker and the servers.
+    task = loop.create_task(main)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, main.cancel)
+        loop.add_signal_handler(sig, task.cancel)
     try:
-        return loop.run_until_complete(main)
+        return loop.run_until_complete(task)
     except asyncio.CancelledError:
         out.write("\ninterrupted: stopped the worker, the broker and redis.\n")
         return 130
