@@ -102,6 +102,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"{TALLY['identical']} identical, "
             f"{TALLY['with documented differences']} with documented differences"
         )
+        if TALLY["through the gateways"]:
+            terminalreporter.write_line(
+                f"  {TALLY['through the gateways']} of them through the two gateway replicas"
+            )
         for d in DIFFERENCES:
             if TALLY[d.id]:
                 terminalreporter.write_line(f"  {d.id}: {TALLY[d.id]}")

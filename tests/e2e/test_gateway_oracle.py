@@ -67,8 +67,10 @@ def test_the_gateways_answer_as_vllms_coupled_server(
 ) -> None:
     g = next_gateway(gateways)
     before = len(g.served)
-    # (the gateway sends the client's stop to the engine: no worker-alone stop here)
-    check(dataclasses.replace(case, options=Options()), stream, g.client(), oracle)
+    # The gateway sends the client's stop to the engine (no worker-alone stop here) and
+    # streams every generate call.
+    via = dataclasses.replace(case, options=Options(whole_from_stream=True))
+    check(via, stream, g.client(), oracle)
     TALLY["through the gateways"] += 1
     (rid,) = g.served[before:]
     assert_on_its_partitions(topic_watch, rid, g, stream)
