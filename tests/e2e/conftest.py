@@ -266,3 +266,11 @@ def gateways(
 ) -> dict[str, Gateway]:
     """Two replicas, each owning two of the output topic's four partitions."""
     return {name: start_gateway(name, parts) for name, parts in GATEWAY_PARTITIONS.items()}
+
+
+@pytest.fixture(autouse=True)
+def _close_gateway_clients() -> Iterator[None]:
+    yield
+    from tests.e2e.gateways import close_clients
+
+    close_clients()

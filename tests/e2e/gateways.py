@@ -31,6 +31,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.gateway.conftest import GatewayProcess
 
 WAIT_TIMEOUT_S = 30.0
+# The HTTP clients made by `Gateway.client`, closed after each test (close_clients).
+CLIENTS: list[httpx2.Client] = []
+
+
+def close_clients() -> None:
+    while CLIENTS:
+        CLIENTS.pop().close()
 
 
 @dataclass
@@ -56,6 +63,7 @@ class Gateway:
                 self.served.append(rid)
 
         http = httpx2.Client(event_hooks={"response": [note]}, timeout=timeout_s)
+        CLIENTS.append(http)
         return openai.OpenAI(
             api_key="e2e", base_url=f"{self.url}/v1", http_client=http, max_retries=0
         )

@@ -165,9 +165,14 @@ class Exchange:
                         )
                     )
                     return
+                first = True
                 async for event in g.events():
                     if event.get("error") is not None:
+                        if first:  # (vLLM checks some parameters only once streaming)
+                            reply.put(_refusal(event["error"], self.stream))
+                            return
                         raise _EngineError(event)
+                    first = False
                     if whole is not None:
                         whole.add(event)
                     else:
@@ -332,6 +337,18 @@ class _EngineError(Exception):
         error = event["error"]
         self.error = error if isinstance(error, dict) else {"message": str(error)}
         super().__init__(f"the engine failed: {self.error.get('message', error)}")
+
+
+def _refusal(error: Any, stream: bool) -> EngineStopped:
+    """An error as the generate stream's first event: the engine refused the request. The
+    client gets what vLLM's own server answers: that event in a stream, else the error
+    with its code as the status."""
+    body = json.dumps({"error": error}, ensure_ascii=False).encode()
+    if stream:
+        return EngineStopped(200, b"data: " + body + b"\n\n" + _DONE, _SSE.decode(), None, True)
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 400
+    return EngineStopped(status, body, "application/json", None, True)
 
 
 def _whole_answer(out: Output) -> tuple[int, bytes, str]:
