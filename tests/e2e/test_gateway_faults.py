@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from tests.e2e.engine import Engine
     from tests.integration.harness import WorkerProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# (540 s: the first test to run may start the engine, as in test_engine_oracle.py)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(540)]
 
 # Long enough that an engine that does not stop is still generating when looked at
 # (~70 tokens a second here: about 20 s).
