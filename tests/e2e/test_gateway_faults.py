@@ -47,8 +47,14 @@ BROKEN = (openai.APIError, httpx2.HTTPError)
 
 
 def long_stream(client: openai.OpenAI) -> Any:
+    # (ignore_eos: the random model would end the answer by itself after a few dozen tokens)
     return client.chat.completions.create(
-        model=SERVED_MODEL, messages=MESSAGES, max_tokens=LONG, temperature=0, stream=True
+        model=SERVED_MODEL,
+        messages=MESSAGES,
+        max_tokens=LONG,
+        temperature=0,
+        stream=True,
+        extra_body={"ignore_eos": True},
     )
 
 
@@ -213,8 +219,9 @@ def test_a_gateway_killed_mid_stream_loses_its_connections_not_records(
     # Its engine request's connection closed with it: the engine stops.
     assert engine_idle() < LONG // 4
     # What it published is all there, in order, and the worker answered on its partition.
+    # (`seen` chunks reached the client: the worker's outputs of at least one record)
     inputs = topic_watch.records(rid, topic_watch.topics[0])
-    assert len(assert_contiguous(inputs)) >= seen
+    assert len(assert_contiguous(inputs)) >= 1
     outputs = topic_watch.wait(rid, lambda rs: len(rs) >= seen, topic_watch.topics[1])
     assert {o.partition for o in outputs} == {1}
     # The other replica keeps serving.
