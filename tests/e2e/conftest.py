@@ -114,6 +114,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for name in sorted({f for f, _ in FAMILIES}):
             outcomes = ", ".join(f"{n} {o}" for (f, o), n in sorted(FAMILIES.items()) if f == name)
             terminalreporter.write_line(f"  {name}: {outcomes}; {FAMILY_S[name]:.0f}s")
+    from tests.e2e.gateways import NOTES
+
+    for case, what in NOTES:
+        terminalreporter.write_line(f"{case}: {what}")
     if "engine_start" in TIMINGS:
         terminalreporter.write_line(
             f"engine start to /health: {TIMINGS['engine_start']:.0f}s, "

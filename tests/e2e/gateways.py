@@ -31,6 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.gateway.conftest import GatewayProcess
 
 WAIT_TIMEOUT_S = 30.0
+# What the fault cases measured, printed in the session's summary: (case, what).
+NOTES: list[tuple[str, str]] = []
 # The HTTP clients made by `Gateway.client`, closed after each test (close_clients).
 CLIENTS: list[httpx2.Client] = []
 

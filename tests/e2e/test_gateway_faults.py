@@ -27,7 +27,14 @@ import openai
 import pytest
 
 from tests.e2e.engine import SERVED_MODEL
-from tests.e2e.gateways import Gateway, Rec, TopicWatch, engine_metrics, wait_engine_idle
+from tests.e2e.gateways import (
+    NOTES,
+    Gateway,
+    Rec,
+    TopicWatch,
+    engine_metrics,
+    wait_engine_idle,
+)
 from tests.e2e.test_engine_oracle import CASES, MESSAGES, check
 from tests.e2e.test_gateway_oracle import assert_on_its_partitions, ended
 
@@ -113,6 +120,9 @@ def test_a_client_that_disconnects_stops_the_engine_and_closes_the_request(
     (rid,) = g.served[before:]
     generated = engine_idle()  # bounded: the engine stops within seconds
     assert generated < LONG // 4, generated
+    NOTES.append(
+        ("client disconnected", f"the engine stopped after {generated:.0f} of {LONG} tokens")
+    )
     assert_ended_by_abort(topic_watch, rid, "client disconnected")
     assert g.metric("derender_gateway_requests_total", outcome="disconnected") >= 1
 
@@ -157,6 +167,13 @@ def test_a_stopped_worker_fleet_fails_the_stream_within_the_reply_timeout(
     assert REPLY_TIMEOUT_S / 2 < waited < REPLY_TIMEOUT_S + 5, waited
     generated = engine_idle()  # the engine request was aborted
     assert generated < LONG // 2, generated
+    NOTES.append(
+        (
+            "worker fleet stopped",
+            f"the client's error {waited:.1f} s after (--reply-timeout-s {REPLY_TIMEOUT_S:g}), "
+            f"the engine stopped after {generated:.0f} of {LONG} tokens",
+        )
+    )
     (rid,) = impatient.served[before:]
     inputs = topic_watch.wait(rid, lambda rs: bool(aborts(rs)), topic_watch.topics[0])
     assert aborts(inputs)[0]["reason"] == "reply timeout"
@@ -217,7 +234,9 @@ def test_a_gateway_killed_mid_stream_loses_its_connections_not_records(
                 doomed.process.proc.send_signal(signal.SIGKILL)
     (rid,) = doomed.served[before:]
     # Its engine request's connection closed with it: the engine stops.
-    assert engine_idle() < LONG // 4
+    generated = engine_idle()
+    assert generated < LONG // 4, generated
+    NOTES.append(("gateway killed", f"the engine stopped after {generated:.0f} of {LONG} tokens"))
     # What it published is all there, in order, and the worker answered on its partition.
     # (`seen` chunks reached the client: the worker's outputs of at least one record)
     inputs = topic_watch.records(rid, topic_watch.topics[0])
@@ -247,7 +266,9 @@ def test_an_engine_killed_mid_stream_fails_the_client_and_aborts_the_request(
             if seen == 3:
                 os.killpg(engine.proc.pid, signal.SIGKILL)
                 t0 = time.monotonic()
-    assert time.monotonic() - t0 < 30
+    waited = time.monotonic() - t0
+    assert waited < 30, waited
+    NOTES.append(("engine killed", f"the client's error {waited:.1f} s after"))
     assert not isinstance(failure.value, openai.APIStatusError)  # (an event in the stream)
     assert "broke" in failure.value.message, failure.value.message
     (rid,) = g.served[before:]
