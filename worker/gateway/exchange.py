@@ -107,6 +107,7 @@ class Exchange:
         self.unanswered_since: float | None = None  # a record the worker has not answered
         self.last_published = -1
         self.first_output = True
+        self.sending: asyncio.Future[None] | None = None  # the last record's send
 
     async def run(self, disconnected: asyncio.Event) -> str:
         """Answer the client; returns the outcome (metrics.OUTCOMES)."""
@@ -200,6 +201,9 @@ class Exchange:
             # (The stream is closed by now: the engine stops; the abort makes sure.)
             await self.s.engine.abort(rid)
             if pub.next_seq(rid) > 0:
+                if self.sending is not None:  # (the record cut off by the cancel, if any)
+                    with contextlib.suppress(Exception):
+                        await self.sending
                 with contextlib.suppress(Exception):
                     await self._publish(abort_record(self.stop_reason), ctx)
             raise
@@ -212,7 +216,10 @@ class Exchange:
             rec.update(ctx)
         elif "reply_partition" in ctx:
             rec["reply_partition"] = ctx["reply_partition"]
-        await self.s.publisher.record(rec)
+        # Shielded: a request cancelled mid-send still sends the record whose seq it took
+        # (the `abort` that follows waits for it), else the worker sees a sequence gap.
+        self.sending = asyncio.ensure_future(self.s.publisher.record(rec))
+        await asyncio.shield(self.sending)
 
     def _published(self) -> None:
         now = time.monotonic()
