@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# (the case's api, its client body, its generate request kept `stop`, streamed)
-Where = Callable[[str, dict[str, Any], bool, bool], bool]
+from tests.e2e.loop import Options
+
+# (the case's api, its client body, how the engine side treats it, streamed)
+Where = Callable[[str, dict[str, Any], Options, bool], bool]
 # (ours, the coupled server's, the token ids the engine generated for ours, where known)
 Looks = Callable[[Any, Any, list[int] | None], bool]
 
@@ -51,20 +53,23 @@ DIFFERENCES = [
     Difference(
         "reasoning-tokens-details",
         "usage_details",
-        lambda api, body, engine_stop, stream: api == "chat",
+        lambda api, body, options, stream: api == "chat",
         _reasoning_details,
     ),
     Difference(
         "worker-stop-usage",
         "usage",
-        lambda api, body, engine_stop, stream: bool(body.get("stop")) and not engine_stop,
+        lambda api, body, options, stream: bool(body.get("stop")) and not options.engine_stop,
         _usage_of_generated,
     ),
     Difference(
         "echo-stream-prompt-logprobs",
         "logprobs",
-        lambda api, body, engine_stop, stream: (
-            api == "completion" and stream and bool(body.get("echo")) and bool(body.get("logprobs"))
+        lambda api, body, options, stream: (
+            api == "completion"
+            and (stream or options.whole_from_stream)
+            and bool(body.get("echo"))
+            and bool(body.get("logprobs"))
         ),
         _prompt_logprobs_missing,
     ),
@@ -75,6 +80,6 @@ DIFFERENCES = [
 TALLY: Counter[str] = Counter()
 
 
-def expected(api: str, body: dict[str, Any], engine_stop: bool, stream: bool) -> list[Difference]:
+def expected(api: str, body: dict[str, Any], options: Options, stream: bool) -> list[Difference]:
     """The differences a case shows."""
-    return [d for d in DIFFERENCES if d.where(api, body, engine_stop, stream)]
+    return [d for d in DIFFERENCES if d.where(api, body, options, stream)]

@@ -81,6 +81,9 @@ class Options:
     alone, as a tokens-only engine would."""
 
     engine_stop: bool = True
+    # A whole answer made of a streamed generate call (the gateway's way; this loop calls
+    # generate without streaming for one).
+    whole_from_stream: bool = False
 
 
 class Loop:

@@ -165,7 +165,7 @@ def check(
     body = case.body()
     mine, theirs, diff = compare(case.api, body, stream, ours, oracle)
     assert theirs and all(v.finish_reason is not None for v in theirs), theirs
-    documented = expected(case.api, body, case.options.engine_stop, stream)
+    documented = expected(case.api, body, case.options, stream)
     undocumented = {k: v for k, v in diff.items() if k not in {d.field for d in documented}}
     assert not undocumented, f"differences no table lists: {undocumented}\nours: {mine}"
     TALLY["comparisons"] += 1

@@ -122,6 +122,7 @@ class Exchange:
         self.reading = False  # the engine task waits for the next generate event
         self.engine_task: asyncio.Task[None] | None = None
         self.tokens_out = 0  # completion tokens published, every choice
+        self.sending: asyncio.Future[None] | None = None  # the last record's send
 
     async def run(self, disconnected: asyncio.Event) -> str:
         """Answer the client; returns the outcome (metrics.OUTCOMES)."""
@@ -184,10 +185,16 @@ class Exchange:
                         )
                     )
                     return
+                first = True
                 events = g.events()
                 while (event := await self._next_event(events)) is not None:
                     if event.get("error") is not None:
+                        if first:  # (vLLM checks some parameters only once streaming)
+                            reply.put(_refusal(event["error"], self.stream))
+                            await events.aclose()
+                            return
                         raise _EngineError(event)
+                    first = False
                     if whole is not None:
                         whole.add(event)
                     else:
@@ -221,6 +228,9 @@ class Exchange:
             # (The stream is closed by now: the engine stops; the abort makes sure.)
             await self.s.engine.abort(rid)
             if pub.next_seq(rid) > 0:
+                if self.sending is not None:  # (the record cut off by the cancel, if any)
+                    with contextlib.suppress(Exception):
+                        await self.sending
                 with contextlib.suppress(Exception):
                     await self._publish(abort_record(self.stop_reason), ctx)
             raise
@@ -277,7 +287,10 @@ class Exchange:
             rec.update(ctx)
         elif "reply_partition" in ctx:
             rec["reply_partition"] = ctx["reply_partition"]
-        await self.s.publisher.record(rec)
+        # Shielded: a request cancelled mid-send still sends the record whose seq it took
+        # (the `abort` that follows waits for it), else the worker sees a sequence gap.
+        self.sending = asyncio.ensure_future(self.s.publisher.record(rec))
+        await asyncio.shield(self.sending)
 
     def _published(self) -> None:
         now = time.monotonic()
@@ -406,6 +419,18 @@ class _EngineError(Exception):
 
 def _tokens(event: dict[str, Any]) -> int:
     return sum(len(c.get("token_ids") or []) for c in event.get("choices") or [])
+
+
+def _refusal(error: Any, stream: bool) -> EngineStopped:
+    """An error as the generate stream's first event: the engine refused the request. The
+    client gets what vLLM's own server answers: that event in a stream, else the error
+    with its code as the status."""
+    body = json.dumps({"error": error}, ensure_ascii=False).encode()
+    if stream:
+        return EngineStopped(200, b"data: " + body + b"\n\n" + _DONE, _SSE.decode(), None, True)
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 400
+    return EngineStopped(status, body, "application/json", None, True)
 
 
 def _whole_answer(out: Output) -> tuple[int, bytes, str]:
