@@ -24,6 +24,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from e2ebench.client import Timed
+from e2ebench.stack import PARTITIONS
 from worker.wire.output import from_record
 
 
@@ -43,16 +44,12 @@ async def _read_all(bootstrap: str, topic: str) -> list[Any]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic) or set()
-        if not parts:
-            await consumer.topics()
-            parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         out: list[Any] = []
-        while any(await consumer.position(tp) < ends[tp] for tp in tps):
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             got = await consumer.getmany(timeout_ms=1000)
             for recs in got.values():
                 out.extend(recs)
