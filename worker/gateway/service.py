@@ -63,7 +63,8 @@ async def serve(
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(engine.aclose)
         publisher = await stack.enter_async_context(
-            Publisher(c.bootstrap_servers, c.input_topic, **c.kafka)
+            # linger 0: each engine event is a record a client waits for, sent at once.
+            Publisher(c.bootstrap_servers, c.input_topic, linger_ms=0, **c.kafka)
         )
         await replies.start()
         stack.push_async_callback(replies.stop)

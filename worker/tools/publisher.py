@@ -44,6 +44,7 @@ class Publisher:
         headers: Mapping[str, str] | None = None,
         *,
         control_topic: str | None = None,
+        linger_ms: int = 5,
         **producer: Any,
     ) -> None:
         self.topic = topic
@@ -60,7 +61,7 @@ class Publisher:
         self._headers = [(k, v.encode()) for k, v in (headers or {}).items()]
         self._request_headers: dict[str, list[tuple[str, bytes]]] = {}
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=5, **producer
+            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=linger_ms, **producer
         )
         self._next_seq: dict[str, int] = {}
         self._pending: list[asyncio.Future[Any]] = []

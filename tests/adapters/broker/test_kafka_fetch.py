@@ -72,3 +72,45 @@ def test_waiting_records_of_one_partition_hold_back_no_other_fetch(
     waits = asyncio.run(scenario())
     # The median: one round slowed by the shared machine does not fail the test.
     assert statistics.median(waits) < FAST_S, [round(w * 1000, 1) for w in waits]
+
+
+@pytest.mark.integration
+def test_a_partition_just_consumed_is_fetched_again_at_once(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """An idle lane takes its record as soon as it is fetched; its partition's next
+    record must not wait for a fetch on the other partitions (each a long poll of
+    `fetch_max_wait_ms`, here 500 ms) that left it out because its record was still
+    buffered when that fetch was sent."""
+    topic = new_topic(partitions=2, prefix="refetch")
+    mine, other = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def scenario() -> list[float]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=0)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500
+        )
+        await producer.start()
+        await consumer.start()
+        try:
+            fetch_each_partition(consumer)
+            consumer.assign([mine, other])
+            await consumer.seek_to_beginning(mine, other)
+            waits = []
+            for _ in range(ROUNDS):
+                await (await producer.send(topic, b"first", partition=0))
+                got = await consumer.getmany(mine, timeout_ms=int(DEADLINE_S * 1000))
+                assert [m.value for m in got.get(mine, [])] == [b"first"]
+                # (No record on the other partition: a fetch there waits its full time.)
+                began = time.monotonic()
+                await (await producer.send(topic, b"next", partition=0))
+                got = await consumer.getmany(mine, timeout_ms=int(DEADLINE_S * 1000))
+                waits.append(time.monotonic() - began)
+                assert [m.value for m in got.get(mine, [])] == [b"next"]
+            return waits
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    waits = asyncio.run(scenario())
+    assert statistics.median(waits) < FAST_S, [round(w * 1000, 1) for w in waits]

