@@ -29,7 +29,6 @@ import re
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from contextlib import ExitStack
@@ -49,8 +48,8 @@ from starlette.routing import Route
 from tests.e2e.engine import SERVED_MODEL, start_engine, write_registry
 from tests.gateway.conftest import GatewayProcess
 from tests.integration.harness import WorkerProcess
+from tests.support.threaded_app import ThreadedApp
 from worker.adapters.local.embedded import RedisServer, create_topics
-from worker.observe import http_server
 from worker.tools.servers import demo_broker
 
 PROMPTS = [
@@ -78,9 +77,7 @@ class RenderWithoutStop:
     def __init__(self, engine_url: str) -> None:
         self.engine_url = engine_url
         self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: http_server.HttpServer | None = None
+        self._served: ThreadedApp | None = None
 
     async def render(self, request: Request) -> Response:
         async with httpx.AsyncClient(timeout=60) as c:
@@ -103,25 +100,13 @@ class RenderWithoutStop:
                 Route("/v1/completions/render", self.render, methods=["POST"]),
             ]
         )
-        self._thread.start()
-        started = asyncio.run_coroutine_threadsafe(
-            http_server.start(app, "127.0.0.1", 0), self._loop
-        )
-        server = self._server = started.result(timeout=30)
-        self.url = f"http://127.0.0.1:{server.port}"
+        self._served = ThreadedApp(app).__enter__()
+        self.url = self._served.url
         return self
 
     def __exit__(self, *exc: object) -> None:
-        server = self._server
-        if server is not None:
-
-            async def close() -> None:
-                server.close()
-                await server.wait_closed()
-
-            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        if self._served is not None:
+            self._served.__exit__(*exc)
 
 
 def engine_counter(url: str, pattern: re.Pattern[str]) -> float:

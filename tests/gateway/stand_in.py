@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from tokenizers import Tokenizer
 
-from worker.observe import http_server
+from tests.support.threaded_app import ThreadedApp
 
 MODEL = "deepseek-v4"
 ANSWER = "You said: {text}. Bonjour 你好 😀 and goodbye."
@@ -44,9 +43,7 @@ class StandInEngine:
         self.aborted: list[str] = []  # every request id abort_requests was given
         self.tokens: dict[str, int] = {}  # engine request id: tokens generated
         self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: http_server.HttpServer | None = None
+        self._served: ThreadedApp | None = None
 
     def answer_text(self, text: str) -> str:
         return SLOW_ANSWER if text.startswith("slow") else ANSWER.format(text=text)
@@ -151,23 +148,10 @@ class StandInEngine:
         )
 
     def __enter__(self) -> StandInEngine:
-        self._thread.start()
-        started = asyncio.run_coroutine_threadsafe(
-            http_server.start(self.app(), "127.0.0.1", 0), self._loop
-        )
-        self._server = started.result(timeout=30)
-        self.url = f"http://127.0.0.1:{self._server.port}"
+        self._served = ThreadedApp(self.app()).__enter__()
+        self.url = self._served.url
         return self
 
     def __exit__(self, *exc: object) -> None:
-        server = self._server
-        if server is not None:
-
-            async def close() -> None:
-                server.close()
-                await server.wait_closed()
-
-            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
+        if self._served is not None:
+            self._served.__exit__(*exc)
