@@ -9,9 +9,10 @@ while another lane's records wait got its new records only after that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -33,6 +34,28 @@ async def _buffered(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int)
         await asyncio.sleep(0.002)
 
 
+@contextlib.asynccontextmanager
+async def _clients(
+    bootstrap: str, mine: TopicPartition, other: TopicPartition
+) -> AsyncIterator[tuple[AIOKafkaProducer, AIOKafkaConsumer]]:
+    """A producer, and a consumer of both partitions from their start with the lanes'
+    fetch settings (long polls of 500 ms, to make a missed fetch plain)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500
+    )
+    await producer.start()
+    await consumer.start()
+    try:
+        fetch_each_partition(consumer)
+        consumer.assign([mine, other])
+        await consumer.seek_to_beginning(mine, other)
+        yield producer, consumer
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
 @pytest.mark.integration
 def test_waiting_records_of_one_partition_hold_back_no_other_fetch(
     kafka_bootstrap: str, new_topic: Callable[..., str]
@@ -41,16 +64,7 @@ def test_waiting_records_of_one_partition_hold_back_no_other_fetch(
     mine, other = TopicPartition(topic, 0), TopicPartition(topic, 1)
 
     async def scenario() -> list[float]:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=0)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500
-        )
-        await producer.start()
-        await consumer.start()
-        try:
-            fetch_each_partition(consumer)
-            consumer.assign([mine, other])
-            await consumer.seek_to_beginning(mine, other)
+        async with _clients(kafka_bootstrap, mine, other) as (producer, consumer):
             waits = []
             for _ in range(ROUNDS):
                 # A record of the other lane's partition is fetched and left waiting...
@@ -65,9 +79,6 @@ def test_waiting_records_of_one_partition_hold_back_no_other_fetch(
                 # (The other lane's record is consumed: the next round starts alike.)
                 assert (await consumer.getmany(other, timeout_ms=1000)).get(other)
             return waits
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     waits = asyncio.run(scenario())
     # The median: one round slowed by the shared machine does not fail the test.
@@ -86,16 +97,7 @@ def test_a_partition_just_consumed_is_fetched_again_at_once(
     mine, other = TopicPartition(topic, 0), TopicPartition(topic, 1)
 
     async def scenario() -> list[float]:
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=0)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500
-        )
-        await producer.start()
-        await consumer.start()
-        try:
-            fetch_each_partition(consumer)
-            consumer.assign([mine, other])
-            await consumer.seek_to_beginning(mine, other)
+        async with _clients(kafka_bootstrap, mine, other) as (producer, consumer):
             waits = []
             for _ in range(ROUNDS):
                 await (await producer.send(topic, b"first", partition=0))
@@ -108,9 +110,6 @@ def test_a_partition_just_consumed_is_fetched_again_at_once(
                 waits.append(time.monotonic() - began)
                 assert [m.value for m in got.get(mine, [])] == [b"next"]
             return waits
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     waits = asyncio.run(scenario())
     assert statistics.median(waits) < FAST_S, [round(w * 1000, 1) for w in waits]
