@@ -5,15 +5,17 @@ The answer to a chat is `ANSWER.format(text=<the last message>)` (a completion's
 prompt) encoded by the real DeepSeek V4 tokenizer, streamed a few ids per event, then a
 usage event and `[DONE]`. A message starting with a mode word changes what generate does:
 `drop` (the connection breaks after 3 events), `error` (an error event after 2), `slow`
-(events 50 ms apart, a long answer). It runs on its own thread and event loop, and keeps
-every generate request and every abort it received, and counts the tokens it generated
-per request: an abort or a closed stream stops that request's generation.
+(events 50 ms apart, a long answer), `hold` (3 events, then nothing until the request is
+aborted or its stream closed, for at most a minute). It runs on its own thread and event
+loop, and keeps every generate request and every abort it received, and counts the tokens
+it generated per request: an abort or a closed stream stops that request's generation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +29,7 @@ from tests.support.threaded_app import ThreadedApp
 
 MODEL = "deepseek-v4"
 ANSWER = "You said: {text}. Bonjour 你好 😀 and goodbye."
+HOLD_S = 60.0
 SLOW_ANSWER = " ".join(["tick tock"] * 200)
 ENGINE_PREFIX = "generate-tokens-"
 
@@ -113,6 +116,13 @@ class StandInEngine:
                 yield f"data: {json.dumps({'error': error})}\n\n"
                 yield "data: [DONE]\n\n"
                 return
+            if text.startswith("hold") and n == 3:
+                # (Still generating whenever a test acts, however late the client hears.)
+                deadline = time.monotonic() + HOLD_S
+                while rid not in self.aborted and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                if rid in self.aborted:
+                    return
             if text.startswith("slow"):
                 await asyncio.sleep(0.05)
             self.tokens[rid] += len(ids[start : start + 3])

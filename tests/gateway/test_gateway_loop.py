@@ -316,7 +316,7 @@ def test_a_gateway_stopped_mid_stream_closes_its_requests(loop: Loop) -> None:
     ids: set[str] = set()
     with pytest.raises(openai.APIConnectionError):  # (the stream breaks inside)
         for chunk in sdk(g).chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "slow goodbye"}], stream=True
+            model=MODEL, messages=[{"role": "user", "content": "hold goodbye"}], stream=True
         ):
             ids.add(chunk.id)
             if len(ids) == 1 and g.proc is not None and g.proc.poll() is None:
