@@ -49,7 +49,7 @@ from tests.e2e.engine import SERVED_MODEL, start_engine, write_registry
 from tests.gateway.conftest import GatewayProcess
 from tests.integration.harness import WorkerProcess
 from tests.support.threaded_app import ThreadedApp
-from worker.adapters.local.embedded import RedisServer, create_topics
+from worker.adapters.local.embedded import RedisServer, create_topics, free_port
 from worker.tools.servers import demo_broker
 
 PROMPTS = [
@@ -256,7 +256,8 @@ def main() -> None:
         registry = write_registry(tmp / "models.toml")
         worker = WorkerProcess(
             broker.bootstrap, redis.url, names["in"], names["out"], names["dlq"],
-            "gwc", "gwc:", extra=["--models", str(registry), "--control-topic", names["ctl"]],
+            "gwc", "gwc:", metrics_port=free_port(),
+            extra=["--models", str(registry), "--control-topic", names["ctl"]],
             log_path=tmp / "worker.log",
         ).start()  # fmt: skip
         stack.callback(worker.stop)
@@ -277,8 +278,10 @@ def main() -> None:
             g = GatewayProcess(argv, tmp / f"gateway-{len(gateways)}.log").start()
             stack.callback(g.stop)
             gateways[mode] = g.url
-        # Warm-up: one stopped request through each gateway (the worker has joined; its
-        # first control record comes about a second late, which is not the steady state).
+        # Measured only once the worker holds its partitions (a record published before
+        # waits for the group's join); then one stopped request through each gateway warms
+        # the clients' connections.
+        worker.wait_ready()
         stop, _, _ = reference(engine_url, prompts[0])
         for url in gateways.values():
             through(url, prompts[0], stop)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from tokenizers import Tokenizer
 
@@ -108,6 +109,25 @@ class WorkerProcess:
                 f"the worker did not stop within {timeout_s:.0f}s of SIGTERM (killed); "
                 f"its log ends:\n{self.log_tail()}"
             ) from None
+
+    def wait_ready(self, timeout_s: float = 60) -> WorkerProcess:
+        """Until the worker's /readyz answers 200 (it has joined its group and holds
+        partitions); needs a `metrics_port`. A record published before then waits for the
+        group's join, which a latency measurement must not count."""
+        assert self.metrics_port, "wait_ready needs the worker's metrics_port"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive:
+                raise AssertionError(f"the worker exited while starting:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=2).is_success:
+                    return self
+            except httpx.HTTPError:
+                pass  # (not listening yet)
+            time.sleep(0.05)
+        raise AssertionError(
+            f"the worker was not ready within {timeout_s:.0f}s:\n{self.log_tail()}"
+        )
 
     @property
     def alive(self) -> bool:
