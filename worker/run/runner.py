@@ -64,6 +64,7 @@ from worker.failures import HANDLED, ClientsStalled, ConfigError, Outage, Outage
 from worker.observe.metrics import Metrics
 from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
+from worker.run import stop_signal
 from worker.run.accounts import Accounts
 from worker.run.assignment import Assignment, partitions
 from worker.run.health import Health
@@ -140,6 +141,8 @@ class Runner:
             # Not available off the main thread (tests run workers in threads).
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
+        if stop_signal.requested():  # (one that came while the loop was starting)
+            self.request_stop()
         code = 0
         try:
             self.run_batch = traced_run_batch(self.s, run_batch)
