@@ -4,7 +4,9 @@ replaced inside the window, and the gap rules."""
 
 from __future__ import annotations
 
+import datetime
 import math
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,9 @@ from tests.autoscale.checks.moves import (
     p50_max,
     stall,
 )
+from tests.autoscale.checks.verify import changes_of, event_windows
+from tests.autoscale.config import EVENT_WINDOW_S, PARTITIONS
+from tests.autoscale.load.fleet import ScaleEvent, Worker
 
 TICK = 0.1
 ANSWER = 0.02
@@ -158,3 +163,28 @@ def test_a_stall_runs_from_the_revocation_or_the_first_input_after_it() -> None:
     assert stall(2.0, 3.0, arrivals, [(0.5, 1.0)]) is None
     assert stall(2.0, 8.0, arrivals, [(4.0, 7.0)]) is None  # nothing out on the new owner
     assert all(math.isnan(x) for x in p50_max([]))
+
+
+def test_the_workers_logs_give_the_changes_and_events_their_windows(tmp_path: Path) -> None:
+    log = tmp_path / "w.log"
+    log.write_text(
+        "2026-12-06 10:00:01,500 INFO derender.worker: partitions assigned: t/0, t/1, t/2\n"
+        "2026-12-06 10:00:05,000 INFO derender.worker: partitions revoked: t/2\n"
+        "2026-12-06 10:00:05,250 INFO derender.worker: partitions assigned: none\n"
+    )
+    w = Worker(0, 0, log, None, 0.0, exit_at=2e9)  # type: ignore[arg-type]
+    t0 = datetime.datetime(2026, 12, 6, 10, 0, 0).timestamp()
+    got = [(round(c.at - t0, 3), c.worker, sorted(c.partitions), c.gained) for c in changes_of([w])]
+    assert got[:3] == [
+        (1.5, "w-0#0", [0, 1, 2], True),
+        (5.0, "w-0#0", [2], False),
+        (5.25, "w-0#0", [], True),
+    ]
+    assert got[3][1:] == ("w-0#0", list(range(PARTITIONS)), False)  # its exit
+    events = [ScaleEvent(at, 1, 2, 0.0, 2, "") for at in (100.0, 110.0, 200.0)]
+    # The second event's window is stretched by its replacements, cut by the next event.
+    assert event_windows(events, [(112.0, "a", "b"), (150.0, "b", "c")]) == [
+        (100.0, 110.0),
+        (110.0, 150.0 + EVENT_WINDOW_S),
+        (200.0, 200.0 + EVENT_WINDOW_S),
+    ]
