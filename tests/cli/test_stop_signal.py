@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -118,6 +119,29 @@ def test_a_worker_stopped_while_starting_exits_0(
     assert rc == 0, f"{moment}: exit {rc}\n{w.text()}"
     assert "Traceback" not in w.text()
     assert took < EXIT_WITHIN_S
+
+
+@pytest.mark.parametrize("silent", ["redis", "kafka"])
+def test_a_worker_connecting_to_a_server_that_never_answers_stops_at_once(
+    tmp_path: Path, silent: str, request: pytest.FixtureRequest
+) -> None:
+    # A listening socket that never answers: the worker's connection opens and its first
+    # request waits (up to --step-timeout-s, 30 s, unless the stop cuts it short).
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(60)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        argv = list(UNREACHABLE)
+        if silent == "redis":
+            argv[argv.index("redis://127.0.0.1:1")] = f"redis://{address}"
+        else:  # (a live Redis first, so that the worker gets to Kafka)
+            argv[argv.index("redis://127.0.0.1:1")] = request.getfixturevalue("redis_url")
+            argv[argv.index("127.0.0.1:1")] = address
+        w = Started(tmp_path, *argv)
+        conn, _ = server.accept()  # it is connected, waiting for an answer
+        with conn:
+            rc, took = w.term()
+    assert rc == 0, w.text()
+    assert took < 5.0, f"{took:.1f}s\n{w.text()}"
 
 
 def test_a_second_sigterm_while_stopping_changes_nothing(tmp_path: Path) -> None:
