@@ -83,8 +83,9 @@ def _command_of(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    own = argv is None  # the process's own command line, not a caller's (tests, scripts)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["run"]:  # (the top level has no option but --version, nothing to run)
+    if own and argv[:1] == ["run"]:  # (the top level has no option but --version)
         from worker.run import stop_signal
 
         stop_signal.install()

@@ -8,7 +8,8 @@ Three phases, one handler:
   ends the process at once with exit 0 (`SystemExit`, so `finally` blocks still run);
 - running: the event loop's own handler (`Runner.run`, `Supervisor.run`) stops the
   worker; it asks `requested()` once installed, for a SIGTERM that came in between;
-- finishing (the loop closed): a SIGTERM is noted and the exit goes on.
+- finishing (the loop's work done): SIGTERM is ignored and the exit goes on (ignored, not
+  handled: the interpreter resets its own handlers to the default as it exits).
 
 A parent may start the process with SIGTERM blocked (`run --processes` does, so that a
 child is never killed by the signal before its handler exists): `install` unblocks it,
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-_state = {"requested": False, "starting": False}
+_state = {"requested": False, "starting": False, "installed": False}
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -36,7 +37,7 @@ def install() -> None:
     """The handler, in its starting phase (from the main thread: elsewhere, nothing)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    _state["starting"] = True
+    _state["starting"] = _state["installed"] = True
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
@@ -64,10 +65,11 @@ def blocked() -> Iterator[None]:
 
 def take_back(remove_loop_handler: Callable[[int], object]) -> None:
     """The event loop's handler removed (which resets SIGTERM to its default, killing the
-    process by the signal) and ours back in its place, finishing, with no instant between."""
-    if threading.current_thread() is not threading.main_thread():
+    process by the signal) and SIGTERM ignored from then on, SIGTERM held in between.
+    Only where `install` ran (the `run` command's own process, not a caller's)."""
+    if not _state["installed"] or threading.current_thread() is not threading.main_thread():
         return
+    _state["starting"] = False
     with blocked():
         remove_loop_handler(signal.SIGTERM)
-        _state["starting"] = False
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
