@@ -1,9 +1,10 @@
 """SIGTERM from the first instant of `run`: Kubernetes deletes a pod at any moment of its
 life, so the handler is in place before the worker imports its modules, loads its models
-or touches Kafka and Redis, and it stays in place until the process ends. A leaf module:
-standard library only (it is imported before anything else).
+or touches Kafka and Redis, and from then until the process ends SIGTERM never meets its
+default action (death by the signal). A leaf module: standard library only (it is
+imported before anything else).
 
-Three phases, one handler:
+Three phases:
 - starting (imports, models, tokenizers, settings): nothing is owned yet, so a SIGTERM
   ends the process at once with exit 0 (`SystemExit`, so `finally` blocks still run);
 - running: the event loop's own handler (`Runner.run`, `Supervisor.run`) stops the
