@@ -152,7 +152,9 @@ e2e: $(STAMP)
 ## scaler (tests/autoscale/keda, Go, built once into ~/.cache/derender-keda: the first build
 ## takes ~10 min and a 2 GB module cache) as the oracle of lag and the HPA's rules
 ## (tests/autoscale/scaling/hpa.py) applied, time compressed ×10; four runs (both guarantees, with
-## and without static membership; ARGS="--only eos-dynamic" for one). Writes bench/results/.
+## and without static membership; ARGS="--only eos-dynamic" for one). While a scale-out's lag
+## lasts a worker is replaced every 3 s (ARGS="--replace-every-s 0": never). Reports per scale
+## event the partitions moved, the others' pause and the moves' stall. Writes bench/results/.
 KEDA_CACHE ?= $(HOME)/.cache/derender-keda
 KEDALAG := $(KEDA_CACHE)/kedalag
 .PHONY: autoscale

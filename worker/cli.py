@@ -1,20 +1,30 @@
 """The `derender-worker` command line (docs/operate/cli.md): a parser built from each
-command's flag table (`worker.commands`), and one error boundary for all of them."""
+command's flag table (`worker.commands`), and one error boundary for all of them.
+
+Only the standard library is imported here at first: `run` puts its SIGTERM handler in
+place (worker/run/stop_signal.py) before the commands and what they load are imported."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from worker.commands import COMMANDS
-from worker.commands.common import event_loop_factory as event_loop_factory
-from worker.commands.common import tune_gc as tune_gc
-from worker.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, CommandError
-from worker.flags import add_flag_list
+if TYPE_CHECKING:
+    from worker.commands.common import event_loop_factory as event_loop_factory
+    from worker.commands.common import tune_gc as tune_gc
 
 PROG = "derender-worker"
+
+
+def __getattr__(name: str) -> Any:
+    # (Re-exported for the benches, imported when asked for.)
+    if name in ("event_loop_factory", "tune_gc"):
+        from worker.commands import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -53,6 +63,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         prog=PROG,
         description="Turn LLM engine token streams into OpenAI-shaped responses.",
     )
+    from worker.commands import COMMANDS
+    from worker.flags import add_flag_list
+
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
@@ -63,12 +76,22 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 def _command_of(argv: Sequence[str]) -> str:
     """The command an argv names (for errors raised while it is being parsed)."""
+    from worker.commands import COMMANDS
+
     names = {c.name for c in COMMANDS}
     return next((a for a in argv if a in names), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    own = argv is None  # the process's own command line, not a caller's (tests, scripts)
     argv = sys.argv[1:] if argv is None else list(argv)
+    if own and argv[:1] == ["run"]:  # (the top level has no option but --version)
+        from worker.run import stop_signal
+
+        stop_signal.install()
+    from worker.commands import COMMANDS
+    from worker.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, CommandError
+
     command = _command_of(argv)
     try:
         args = build_parser().parse_args(argv)

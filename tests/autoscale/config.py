@@ -19,6 +19,15 @@ PAUSE_P50_TARGET_S = 1.0
 PAUSE_MAX_TARGET_S = 3.0
 # A scale event's pause is looked for in this window after it (cut at the next event).
 EVENT_WINDOW_S = 20.0
+# While a scale-out's lag lasts, a worker is replaced this often (a rolling update during
+# the scale); its old worker is stopped once the new one holds partitions, or after this.
+REPLACE_EVERY_S = 3.0
+READY_WITHIN_S = 15.0
+# The targets for partitions at a scale event: those that did not move pause at most
+# this long; those that moved stall at most these (p50, max).
+UNMOVED_PAUSE_TARGET_S = 0.5
+MOVED_STALL_P50_TARGET_S = 1.0
+MOVED_STALL_MAX_TARGET_S = 2.0
 CREATED = 1_767_225_600
 TICK_S = 0.005
 # The broker's JVM: bench/worker_bench.py's (full JIT tiers, a fixed heap, serial GC).

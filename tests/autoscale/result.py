@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.autoscale.checks.measure import EventPause
+from tests.autoscale.checks.moves import EventMoves
 from tests.autoscale.load.fleet import ScaleEvent, Worker
 from tests.autoscale.scaling.hpa import HpaSettings
 from tests.autoscale.scaling.keda import Poll
@@ -21,6 +22,10 @@ class RunResult:
     events: list[ScaleEvent] = field(default_factory=list)
     polls: list[Poll] = field(default_factory=list)
     pauses: list[EventPause] = field(default_factory=list)
+    # Per scale event: its window's moves, pauses and stalls (checks/moves.py).
+    moves: list[EventMoves] = field(default_factory=list)
+    # Rolling replacements during scale-outs: (when, old worker, new worker).
+    replacements: list[tuple[float, str, str]] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     timeline: list[tuple[float, int]] = field(default_factory=list)
     records: int = 0

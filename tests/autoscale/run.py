@@ -18,13 +18,19 @@ prefix. Per run:
   compressed sync period; the harness starts workers (slot = lowest free; static
   membership: `--group-instance-id w-<slot>`) or SIGTERMs the newest ones, as Kubernetes
   deletes pods; a worker not gone within the grace period (30 s) is SIGKILLed and fails
-  the run.
+  the run. While a scale-out's lag lasts (KEDA's metric at or above its target), the
+  oldest worker is replaced every 3 s (`--replace-every-s`), as a rolling update does
+  during a scale: a new worker beside it, the old one SIGTERMed once the new one holds
+  partitions.
 - **Load** from the engine side: interleaved requests, 1-3 token ids per record: a low
   rate, a burst well above one worker's capacity (published as fast as the producer
   goes), the low rate again until the fleet is back at 1 (so every scale-in happens under
   load and its pause is measured), then idle.
 - **Reader**: a read_committed consumer of the output topic, (request_id, seq, part) and
   bytes and arrival time of every output.
+- **Per scale event** (checks/moves.py): which partitions moved (the workers' assignment
+  lines), the pause of those that did not, the stall of each move, the exit codes of the
+  workers SIGTERMed in the event's window.
 - **Checks**: every request ends in `[DONE]`; outputs after dedupe of (request_id, seq,
   part) byte-equal to `derender-worker replay` of the input topic's records; no repeats
   under exactly-once; final group lag 0 (committed = end offset on every partition, and
@@ -66,6 +72,8 @@ from tests.autoscale.config import (
     DEFAULT_KEDALAG,
     JVM_OPTIONS,
     PARTITIONS,
+    READY_WITHIN_S,
+    REPLACE_EVERY_S,
     RESULTS,
     RUNS,
     VENV_BIN,
@@ -103,6 +111,7 @@ def run_one(
     tok: Any,
     workdir: Path,
     seed: int,
+    replace_every_s: float = REPLACE_EVERY_S,
 ) -> RunResult:
     folder = workdir / name.replace("#", "-")
     folder.mkdir(parents=True)
@@ -160,6 +169,19 @@ def run_one(
     stop_hpa = threading.Event()
     hpa_error: list[BaseException] = []
 
+    def roll(now: float) -> None:
+        """While a scale-out's lag lasts (KEDA's metric at or above the target), replace
+        a worker every `replace_every_s`."""
+        fleet.settle_replacements(READY_WITHIN_S)
+        p, last = keda.latest(), res.events[-1] if res.events else None
+        scaling_out = last is not None and last.after > last.before
+        if not replace_every_s or not scaling_out or p is None or p.value < settings.target:
+            return
+        since = res.replacements[-1][0] if res.replacements else last.at
+        if now - since >= replace_every_s and (pair := fleet.replace_oldest()) is not None:
+            res.replacements.append((now, pair[0].name, pair[1].name))
+            say(f"  replacing {pair[0].name} by {pair[1].name} (a rolling update)")
+
     def control() -> None:
         try:
             next_sync = time.time()
@@ -167,6 +189,7 @@ def run_one(
             while not stop_hpa.is_set():
                 fleet.reap()
                 now = time.time()
+                roll(now)
                 if now >= next_sync:
                     next_sync += settings.sync_period_s
                     p = keda.latest()
@@ -299,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None,
                     help="report path (default bench/results/autoscale-<date>.md)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--replace-every-s", type=float, default=REPLACE_EVERY_S,
+                    help="while a scale-out's lag lasts, replace a worker this often "
+                    "(0: never)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=1, help="run each selected run this often")
     args = ap.parse_args(argv)
 
@@ -352,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     bootstrap=kafka.bootstrap, redis_url=redis.url, kedalag=args.kedalag,
                     settings=settings, so=so, capacity=capacity, prof=prof, tok=tok,
                     workdir=workdir, seed=args.seed + 10 * i,
+                    replace_every_s=args.replace_every_s,
                 )
             )  # fmt: skip
             r = results[-1]

@@ -137,7 +137,13 @@ def test_probes_need_every_process() -> None:
 
 # -- the supervisor's lifecycle, with stand-in worker processes (no broker needed) -------
 
-_SLEEPER = "import time; time.sleep(60)"
+# A worker process starts with SIGTERM held until its handler is in (stop_signal.install):
+# the stand-ins put theirs in as the worker does, then sleep.
+_HANDLED = (
+    "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM}); "
+)
+_SLEEPER = _HANDLED + "import time; time.sleep(60)"
 
 
 def _supervise(
@@ -164,14 +170,38 @@ def _supervise(
 def test_one_process_exiting_stops_the_others_with_its_code() -> None:
     code, codes = _supervise([_SLEEPER, "import sys; sys.exit(3)"])
     assert code == 3
-    assert codes[1] == 3 and codes[0] == -15  # the sleeper got SIGTERM from the supervisor
+    assert codes[1] == 3 and codes[0] == 0  # the sleeper stopped on the supervisor's SIGTERM
 
 
 def test_a_stop_ends_every_process_and_exits_0() -> None:
-    # The sleepers have no handlers: SIGTERM kills them, as it kills a worker that is still
-    # starting; asked to stop, that is a clean stop.
     code, codes = _supervise([_SLEEPER, _SLEEPER], stop_after_s=0.5)
-    assert code == 0 and codes == [-15, -15]
+    assert code == 0 and codes == [0, 0]
+
+
+def test_a_process_starts_with_sigterm_held_until_it_handles_it() -> None:
+    # Stopped while it is still "starting" (the first second), it is not killed: the
+    # signal waits, and its handler takes it once in place.
+    starting = (
+        "import signal, sys, time\n"
+        "held = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+        "time.sleep(1.0)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0 if held else 5))\n"
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})\n"
+        "time.sleep(60)\n"
+    )
+    code, codes = _supervise([starting], stop_after_s=0.3)
+    assert code == 0 and codes == [0]
+
+
+def test_a_process_killed_by_sigterm_fails_the_pod() -> None:
+    # The worker never dies by the signal (it is held, then handled): one that does is
+    # not a clean stop.
+    unhandled = (
+        "import signal, time; "
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM}); time.sleep(60)"
+    )
+    code, codes = _supervise([unhandled], stop_after_s=0.5)
+    assert code == 1 and codes == [-15]
 
 
 def test_a_process_killed_by_another_signal_fails_the_pod() -> None:

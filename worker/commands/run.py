@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from worker.flags import secret_values
     from worker.observe.logs import PROCESS_INDEX_ENV, configure
     from worker.observe.metrics import Metrics, serve
+    from worker.run import stop_signal
     from worker.run.runner import Runner
     from worker.settings import from_args
 
@@ -35,7 +36,15 @@ def run(args: argparse.Namespace) -> int:
         from worker.run.processes import Supervisor
 
         log.info("settings: %s", settings.redacted())
-        return asyncio.run(Supervisor(settings).run())
+
+        async def supervise() -> int:
+            try:
+                return await Supervisor(settings).run()
+            finally:
+                stop_signal.take_back(asyncio.get_running_loop().remove_signal_handler)
+
+        stop_signal.hand_over()
+        return asyncio.run(supervise())
     registry = load_registry(settings.models)
     registry.max_output_bytes = settings.max_output_bytes
     tune_gc()
@@ -59,10 +68,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             return await Runner(settings, registry, store, metrics).run()
         finally:
+            stop_signal.take_back(asyncio.get_running_loop().remove_signal_handler)
             if server is not None:
                 server.close()
                 await server.wait_closed()
 
+    stop_signal.hand_over()  # (a SIGTERM from now on is the loop's to handle: Runner.run)
     with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
         return runner.run(main())
 

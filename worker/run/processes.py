@@ -37,14 +37,15 @@ from prometheus_client.samples import Sample
 
 from worker.observe.logs import PROCESS_INDEX_ENV
 from worker.observe.metrics import Response, serve_http
+from worker.run import stop_signal
 from worker.run.parent_death import die_with_parent
 from worker.settings import Settings, env_name, to_env
 
 log = logging.getLogger("derender.supervisor")
 
-# A worker process killed by the stop signal we sent it (it had not installed its
-# handlers yet) stopped as asked.
-_STOPPED_BY_US = (-signal.SIGTERM, -signal.SIGINT)
+# A worker process killed by an interrupt (Ctrl-C reaches the whole process group)
+# stopped as asked. SIGTERM never kills one: it is held until the worker handles it.
+_STOPPED_BY_US = (-signal.SIGINT,)
 # A process that does not answer a scrape or probe within this long counts as down.
 ASK_TIMEOUT_S = 5.0
 
@@ -111,6 +112,19 @@ class Child:
             return int(head.split(None, 2)[1]), body
         except (IndexError, ValueError):
             return 0, b""
+
+
+def held_until_handled(then: Callable[[], None] | None) -> Callable[[], None]:
+    """A preexec hook: SIGTERM blocked in the child (a mask survives exec), then `then`.
+    A stop sent while the interpreter starts is held, not fatal, until the worker's
+    handler unblocks it; a child that is not the worker must unblock it itself."""
+
+    def hook() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        if then is not None:
+            then()
+
+    return hook
 
 
 # -- metrics ----------------------------------------------------------------------------
@@ -181,13 +195,16 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        if stop_signal.requested():  # (one that came while the loop was starting)
+            self.stop()
         log.info("starting %d worker processes", self.s.processes)
         server = None
         code = 1
         try:
             # The kernel SIGTERMs each worker process when the supervisor dies (even by
-            # kill -9), so that no orphan goes on consuming.
-            hook = die_with_parent()
+            # kill -9), so that no orphan goes on consuming; the process starts with
+            # SIGTERM held until its handler is in (stop_signal.install).
+            hook = held_until_handled(die_with_parent())
             for index in range(self.s.processes):
                 if self.stopping:
                     break
@@ -208,7 +225,7 @@ class Supervisor:
         log.info("stopped %d worker processes (exit codes %s)", len(self.children), codes)
         return code
 
-    async def _spawn(self, index: int, hook: Callable[[], None] | None) -> Child:
+    async def _spawn(self, index: int, hook: Callable[[], None]) -> Child:
         port = free_loopback_port() if self.s.metrics_port else 0
         proc = await asyncio.create_subprocess_exec(
             *self.command,
@@ -238,7 +255,7 @@ class Supervisor:
                     )
                     self.stop()
                 if self.stopping and rc in _STOPPED_BY_US:
-                    rc = 0  # still starting up when asked to stop: nothing to finish
+                    rc = 0
                 if rc != 0 and code == 0:
                     code = rc if rc > 0 else 1
         return code

@@ -64,10 +64,12 @@ from worker.failures import HANDLED, ClientsStalled, ConfigError, Outage, Outage
 from worker.observe.metrics import Metrics
 from worker.observe.tracing import traced_run_batch
 from worker.ports import Batch, Fenced, Sink, StateStore
+from worker.run import stop_signal
 from worker.run.accounts import Accounts
 from worker.run.assignment import Assignment, partitions
 from worker.run.health import Health
 from worker.run.lanes import lane_source, make_checkpoint
+from worker.run.stoppable import unless_stopped
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
@@ -140,6 +142,8 @@ class Runner:
             # Not available off the main thread (tests run workers in threads).
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
+        if stop_signal.requested():  # (one that came while the loop was starting)
+            self.request_stop()
         code = 0
         try:
             self.run_batch = traced_run_batch(self.s, run_batch)
@@ -168,29 +172,27 @@ class Runner:
 
     async def _start_store(self) -> None:
         """The state store first (a Redis Cluster's topology), then Kafka."""
-        while True:
+        while not self.stopping.is_set():  # (a stop cuts a start short: nothing to finish)
             try:
-                await bounded(self.store.start(), self.s.step_timeout_s, "starting the store")
+                start = bounded(self.store.start(), self.s.step_timeout_s, "starting the store")
+                await unless_stopped(start, self.stopping)
                 return
             except HANDLED as exc:
                 await self.outage.failed("starting the state store", exc)
-            if self.stopping.is_set():
-                return
 
     async def _start(self, fresh: bool) -> None:
         """Connect the Kafka clients and subscribe. A rebuild (`fresh` False) does not
         end the outage that caused it: only a batch done does, so clients that stall
         again and again still meet the outage limit."""
         exactly_once = self.s.guarantee == EXACTLY_ONCE
-        while True:
+        while not self.stopping.is_set():
             try:
-                await bounded(self._connect(exactly_once), self.s.step_timeout_s, "connecting")
+                connect = bounded(self._connect(exactly_once), self.s.step_timeout_s, "connecting")
+                await unless_stopped(connect, self.stopping)
                 break
             except HANDLED as exc:
                 await self._close_clients()
                 await self.outage.failed("connecting to Kafka", exc)
-            if self.stopping.is_set():
-                return
         if self.stopping.is_set():
             return
         assert self.consumer is not None

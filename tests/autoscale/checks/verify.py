@@ -10,51 +10,92 @@ import math
 import statistics
 from collections import defaultdict
 
-from tests.autoscale.checks.measure import pauses
+from tests.autoscale.checks.measure import pauses, pending_intervals
+from tests.autoscale.checks.moves import (
+    Change,
+    EventMoves,
+    Holding,
+    event_moves,
+    holdings,
+    p50_max,
+)
 from tests.autoscale.checks.reader import Out, Reader
 from tests.autoscale.checks.replay import code_hash, replay_expected
 from tests.autoscale.checks.topics import final_lag, read_input, records_in
 from tests.autoscale.config import (
+    EVENT_WINDOW_S,
     EXACTLY_ONCE,
+    MOVED_STALL_MAX_TARGET_S,
+    MOVED_STALL_P50_TARGET_S,
+    PARTITIONS,
     PAUSE_MAX_TARGET_S,
     PAUSE_P50_TARGET_S,
     SIGTERM_TARGET_S,
+    UNMOVED_PAUSE_TARGET_S,
 )
-from tests.autoscale.load.fleet import Worker
+from tests.autoscale.load.fleet import ScaleEvent, Worker
 from tests.autoscale.load.workload import Rec
 from tests.autoscale.result import RunResult
 from tests.autoscale.scaling.keda import Keda
 from worker.constants import DONE
 
 
-def assignments(workers: list[Worker]) -> dict[str, list[tuple[float, set[int]]]]:
-    """Each worker's partition assignments over time, from its log."""
-    out: dict[str, list[tuple[float, set[int]]]] = {}
+def changes_of(workers: list[Worker]) -> list[Change]:
+    """Every worker's assignment and revocation lines, and its exit (all it held)."""
+    out = []
     for i, w in enumerate(workers):
-        rows: list[tuple[float, set[int]]] = []
+        name = f"{w.name}#{i}"
         for line in w.log.read_text(errors="replace").splitlines():
-            if "partitions assigned: " not in line and "partitions revoked: " not in line:
+            gained = "partitions assigned: " in line
+            if not gained and "partitions revoked: " not in line:
                 continue
             try:
                 at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
             except ValueError:
                 continue
             names = line.split(": ", 2)[-1]
-            parts = {int(n.rsplit("/", 1)[1]) for n in names.split(", ") if "/" in n}
-            rows.append((at, parts if "assigned" in line else set()))
+            parts = frozenset(int(n.rsplit("/", 1)[1]) for n in names.split(", ") if "/" in n)
+            out.append(Change(at, name, parts, gained))
         if w.exit_at is not None:
-            rows.append((w.exit_at, set()))
-        out[f"{w.name}#{i}"] = rows
+            out.append(Change(w.exit_at, name, frozenset(range(PARTITIONS)), False))
     return out
 
 
-def holders(held: dict[str, list[tuple[float, set[int]]]], partition: int, at: float) -> list[str]:
+def event_windows(
+    events: list[ScaleEvent], replacements: list[tuple[float, str, str]]
+) -> list[tuple[float, float]]:
+    """Each scale event's window: until the next event, and at most EVENT_WINDOW_S after
+    the event or after the last replacement made in it."""
     out = []
-    for name, rows in held.items():
-        last = [parts for t, parts in rows if t <= at]
-        if last and partition in last[-1]:
-            out.append(name)
+    for i, e in enumerate(events):
+        nxt = events[i + 1].at if i + 1 < len(events) else math.inf
+        last = max([e.at, *(t for t, _, _ in replacements if e.at <= t < nxt)])
+        out.append((e.at, min(nxt, last + EVENT_WINDOW_S)))
     return out
+
+
+def measure_moves(
+    res: RunResult, recs: list[Rec], outs: list[Out], partition_of: dict[str, int]
+) -> list[EventMoves]:
+    arrivals: dict[int, list[float]] = defaultdict(list)
+    waiting: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for o in outs:
+        arrivals[partition_of.get(o.rid, -1)].append(o.at)
+    for r, iv in zip(recs, pending_intervals(recs, outs), strict=True):
+        waiting[partition_of.get(r.rid, -1)].append(iv)
+    for xs in arrivals.values():
+        xs.sort()
+    for ivs in waiting.values():
+        ivs.sort()
+    held = holdings(changes_of(res.workers))
+    return [
+        event_moves(lo, hi, held, dict(arrivals), dict(waiting))
+        for lo, hi in event_windows(res.events, res.replacements)
+    ]
+
+
+def holders(held: dict[int, list[Holding]], partition: int, at: float) -> list[str]:
+    return [h.worker for h in held.get(partition, []) if h.start <= at < h.end]
 
 
 def verify(
@@ -103,7 +144,7 @@ def verify(
         # Evidence: each copy's arrival, output partition and offset, the request's input
         # partition, and which workers held that partition then (their last assignment
         # before the copy arrived, from their logs).
-        held = assignments(res.workers)
+        held = holdings(changes_of(res.workers))
         with open(folder / "repeats.jsonl", "w") as f:
             for k, v in repeated.items():
                 p = partition_of.get(k[0], -1)
@@ -202,6 +243,22 @@ def verify(
             if p50 > PAUSE_P50_TARGET_S or mx > PAUSE_MAX_TARGET_S
             else ""
         )
+    res.moves = measure_moves(res, recs, outs, partition_of)
+    pause = [x for m in res.moves for x in m.pause_s.values()]
+    stalls = [x for m in res.moves for x in m.stalls]
+    worst_pause = max(pause, default=0.0)
+    s50, smax = p50_max(stalls)
+    t[f"partitions that did not move pause ≤ {UNMOVED_PAUSE_TARGET_S} s at every event"] = (
+        f"max {worst_pause:.2f} s" if worst_pause > UNMOVED_PAUSE_TARGET_S else ""
+    )
+    t[
+        f"moved partitions stall ≤ {MOVED_STALL_P50_TARGET_S:.0f} s p50 and "
+        f"≤ {MOVED_STALL_MAX_TARGET_S:.0f} s max"
+    ] = (
+        f"p50 {s50:.2f} s, max {smax:.2f} s"
+        if stalls and (s50 > MOVED_STALL_P50_TARGET_S or smax > MOVED_STALL_MAX_TARGET_S)
+        else ""
+    )
     # KEDA next to the workers' own gauge.
     rest = res.rest_lag
     c["derender_group_lag_sum = KEDA's metric at rest"] = (

@@ -40,6 +40,13 @@ class Worker:
                     self.ready_at = stamp.timestamp()  # the log's local time, as ours
                 return
 
+    def holds(self) -> bool:
+        """Whether its log shows partitions assigned to it (its readiness)."""
+        return any(
+            "partitions assigned: " in line and not line.endswith("assigned: none")
+            for line in self.log.read_text(errors="replace").splitlines()
+        )
+
     @property
     def name(self) -> str:
         return f"w-{self.slot}"
@@ -62,35 +69,70 @@ class Fleet:
         self.live: dict[int, Worker] = {}  # slot → running (not yet told to stop)
         self.stopping: list[Worker] = []
         self.done: list[Worker] = []
+        self.replacing: dict[int, Worker] = {}  # new worker's slot → the one it replaces
         self.started = 0
         self._lock = threading.Lock()
 
     @property
     def replicas(self) -> int:
-        return len(self.live)
+        """The workers asked for (a replacement's new worker counts once its old one is
+        told to stop)."""
+        return len(self.live) - len(self.replacing)
+
+    def _start(self, slot: int) -> Worker:
+        port = free_port()
+        log = self.logs / f"worker-{self.started:02d}-{slot}.log"
+        self.started += 1
+        with open(log, "ab") as f:
+            proc = subprocess.Popen(
+                self.argv(slot, port),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=f,
+                start_new_session=True,
+            )
+        w = self.live[slot] = Worker(slot, port, log, proc, time.time())
+        return w
+
+    def _terminate(self, w: Worker) -> None:
+        del self.live[w.slot]
+        w.term_at = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            w.proc.send_signal(signal.SIGTERM)
+        with self._lock:
+            self.stopping.append(w)
 
     def scale(self, n: int) -> None:
+        self.settle_replacements(0.0)  # (a scale does not wait for a rollout)
         while len(self.live) < n:
-            slot = next(i for i in range(len(self.live) + 1) if i not in self.live)
-            port = free_port()
-            log = self.logs / f"worker-{self.started:02d}-{slot}.log"
-            self.started += 1
-            with open(log, "ab") as f:
-                proc = subprocess.Popen(
-                    self.argv(slot, port),
-                    cwd=ROOT,
-                    stdout=subprocess.DEVNULL,
-                    stderr=f,
-                    start_new_session=True,
-                )
-            self.live[slot] = Worker(slot, port, log, proc, time.time())
+            self._start(next(i for i in range(len(self.live) + 1) if i not in self.live))
         while len(self.live) > n:
-            w = self.live.pop(max(self.live))  # the newest slot, like a StatefulSet
-            w.term_at = time.time()
-            with contextlib.suppress(ProcessLookupError):
-                w.proc.send_signal(signal.SIGTERM)
-            with self._lock:
-                self.stopping.append(w)
+            self._terminate(self.live[max(self.live)])  # the newest slot, like a StatefulSet
+
+    def replace_oldest(self) -> tuple[Worker, Worker] | None:
+        """A rolling update's step: a new worker started beside the oldest, which is told
+        to stop once the new one holds partitions (`settle_replacements`), as a Deployment
+        with maxSurge 1 and maxUnavailable 0 does on readiness. A new name (slot) each
+        time, so static membership ids do not collide. None while one is under way."""
+        if self.replacing or not self.live:
+            return None
+        old = min(self.live.values(), key=lambda w: w.started)
+        taken = set(self.live) | {w.slot for w in self.stopping}
+        new = self._start(next(i for i in range(len(taken) + 1) if i not in taken))
+        self.replacing[new.slot] = old
+        return old, new
+
+    def settle_replacements(self, ready_within_s: float) -> None:
+        """Stop the old worker of each replacement whose new one is ready (or not ready
+        within `ready_within_s`)."""
+        for slot, old in list(self.replacing.items()):
+            new = self.live.get(slot)
+            if new is None or old.slot not in self.live:
+                del self.replacing[slot]
+                continue
+            if new.holds() or time.time() - new.started >= ready_within_s:
+                del self.replacing[slot]
+                self._terminate(old)
 
     def reap(self) -> None:
         """Note exits; SIGKILL whoever outlived the grace period (a failure)."""
@@ -114,7 +156,8 @@ class Fleet:
                 w.rc, w.exit_at = rc, time.time()
                 self.done.append(w)
                 del self.live[w.slot]
-                self.scale(len(self.live) + 1)
+                self.replacing.pop(w.slot, None)
+                self._start(w.slot)
 
     def stop_all(self) -> None:
         self.scale(0)
