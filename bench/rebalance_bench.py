@@ -54,7 +54,7 @@ HEARTBEAT = ["--heartbeat-interval-ms", "250"]
 CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "today": ("main", []),
     "short-heartbeat": ("main", HEARTBEAT),
-    "sticky": ("here", ["--assignor", "sticky"]),
+    "sticky-3s-heartbeat": ("here", ["--assignor", "sticky", "--heartbeat-interval-ms", "3000"]),
     "sticky-heartbeat": ("here", ["--assignor", "sticky", *HEARTBEAT]),
     "roundrobin-here": ("here", ["--assignor", "roundrobin"]),
 }
@@ -182,8 +182,8 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         ev = event_result(
             name, at, end - at, out.stamps, timeline, args.partitions, revoked=revoked
         )
-        res["events"].append({"name": name, "window_s": round(end - at, 1), **ev.summary(),
-                              "moved": sorted(ev.moved), "gaps": {**ev.unmoved, **ev.moved}})  # fmt: skip
+        summary = {"name": name, "window_s": round(end - at, 1), **ev.summary()}
+        res["events"].append({**summary, "moved": sorted(ev.moved), "gaps": ev.unmoved | ev.moved})
     return res
 
 
@@ -198,9 +198,26 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f"p50 {e['unmoved_p50']:.2f} s | moved {e['moved_n']:>2}: p50 {e['moved_p50']:.2f} s "
             f"max {e['moved_max']:.2f} s | steady gap before {e['baseline']:.2f} s\n"
             f"  {'':<22} across a revocation: unmoved max {e['unmoved_rebalance_max']:.2f} s"
-            f" | moved p50 {e['moved_rebalance_p50']:.2f} s max {e['moved_rebalance_max']:.2f} s"
+            f" | moved p50 {e['moved_rebalance_p50']:.2f} s max {e['moved_rebalance_max']:.2f} s\n"
+            f"  {'':<22} from a revocation to the next output: unmoved max "
+            f"{e['unmoved_resume_max']:.2f} s | moved p50 {e['moved_resume_p50']:.2f} s "
+            f"max {e['moved_resume_max']:.2f} s"
         )
     return "\n".join(lines)
+
+
+def reanalyze(folder: Path) -> dict:  # type: ignore[type-arg]
+    """The measures again, from a run's saved outputs and assignments (run.json)."""
+    doc = json.loads((folder / "run.json").read_text())
+    stamps = {int(p): v for p, v in doc["stamps"].items()}
+    timeline = {int(p): [tuple(e) for e in v] for p, v in doc["timeline"].items()}
+    revoked = {int(p): v for p, v in doc["revoked"].items()}
+    cand, partitions = folder.name.split("-")[1:-3], int(folder.name.split("-")[-3])
+    res: dict = {"candidate": "-".join(cand), "partitions": partitions, "events": []}  # type: ignore[type-arg]
+    for name, at, end in doc["events"]:
+        ev = event_result(name, at, end - at, stamps, timeline, partitions, revoked=revoked)  # type: ignore[arg-type]
+        res["events"].append({"name": name, "window_s": round(end - at, 1), **ev.summary()})
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-s", type=float, default=8.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
+    ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
     args = ap.parse_args(argv)
+    if args.reanalyze:
+        for folder in args.reanalyze:
+            print(json.dumps(reanalyze(folder)))
+        return 0
     cands = args.candidate or ["today"]
     tok = load_deepseek()
     with contextlib.ExitStack() as stack:

@@ -185,7 +185,9 @@ FLAGS: list[Flag] = [
         float,
     ),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
-    Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
+    # Short: a member hears of a rebalance at its next heartbeat, and the partitions of
+    # the members that heard first wait for the last (docs/design/rebalancing.md).
+    Flag("heartbeat-interval-ms", 250, "Kafka consumer heartbeat interval", int),
     Flag(
         "assignor",
         "sticky",

@@ -108,7 +108,7 @@ async def read_outputs(bootstrap: str, topic: str, partition_of: dict[str, int])
         left = {tp for tp in parts if ends[tp] > 0}
         while left:
             got = await consumer.getmany(timeout_ms=500, max_records=10_000)
-            for tp, msgs in got.items():
+            for msgs in got.values():
                 for m in msgs:
                     h = {k: v.decode() for k, v in m.headers}
                     rid = h.get(H_REQUEST_ID, "")

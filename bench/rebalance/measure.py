@@ -4,6 +4,7 @@ assignments. Pure: no I/O."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ def longest_gap(stamps: Sequence[float], start: float, end: float) -> float:
     before = [s for s in stamps if s < start]
     after = [s for s in stamps if s > end]
     points = ([before[-1]] if before else [start]) + inside + ([after[0]] if after else [end])
-    return max((b - a for a, b in zip(points, points[1:], strict=False)), default=end - start)
+    return max((b - a for a, b in itertools.pairwise(points)), default=end - start)
 
 
 def gap_across(stamps: Sequence[float], at: float) -> float:
@@ -41,6 +42,12 @@ def gap_across(stamps: Sequence[float], at: float) -> float:
     return after[0] - before[-1]
 
 
+def resume_after(stamps: Sequence[float], at: float) -> float:
+    """From `at` to the first output after it."""
+    after = [s for s in stamps if s > at]
+    return after[0] - at if after else 0.0
+
+
 @dataclass
 class EventResult:
     name: str
@@ -50,13 +57,20 @@ class EventResult:
     baseline: float = 0.0  # the longest gap of any partition in the steady time before
     # partition → the longest gap across a revocation of it (the rebalance's own pause)
     across: dict[int, float] = field(default_factory=dict)
+    # partition → the longest wait from a revocation of it to its next output
+    resume: dict[int, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float | int]:
         un = sorted(self.unmoved.values())
         mv = sorted(self.moved.values())
         un_r = sorted(self.across[p] for p in self.unmoved if p in self.across)
         mv_r = sorted(self.across[p] for p in self.moved if p in self.across)
+        un_s = sorted(self.resume[p] for p in self.unmoved if p in self.resume)
+        mv_s = sorted(self.resume[p] for p in self.moved if p in self.resume)
         return {
+            "unmoved_resume_max": un_s[-1] if un_s else 0.0,
+            "moved_resume_p50": statistics.median(mv_s) if mv_s else 0.0,
+            "moved_resume_max": mv_s[-1] if mv_s else 0.0,
             "unmoved_rebalance_max": un_r[-1] if un_r else 0.0,
             "moved_rebalance_p50": statistics.median(mv_r) if mv_r else 0.0,
             "moved_rebalance_max": mv_r[-1] if mv_r else 0.0,
@@ -91,6 +105,7 @@ def event_result(
         times = [t for t in (revoked or {}).get(p, ()) if at <= t <= at + window_s]
         if times:
             res.across[p] = max(gap_across(s, t) for t in times)
+            res.resume[p] = max(resume_after(s, t) for t in times)
         res.baseline = max(res.baseline, longest_gap(s, at - baseline_s, at - 0.001))
     return res
 

@@ -95,6 +95,7 @@ class Transactions:
         # Calls under way on each producer: one a revocation finds busy (a batch that
         # outlived it) is stopped, not parked, so nothing late lands in a reused one.
         self._busy: Counter[AIOKafkaProducer] = Counter()
+        self._stopping: set[asyncio.Task[None]] = set()
         # Partitions whose transaction failed: their producer is gone until the group is
         # rejoined (a zombie must not start a new one: that would fence the real owner).
         self.lost: set[TopicPartition] = set()
@@ -119,11 +120,14 @@ class Transactions:
         reused = {tp: parked.pop(tp) for tp in partitions if tp in parked and tp not in self._sinks}
         todo = [tp for tp in partitions if tp not in self._sinks and tp not in reused]
         producers = [self._make(transactional_id(self.id_prefix, self.group_id, tp)) for tp in todo]
+        # The parked producers of partitions gone elsewhere are stopped in the background:
+        # the kept partitions need not wait for it (their new owners fence them anyway).
+        for producer in parked.values():
+            task = asyncio.create_task(_stop_quietly(producer))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
         try:
-            results, _ = await asyncio.gather(
-                asyncio.gather(*(p.start() for p in producers), return_exceptions=True),
-                asyncio.gather(*map(_stop_quietly, parked.values())),
-            )
+            results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
         except BaseException:  # cancelled (the step's time ran out): none may be left running
             await asyncio.gather(*map(_stop_quietly, [*producers, *reused.values()]))
             raise
@@ -193,7 +197,9 @@ class Transactions:
         parked, self._parked = self._parked, {}
         sinks = [self._sinks.pop(tp) for tp in list(self._sinks)]
         await asyncio.gather(
-            *(_stop_quietly(s.producer) for s in sinks), *map(_stop_quietly, parked.values())
+            *(_stop_quietly(s.producer) for s in sinks),
+            *map(_stop_quietly, parked.values()),
+            *self._stopping,
         )
 
     # -- one batch ------------------------------------------------------------------
