@@ -220,6 +220,25 @@ def reanalyze(folder: Path) -> dict:  # type: ignore[type-arg]
     return res
 
 
+def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
+    """One row per run and event: the window's longest gaps (pause, stall) and the wait
+    from a revocation to the next output, in seconds."""
+    out = [
+        "| partitions | candidate | event | unmoved pause max | moved stall p50 / max "
+        "| revocation → output: unmoved max | moved p50 / max |",
+        "|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for e in r["events"]:
+            out.append(
+                f"| {r['partitions']} | {r['candidate']} | {e['name']} | {e['unmoved_max']:.2f} "
+                f"| {e['moved_p50']:.2f} / {e['moved_max']:.2f} "
+                f"| {e['unmoved_resume_max']:.2f} "
+                f"| {e['moved_resume_p50']:.2f} / {e['moved_resume_max']:.2f} |"
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", action="append", choices=[*CANDIDATES, "kip848"])
@@ -232,11 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-s", type=float, default=8.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
+    ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")
     ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
     args = ap.parse_args(argv)
     if args.reanalyze:
-        for folder in args.reanalyze:
-            print(json.dumps(reanalyze(folder)))
+        results = [reanalyze(folder) for folder in args.reanalyze]
+        print(
+            "\n".join(markdown(results)) if args.markdown else "\n".join(map(json.dumps, results))
+        )
         return 0
     cands = args.candidate or ["today"]
     tok = load_deepseek()
