@@ -185,7 +185,17 @@ FLAGS: list[Flag] = [
         float,
     ),
     Flag("session-timeout-ms", 10000, "Kafka consumer group session timeout", int),
-    Flag("heartbeat-interval-ms", 3000, "Kafka consumer heartbeat interval", int),
+    # Short: a member hears of a rebalance at its next heartbeat, and the partitions of
+    # the members that heard first wait for the last (docs/design/rebalancing.md).
+    Flag("heartbeat-interval-ms", 250, "Kafka consumer heartbeat interval", int),
+    Flag(
+        "assignor",
+        "sticky",
+        "how the group deals out the input partitions: sticky (a rebalance moves only "
+        "the partitions that must move; each member keeps the rest, and under "
+        "exactly-once their producers) or roundrobin (aiokafka's: everything dealt anew)",
+        choices=("sticky", "roundrobin"),
+    ),
     # 0: the worker already hands the producer one full record batch per partition
     # (kafka_sink.py), so waiting for more records only adds latency.
     Flag("linger-ms", 0, "producer linger", int),
@@ -297,6 +307,7 @@ class Settings(KafkaSecurity):
     shutdown_timeout_s: float
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    assignor: str
     linger_ms: int
     batch_bytes: int
     fetch_max_wait_ms: int

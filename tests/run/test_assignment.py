@@ -214,15 +214,16 @@ def test_a_stale_batch_never_begins_a_transaction_on_the_new_assignments_produce
         await checkpoint.claim(fresh)  # the other lane's batch begins its transaction
         with pytest.raises(Fenced, match="begin"):
             await checkpoint.claim(stale)
-        old, new = made
-        assert old.calls == ["start", "stop"] and new.calls == ["start", "begin"]
+        # (The partition came back to this worker: its producer was kept for it.)
+        (producer,) = made
+        assert producer.calls == ["start", "begin"]
         # Its commit and its abort are fenced too, and the new transaction is untouched.
         with pytest.raises(Fenced, match="commit"):
             await checkpoint.commit(stale, [], {})
         await checkpoint.abort(stale)
-        assert new.calls == ["start", "begin"]
+        assert producer.calls == ["start", "begin"]
         assert await checkpoint.commit(fresh, [], {}) == []
-        assert new.calls == ["start", "begin", "offsets [11]", "commit"]
+        assert producer.calls == ["start", "begin", "offsets [11]", "commit"]
 
     asyncio.run(body())
 

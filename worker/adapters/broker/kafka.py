@@ -10,6 +10,7 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
 
 from worker.adapters.broker import kafka_access
+from worker.adapters.broker.kafka_assign import assignors
 from worker.settings import EXACTLY_ONCE, KafkaSecurity, Settings
 
 
@@ -75,6 +76,8 @@ def make_consumer(s: Settings) -> AIOKafkaConsumer:
         session_timeout_ms=s.session_timeout_ms,
         request_timeout_ms=s.request_timeout_ms,
         heartbeat_interval_ms=s.heartbeat_interval_ms,
+        # Sticky: a rebalance moves only the partitions that must move (kafka_assign).
+        partition_assignment_strategy=assignors(s.assignor),
         # Exactly-once: never read what an aborted transaction wrote upstream, and stop
         # at the last stable offset.
         isolation_level="read_committed" if s.guarantee == EXACTLY_ONCE else "read_uncommitted",

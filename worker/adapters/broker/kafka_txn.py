@@ -15,6 +15,15 @@ owner's transactions), then read the committed offsets and seek there. Reading t
 could see an offset that a pending transaction was about to move, and the batch would be
 done twice. Until both steps are done, a partition is not `ready` and no lane polls it.
 
+A revocation parks the partitions' producers (their open transactions aborted) instead of
+stopping them: aiokafka's rebalances are eager, every partition is revoked on every
+rebalance, and with a sticky assignment (`kafka_assign`) most come straight back. A
+partition that comes back reuses its parked producer: no InitProducerId, which was most
+of a kept partition's pause. Nobody else can have owned it meanwhile (the parked ones not
+reassigned are stopped when the assignment arrives); if somebody did (this member missed
+a generation), the producer is fenced, its next commit fails and the partition is dropped
+and rejoined, as after any fencing.
+
 Each lane's batch then holds one transaction per partition it spans, run concurrently;
 a partition is in one lane only, so a producer never has two transactions at once.
 """
@@ -23,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
@@ -33,6 +44,7 @@ from worker.adapters.broker.kafka_source import past_markers
 from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
+T = TypeVar("T")
 
 # The longest closing a partition's producer may take (see _stop_quietly).
 STOP_TIMEOUT_S = 5.0
@@ -77,6 +89,13 @@ class Transactions:
         self.dlq_topic = dlq_topic
         self.control_topic = control_topic
         self._sinks: dict[TopicPartition, KafkaSink] = {}
+        # Producers of revoked partitions, until the next assignment says whether they
+        # come back (reused) or not (stopped).
+        self._parked: dict[TopicPartition, AIOKafkaProducer] = {}
+        # Calls under way on each producer: one a revocation finds busy (a batch that
+        # outlived it) is stopped, not parked, so nothing late lands in a reused one.
+        self._busy: Counter[AIOKafkaProducer] = Counter()
+        self._stopping: set[asyncio.Task[None]] = set()
         # Partitions whose transaction failed: their producer is gone until the group is
         # rejoined (a zombie must not start a new one: that would fence the real owner).
         self.lost: set[TopicPartition] = set()
@@ -94,16 +113,26 @@ class Transactions:
 
     async def open(self, partitions: list[TopicPartition], reset: str) -> None:
         """Start a producer per partition (fencing the old owner and settling its
-        transactions), then seek each partition to its committed offset."""
-        todo = [tp for tp in partitions if tp not in self._sinks]
+        transactions), or take back the one parked when it was revoked from us; stop the
+        parked ones of partitions that went elsewhere; then seek each partition to its
+        committed offset."""
+        parked, self._parked = self._parked, {}
+        reused = {tp: parked.pop(tp) for tp in partitions if tp in parked and tp not in self._sinks}
+        todo = [tp for tp in partitions if tp not in self._sinks and tp not in reused]
         producers = [self._make(transactional_id(self.id_prefix, self.group_id, tp)) for tp in todo]
+        # The parked producers of partitions gone elsewhere are stopped in the background:
+        # the kept partitions need not wait for it (their new owners fence them anyway).
+        for producer in parked.values():
+            task = asyncio.create_task(_stop_quietly(producer))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
         try:
             results = await asyncio.gather(*(p.start() for p in producers), return_exceptions=True)
         except BaseException:  # cancelled (the step's time ran out): none may be left running
-            await asyncio.gather(*map(_stop_quietly, producers))
+            await asyncio.gather(*map(_stop_quietly, [*producers, *reused.values()]))
             raise
         failed: BaseException | None = None
-        started: dict[TopicPartition, AIOKafkaProducer] = {}
+        started: dict[TopicPartition, AIOKafkaProducer] = dict(reused)
         for tp, producer, result in zip(todo, producers, results, strict=True):
             if isinstance(result, BaseException):
                 failed = failed or result
@@ -111,14 +140,7 @@ class Transactions:
             else:
                 started[tp] = producer
         try:
-            for tp in started:
-                committed = await self.consumer.committed(tp)
-                if committed is not None:
-                    self.consumer.seek(tp, committed)
-                elif reset == "latest":
-                    await self.consumer.seek_to_end(tp)
-                else:
-                    await self.consumer.seek_to_beginning(tp)
+            await asyncio.gather(*(self._seek(tp, reset) for tp in started))
         except BaseException:
             await asyncio.gather(*(_stop_quietly(p) for p in started.values()))
             raise
@@ -138,19 +160,53 @@ class Transactions:
         if failed is not None:
             raise failed
 
+    async def _seek(self, tp: TopicPartition, reset: str) -> None:
+        committed = await self.consumer.committed(tp)
+        if committed is not None:
+            self.consumer.seek(tp, committed)
+        elif reset == "latest":
+            await self.consumer.seek_to_end(tp)
+        else:
+            await self.consumer.seek_to_beginning(tp)
+
     async def close(self, partitions: list[TopicPartition], abort: bool = True) -> None:
-        """Abort what is open (unless `abort` is False: the producer already failed to)
-        and stop the producers of partitions that leave us."""
-        sinks = [self._sinks.pop(tp) for tp in partitions if tp in self._sinks]
-        await asyncio.gather(*(_stop_quietly(s.producer, abort) for s in sinks))
+        """Partitions leave us (revoked): abort what is open and park their producers
+        until the next assignment (`open`). With `abort` False (the producer already
+        failed to), they are stopped instead."""
+        sinks = [(tp, self._sinks.pop(tp)) for tp in partitions if tp in self._sinks]
+        busy = [s for _, s in sinks if self._busy[s.producer]]
+        sinks = [(tp, s) for tp, s in sinks if not self._busy[s.producer]]
+        if not abort:
+            busy += [s for _, s in sinks]
+            sinks = []
+        results, _ = await asyncio.gather(
+            asyncio.gather(
+                *(asyncio.wait_for(_abort_open(s.producer), ABORT_TIMEOUT_S) for _, s in sinks),
+                return_exceptions=True,
+            ),
+            asyncio.gather(*(_stop_quietly(s.producer, abort) for s in busy)),
+        )
+        for (tp, sink), result in zip(sinks, results, strict=True):
+            if isinstance(result, BaseException):  # its state is unknown: not reused
+                log.debug("aborting before parking a transactional producer: %s", result)
+                await _stop_quietly(sink.producer, False)
+            else:
+                self._parked[tp] = sink.producer
 
     async def close_all(self) -> None:
-        await self.close(list(self._sinks))
+        parked, self._parked = self._parked, {}
+        sinks = [self._sinks.pop(tp) for tp in list(self._sinks)]
+        await asyncio.gather(
+            *(_stop_quietly(s.producer) for s in sinks),
+            *map(_stop_quietly, parked.values()),
+            *self._stopping,
+        )
 
     # -- one batch ------------------------------------------------------------------
 
     async def begin(self, partitions: list[Partition]) -> None:
-        await asyncio.gather(*(self._sink(p).producer.begin_transaction() for p in partitions))
+        producers = [self._sink(p).producer for p in partitions]
+        await asyncio.gather(*(self._use(pr, pr.begin_transaction()) for pr in producers))
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
         """Each record through the transaction of the input partition it came from (to
@@ -163,7 +219,10 @@ class Transactions:
             dls.setdefault(rec.source_partition, []).append(rec)
         parts = list(outs.keys() | dls.keys())
         results = await asyncio.gather(
-            *(self._sink(p).send(outs.get(p, []), dls.get(p, [])) for p in parts),
+            *(
+                self._use(sink.producer, sink.send(outs.get(p, []), dls.get(p, [])))
+                for p, sink in zip(parts, [self._sink(p) for p in parts], strict=True)
+            ),
             return_exceptions=True,
         )
         refused: list[tuple[OutRecord, BaseException]] = []
@@ -186,7 +245,10 @@ class Transactions:
         # put another assignment's producer under the same partition.
         producers = [self._sink(p).producer for p in parts]
         results = await asyncio.gather(
-            *(self._commit_one(pr, p, offsets[p]) for pr, p in zip(producers, parts, strict=True)),
+            *(
+                self._use(pr, self._commit_one(pr, p, offsets[p]))
+                for pr, p in zip(producers, parts, strict=True)
+            ),
             return_exceptions=True,
         )
         failed: list[Partition] = []
@@ -218,7 +280,10 @@ class Transactions:
         open_ = [p for p in partitions if p in self._sinks]
         producers = [self._sink(p).producer for p in open_]  # (now: see commit)
         results = await asyncio.gather(
-            *(asyncio.wait_for(_abort_open(pr), ABORT_TIMEOUT_S) for pr in producers),
+            *(
+                self._use(pr, asyncio.wait_for(_abort_open(pr), ABORT_TIMEOUT_S))
+                for pr in producers
+            ),
             return_exceptions=True,
         )
         bad = [
@@ -252,6 +317,15 @@ class Transactions:
         coordinator = getattr(self.consumer, "_coordinator", None)
         if coordinator is not None:
             coordinator.request_rejoin()
+
+    async def _use(self, producer: AIOKafkaProducer, call: Awaitable[T]) -> T:
+        self._busy[producer] += 1
+        try:
+            return await call
+        finally:
+            self._busy[producer] -= 1
+            if not self._busy[producer]:
+                del self._busy[producer]
 
     def _sink(self, p: Partition) -> KafkaSink:
         assert isinstance(p, TopicPartition)

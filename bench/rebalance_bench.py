@@ -1,0 +1,281 @@
+"""How long partitions stop at a scale event: 1 worker, then 3 more join (1 → 4), then one
+is replaced (a new one starts, an old one is SIGTERMed), optionally 4 → 8; exactly-once,
+under steady load, on a local Apache Kafka and Redis.
+
+    .venv/bin/python bench/rebalance_bench.py --partitions 8 --candidate today
+    .venv/bin/python bench/rebalance_bench.py --partitions 32 --steps 4,r,8 --candidate sticky
+
+Measured from the output topic (read_committed, after the run): per input partition, the
+CreateTime of its outputs (when a worker sent them). Around each event, a partition whose
+owner did not change has a *pause* (its longest gap between outputs), a partition that
+moved a *stall* (the same, across its move). Owners come from the workers' logged
+assignments. Repeats: outputs read more than once by (request id, seq, part).
+
+Candidates are sets of worker flags (`CANDIDATES`), plus `kip848`: the consumer-protocol
+prototype of bench/rebalance/kip848.py (confluent-kafka, one transactional producer per
+member, offsets sent with the consumer's group metadata).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rebalance.fleet import Fleet, Member, revocations
+from rebalance.load import SteadyLoad, read_outputs
+from rebalance.measure import event_result, repeats
+from workerbench.workload import load_deepseek, make_workload
+
+from worker.adapters.local import kafka_server
+from worker.adapters.local.embedded import RedisServer, create_topics
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError")
+# KIP-848 groups: the broker sets the members' heartbeat interval (default 5 s).
+BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.initial.rebalance.delay.ms": "0",
+}
+# The code as it was (the main checkout's venv, when there is one) and this checkout's.
+MAIN_WORKER = Path("/work/main/.venv/bin/derender-worker")
+HEARTBEAT = ["--heartbeat-interval-ms", "250"]
+# candidate → (whose worker, its flags)
+CANDIDATES: dict[str, tuple[str, list[str]]] = {
+    "today": ("main", []),
+    "short-heartbeat": ("main", HEARTBEAT),
+    "sticky-3s-heartbeat": ("here", ["--assignor", "sticky", "--heartbeat-interval-ms", "3000"]),
+    "sticky-heartbeat": ("here", ["--assignor", "sticky", *HEARTBEAT]),
+    "roundrobin-here": ("here", ["--assignor", "roundrobin"]),
+}
+SETTLE_S = 5.0  # after the last member of an event is assigned: the window's tail
+
+
+def worker_argv(cand: str, env: dict[str, str], name: str, port: int) -> list[str]:
+    if cand == "kip848":
+        return [
+            sys.executable, str(REPO / "bench" / "rebalance" / "kip848.py"),
+            "--bootstrap", env["bootstrap"], "--group", env["group"],
+            "--input", env["in"], "--output", env["out"], "--name", name,
+            "--transactional-id", f"{env['group']}-{name}",
+        ]  # fmt: skip
+    whose, flags = CANDIDATES[cand]
+    binary = MAIN_WORKER if whose == "main" and MAIN_WORKER.exists() else BIN / "derender-worker"
+    return [
+        str(binary), "run",
+        "--bootstrap-servers", env["bootstrap"],
+        "--redis-url", env["redis"],
+        "--input-topic", env["in"], "--output-topic", env["out"], "--dlq-topic", env["dlq"],
+        "--group-id", env["group"], "--state-prefix", f"{env['group']}:",
+        "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        "--guarantee", "exactly-once",
+        "--transactional-id-prefix", f"{env['group']}-",
+        *flags,
+    ]  # fmt: skip
+
+
+def wait_assigned(fleet: Fleet, members: list[Member], timeout_s: float) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if all(fleet.assigned(m) for m in members):
+            return True
+        fleet.sleep(0.2)
+    return False
+
+
+def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, tok) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    from worker.adapters.local.embedded import free_port
+
+    tag = f"{cand}-{args.partitions}-{int(time.time())}"
+    folder = Path(tempfile.mkdtemp(prefix=f"rebalance-{tag}-"))
+    env = {
+        "bootstrap": kafka_bs,
+        "redis": redis_url,
+        "in": f"rb-{tag}-in",
+        "out": f"rb-{tag}-out",
+        "dlq": f"rb-{tag}-dlq",
+        "group": f"rb-{tag}",
+    }
+    asyncio.run(create_topics(kafka_bs, [env["in"], env["out"]], args.partitions))
+    asyncio.run(create_topics(kafka_bs, [env["dlq"]], 1))
+    steps = args.steps.split(",")
+    duration = 60 + 45 * len(steps)
+    chunks = 40
+    requests = int(args.rate * duration / (chunks + 1)) + 1
+    wl = make_workload(tok, requests, chunks, 2, f"rb{tag}", 7)
+    records = [(rid, value) for rid, _, value in wl.records]
+    load = SteadyLoad(kafka_bs, env["in"], records, args.rate)
+    fleet = Fleet(folder, REPO)
+    n = 0
+
+    def start() -> Member:
+        nonlocal n
+        m = fleet.start(f"w{n}", worker_argv(cand, env, f"w{n}", free_port()))
+        n += 1
+        return m
+
+    events: list[tuple[str, float, float]] = []
+    print(f"[{cand} P={args.partitions}] logs in {folder}", flush=True)
+    try:
+        load.start()
+        first = start()
+        if not wait_assigned(fleet, [first], 90):
+            raise SystemExit(f"{first.name} never got partitions: see {first.log}")
+        fleet.sleep(args.steady_s)
+        live = [first]
+        for step in steps:
+            at = time.time()
+            if args.burst and step != "r":
+                extra = make_workload(tok, args.burst // 41 + 1, 40, 2, f"rb{tag}b{step}", 11)
+                load.burst([(rid, value) for rid, _, value in extra.records])
+            if step == "r":
+                new = [start()]
+                fleet.term(live[1] if len(live) > 1 else live[0])
+                gone = live.pop(1 if len(live) > 1 else 0)
+                name = f"replace {gone.name} by {new[0].name}"
+            else:
+                want = int(step)
+                before = len(live)
+                new = [start() for _ in range(want - before)]
+                name = f"{before} → {want}"
+            live += new
+            ok = wait_assigned(fleet, new, 90)
+            fleet.sleep(SETTLE_S)
+            end = time.time()
+            events.append((name if ok else name + " (a joiner never got partitions)", at, end))
+            print(f"  {name}: {end - at:.1f} s", flush=True)
+        fleet.sleep(2)
+    finally:
+        load.stop()
+        time.sleep(3)  # let the workers finish what was published
+        fleet.stop_all()
+    if load.error is not None:
+        raise load.error
+    out = asyncio.run(read_outputs(kafka_bs, env["out"], load.partition_of))
+    timeline = fleet.timeline()
+    revoked = revocations(fleet)
+    res = {
+        "candidate": cand,
+        "partitions": args.partitions,
+        "rate": args.rate,
+        "burst": args.burst,
+        "outputs": len(out.keys),
+        "repeats": repeats(out.keys),
+        "exits": {m.name: (m.rc, round(m.exit_s or 0, 2)) for m in fleet.members},
+        "events": [],
+        "logs": str(folder),
+    }
+    (folder / "run.json").write_text(json.dumps({
+        "stamps": out.stamps, "timeline": timeline, "events": events, "revoked": revoked,
+    }))  # fmt: skip
+    for name, at, end in events:
+        ev = event_result(
+            name, at, end - at, out.stamps, timeline, args.partitions, revoked=revoked
+        )
+        summary = {"name": name, "window_s": round(end - at, 1), **ev.summary()}
+        res["events"].append({**summary, "moved": sorted(ev.moved), "gaps": ev.unmoved | ev.moved})
+    return res
+
+
+def render(res: dict) -> str:  # type: ignore[type-arg]
+    lines = [
+        f"{res['candidate']}, {res['partitions']} partitions, {res['rate']:.0f} records/s: "
+        f"{res['outputs']} outputs, {res['repeats']} repeats, exits {res['exits']}"
+    ]
+    for e in res["events"]:
+        lines.append(
+            f"  {e['name']:<22} unmoved {e['unmoved_n']:>2}: max {e['unmoved_max']:.2f} s "
+            f"p50 {e['unmoved_p50']:.2f} s | moved {e['moved_n']:>2}: p50 {e['moved_p50']:.2f} s "
+            f"max {e['moved_max']:.2f} s | steady gap before {e['baseline']:.2f} s\n"
+            f"  {'':<22} across a revocation: unmoved max {e['unmoved_rebalance_max']:.2f} s"
+            f" | moved p50 {e['moved_rebalance_p50']:.2f} s max {e['moved_rebalance_max']:.2f} s\n"
+            f"  {'':<22} from a revocation to the next output: unmoved max "
+            f"{e['unmoved_resume_max']:.2f} s | moved p50 {e['moved_resume_p50']:.2f} s "
+            f"max {e['moved_resume_max']:.2f} s"
+        )
+    return "\n".join(lines)
+
+
+def reanalyze(folder: Path) -> dict:  # type: ignore[type-arg]
+    """The measures again, from a run's saved outputs and assignments (run.json)."""
+    doc = json.loads((folder / "run.json").read_text())
+    stamps = {int(p): v for p, v in doc["stamps"].items()}
+    timeline = {int(p): [tuple(e) for e in v] for p, v in doc["timeline"].items()}
+    revoked = {int(p): v for p, v in doc["revoked"].items()}
+    cand, partitions = folder.name.split("-")[1:-3], int(folder.name.split("-")[-3])
+    res: dict = {"candidate": "-".join(cand), "partitions": partitions, "events": []}  # type: ignore[type-arg]
+    for name, at, end in doc["events"]:
+        ev = event_result(name, at, end - at, stamps, timeline, partitions, revoked=revoked)  # type: ignore[arg-type]
+        res["events"].append({"name": name, "window_s": round(end - at, 1), **ev.summary()})
+    return res
+
+
+def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
+    """One row per run and event: the window's longest gaps (pause, stall) and the wait
+    from a revocation to the next output, in seconds."""
+    out = [
+        "| partitions | candidate | event | unmoved pause max | moved stall p50 / max "
+        "| revocation → output: unmoved max | moved p50 / max |",
+        "|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for e in r["events"]:
+            out.append(
+                f"| {r['partitions']} | {r['candidate']} | {e['name']} | {e['unmoved_max']:.2f} "
+                f"| {e['moved_p50']:.2f} / {e['moved_max']:.2f} "
+                f"| {e['unmoved_resume_max']:.2f} "
+                f"| {e['moved_resume_p50']:.2f} / {e['moved_resume_max']:.2f} |"
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--candidate", action="append", choices=[*CANDIDATES, "kip848"])
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--steps", default="4,r", help="scale to N, or r (replace one), in order")
+    ap.add_argument("--rate", type=float, default=400.0, help="input records a second")
+    ap.add_argument(
+        "--burst", type=int, default=0, help="records published at once at each scale-out"
+    )
+    ap.add_argument("--steady-s", type=float, default=8.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=None, help="append each result here")
+    ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")
+    ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
+    args = ap.parse_args(argv)
+    if args.reanalyze:
+        results = [reanalyze(folder) for folder in args.reanalyze]
+        print(
+            "\n".join(markdown(results)) if args.markdown else "\n".join(map(json.dumps, results))
+        )
+        return 0
+    cands = args.candidate or ["today"]
+    tok = load_deepseek()
+    with contextlib.ExitStack() as stack:
+        kafka = stack.enter_context(
+            kafka_server.ApacheKafka(config=BROKER_CONFIG, jvm_options=JVM_OPTIONS)
+        )
+        redis = stack.enter_context(RedisServer())
+        for _ in range(args.repeat):
+            for cand in cands:
+                res = run_one(args, cand, kafka.bootstrap, redis.url, tok)
+                print(render(res), flush=True)
+                if args.json is not None:
+                    with open(args.json, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(res) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
