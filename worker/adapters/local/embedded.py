@@ -424,6 +424,7 @@ async def create_topics(
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     await admin.start()
     try:
+        await _await_controller(admin, timeout_ms / 1000)
         topics = [NewTopic(name, partitions, 1) for name in wanted]
         response = await admin.create_topics(topics, timeout_ms=timeout_ms)
         # Errors come back per topic as codes, not as exceptions.
@@ -435,6 +436,20 @@ async def create_topics(
         await _await_leaders(admin, wanted, timeout_ms / 1000)
     finally:
         await admin.close()
+
+
+async def _await_controller(admin: Any, timeout_s: float) -> None:
+    """A broker just (re)started may answer Metadata before it knows the controller; the
+    admin client then sends CreateTopics to no one (`cluster.controller` is None and it
+    fails with an AttributeError). So refresh the metadata until a controller is named.
+    (`_client` is aiokafka's: the admin client has no public call for its cluster.)"""
+    client = admin._client
+    deadline = time.monotonic() + timeout_s
+    while client.cluster.controller is None:
+        if time.monotonic() > deadline:
+            raise ServerError(f"the broker named no controller within {timeout_s} s")
+        await asyncio.sleep(0.05)
+        await client.force_metadata_update()
 
 
 async def _await_leaders(admin: Any, names: list[str], timeout_s: float) -> None:
