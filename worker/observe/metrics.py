@@ -190,6 +190,12 @@ class Metrics:
         self.redis_round_trips = Counter(
             "derender_redis_round_trips", "Redis round trips", ["op"], registry=r
         )
+        self.misrouted = Counter(
+            "derender_reply_partition_missing",
+            "outputs whose request named a reply partition the output topic lacks (written"
+            " to the key's partition instead)",
+            registry=r,
+        )
         self.assigned = Gauge(
             "derender_assigned_partitions", "partitions assigned to this worker", registry=r
         )

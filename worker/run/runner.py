@@ -198,8 +198,8 @@ class Runner:
         assert self.consumer is not None
         if fresh:
             self.outage.recovered()
+        s, misrouted = self.s, self.metrics.misrouted.inc
         if exactly_once:
-            s = self.s
             self.transactions = Transactions(
                 lambda tid: make_transactional_producer(s, tid),
                 self.consumer,
@@ -208,12 +208,13 @@ class Runner:
                 output_topic=s.output_topic,
                 dlq_topic=s.dlq_topic,
                 control_topic=s.control_topic,
+                on_misrouted=misrouted,
             )
             self.sinks = [self.transactions]
         else:
-            s = self.s
             self.sinks = [
-                KafkaSink(p, s.output_topic, s.dlq_topic, s.control_topic) for p in self.producers
+                KafkaSink(p, s.output_topic, s.dlq_topic, s.control_topic, misrouted)
+                for p in self.producers
             ]
         self.consumer.subscribe(
             [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -47,6 +48,7 @@ class KafkaSink:
         output_topic: str,
         dlq_topic: str,
         control_topic: str | None = None,
+        on_misrouted: Callable[[], object] | None = None,
     ) -> None:
         self.producer = producer
         self.output_topic = output_topic
@@ -59,6 +61,7 @@ class KafkaSink:
         self._cache: dict[str, tuple[list[int], dict[bytes | None, int]]] = {}
         # Outputs that named a reply partition the output topic lacks (sent by key instead).
         self.misrouted = 0
+        self.on_misrouted = on_misrouted  # (the worker's metric)
         self._warned: set[str] = set()
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
@@ -132,6 +135,8 @@ class KafkaSink:
 
     def _misrouted(self, rec: OutRecord, topic: str, count: int) -> None:
         self.misrouted += 1
+        if self.on_misrouted is not None:
+            self.on_misrouted()
         if rec.key in self._warned:
             return
         if len(self._warned) >= MISROUTED_WARNED_MAX:

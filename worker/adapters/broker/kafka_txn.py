@@ -80,6 +80,7 @@ class Transactions:
         output_topic: str,
         dlq_topic: str,
         control_topic: str | None = None,
+        on_misrouted: Callable[[], object] | None = None,
     ) -> None:
         self._make = make_producer
         self.consumer = consumer
@@ -88,6 +89,7 @@ class Transactions:
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.control_topic = control_topic
+        self.on_misrouted = on_misrouted
         self._sinks: dict[TopicPartition, KafkaSink] = {}
         # Producers of revoked partitions, until the next assignment says whether they
         # come back (reused) or not (stopped).
@@ -148,7 +150,7 @@ class Transactions:
         # from wherever the consumer happened to be.
         for tp, producer in started.items():
             self._sinks[tp] = KafkaSink(
-                producer, self.output_topic, self.dlq_topic, self.control_topic
+                producer, self.output_topic, self.dlq_topic, self.control_topic, self.on_misrouted
             )
         self.lost.difference_update(partitions)
         if isinstance(failed, TransactionalIdAuthorizationFailed):
