@@ -102,7 +102,7 @@ def run(case: Case, rid: str = "resp_sdk") -> Answers:
             rec.update(context, api="responses", responses_request=dict(req, stream=True))
         records.append(rec)
         kept += part
-    finish = case.finishes[0] if limit == len(parts) else "abort"
+    finish = case.finishes[0] if limit >= len(parts) else "abort"
     kind = "abort" if case.abort_after is not None else "end"
     records.append({"request_id": rid, "seq": len(records), "type": kind})
     case.records = records
