@@ -107,11 +107,19 @@ def start(state: RequestState, request_id: str) -> list[Output]:
 def piece(state: RequestState, request_id: str, part: Part) -> list[Output]:
     fs = _fs(state)
     outputs: list[Output] = []
+    calls = part.calls
+    if calls and fs.call >= 0 and (part.reasoning or part.content):
+        # A record's delta merges its kinds: fragments of the call in progress came
+        # before the record's text (they continue what is open), the rest after it.
+        going = [c for c in calls if c.index == fs.call and _fragment(c)]
+        for call in going:
+            _call(fs, request_id, call, outputs)
+        calls = [c for c in calls if not (c.index == fs.call and _fragment(c))] if going else calls
     if part.reasoning:
         _text(fs, request_id, REASONING, part.reasoning, outputs)
     if part.content:
         _text(fs, request_id, TEXT, part.content, outputs)
-    for call in part.calls:
+    for call in calls:
         _call(fs, request_id, call, outputs)
     if part.finish_reason is not None:
         fs.finish, fs.stop = part.finish_reason, part.stop_reason
@@ -173,23 +181,45 @@ def _text(fs: FormatState, request_id: str, kind: int, text: str, outputs: list[
 
 
 def _call(fs: FormatState, request_id: str, call: ToolCallDelta, outputs: list[Output]) -> None:
+    """A call's start or an argument fragment. A start without arguments waits (`fs.call`
+    set, no item open): some formats name a call, then write text, then its arguments,
+    and the call's item opens when its arguments do, after that text's."""
     fn = call.function
     name = fn.name if not isinstance(fn, msgspec.UnsetType) else msgspec.UNSET
     args = fn.arguments if not isinstance(fn, msgspec.UnsetType) else msgspec.UNSET
     if not isinstance(call.id, msgspec.UnsetType) or not isinstance(name, msgspec.UnsetType):
+        _waiting(fs, request_id, outputs)
         _close(fs, request_id, "completed", outputs)
         fs.call = call.index
         fs.call_id = call.id if not isinstance(call.id, msgspec.UnsetType) else ""
         fs.name = name if not isinstance(name, msgspec.UnsetType) else ""
-        _open(fs, request_id, CALL, outputs)
-    elif fs.kind != CALL or fs.call != call.index:
+        if not args:
+            return
+    elif fs.call != call.index:
         raise DerenderError(
             f"arguments of tool call {call.index} arrived outside that call", param="tool_calls"
         )
+    if fs.kind != CALL:
+        _close(fs, request_id, "completed", outputs)
+        _open(fs, request_id, CALL, outputs)
     if isinstance(args, str) and args:
         iid = item_id(_PREFIX[CALL], request_id, fs.index)
         outputs.append(_out(fs, rw.ArgumentsDelta, item_id=iid, output_index=fs.index, delta=args))
         _keep(fs, args)
+
+
+def _fragment(call: ToolCallDelta) -> bool:
+    """An argument fragment: no id, no name."""
+    fn = call.function
+    named = not isinstance(fn, msgspec.UnsetType) and not isinstance(fn.name, msgspec.UnsetType)
+    return isinstance(call.id, msgspec.UnsetType) and not named
+
+
+def _waiting(fs: FormatState, request_id: str, outputs: list[Output]) -> None:
+    """A call that was named but said no arguments yet gets its item now."""
+    if fs.call >= 0 and fs.kind != CALL:
+        _close(fs, request_id, "completed", outputs)
+        _open(fs, request_id, CALL, outputs)
 
 
 def _keep(fs: FormatState, text: str) -> None:
@@ -248,7 +278,8 @@ def _close(fs: FormatState, request_id: str, status: str, outputs: list[Output])
     fs.items.append(raw)
     fs.held += len(raw) - len(text.encode())
     fs.kind, fs.text, fs.index = NONE, "", i + 1
-    fs.call, fs.call_id, fs.name = -1, "", ""
+    if kind == CALL:
+        fs.call, fs.call_id, fs.name = -1, "", ""
 
 
 # -- the end --------------------------------------------------------------------------
@@ -269,6 +300,7 @@ def _terminal(
     else:
         status, details = "completed", None
     outputs: list[Output] = []
+    _waiting(fs, request_id, outputs)
     _close(fs, request_id, status, outputs)
     output: list[rw.Item] = [msgspec.Raw(b) for b in fs.items]
     response = _response(state, request_id, status, output, usage=_usage(usage), details=details)
