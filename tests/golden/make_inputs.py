@@ -243,7 +243,31 @@ def main() -> None:
             ],
         }
     ]
+    # The Responses API: reasoning, then text a stop string cuts; a whole one cut by length.
+    thinking = ids(tok, "<｜User｜>Say hello in three languages.<｜Assistant｜><think>")
+    resp_answer = ids(tok, "Three greetings.</think>Hello! Bonjour ! こんにちは 👋 STOP after.")
+    resp_context = {"api": "responses", "created": CREATED, "prompt_token_ids": thinking}
+    streamed = stream(
+        "resp-golden-8",
+        resp_answer,
+        2,
+        {**resp_context, "responses_request": {"stream": True, "stop": ["STOP"]}},
+    )
+    responses = [
+        *streamed,
+        {
+            "request_id": "resp-golden-9",
+            "seq": 0,
+            "type": "response",
+            **resp_context,
+            "responses_request": {"max_output_tokens": 9, "temperature": 0.5},
+            "generate_response": {
+                "choices": [{"index": 0, "token_ids": resp_answer[:9], "finish_reason": "length"}]
+            },
+        },
+    ]
     files = {
+        "responses": [json.dumps(r, ensure_ascii=False) for r in responses],
         "chat_stream": [json.dumps(r, ensure_ascii=False) for r in chat],
         "completion_stream": [json.dumps(r, ensure_ascii=False) for r in completion],
         "n2_abort": [json.dumps(r, ensure_ascii=False) for r in n2],
