@@ -1,0 +1,1 @@
+"""Output APIs beside chat and completions."""
