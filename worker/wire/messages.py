@@ -33,7 +33,7 @@ class TextBlock(msgspec.Struct, tag_field="type", tag="text"):
 
 class ThinkingBlock(msgspec.Struct, tag_field="type", tag="thinking"):
     """The model's reasoning. `signature` is always "": the worker cannot sign it the way
-    the hosted API does (docs/integrate/messages.md, "Differences")."""
+    the hosted API does (docs/integrate/messages.md, "Differences from the hosted API")."""
 
     thinking: str
     signature: str = ""

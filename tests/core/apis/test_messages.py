@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from tests.core.apis.messages_sdk import MESSAGES, accumulated, client, read_whole, sse
 from worker.core.apis import messages as m
+from worker.core.apis.parts import Part
 from worker.core.errors import DerenderError
-from worker.wire.outbound import FunctionCall, FunctionDelta, ToolCall, ToolCallDelta
+from worker.core.state import FormatState, RequestState, decode_state, encode_state
+from worker.wire.outbound import FunctionDelta, ToolCallDelta, UsageInfo
 
 RID = "req-1"
 MODEL = "m"
@@ -56,20 +58,30 @@ def frag(index: int, args: str) -> ToolCallDelta:
     return ToolCallDelta(index, function=FunctionDelta(arguments=args))
 
 
-def stream(pieces: list[P], prompt: int = 3, output: int = 7) -> list[bytes]:
+def new_state(prompt: int | None = 3) -> RequestState:
+    return RequestState(seq=0, api="messages", model=MODEL, prompt_tokens=prompt, fmt=FormatState())
+
+
+def stream(pieces: list[P], prompt: int = 3, output: int = 7, abort: bool = False) -> list[bytes]:
     """The events of a stream; the state goes through msgpack between records, as it
     does through Redis."""
-    state = m.MessagesState()
-    out = m.start(state, RID, MODEL, prompt)
+    state = new_state(prompt)
+    out = m.start(state, RID)
     for p in pieces:
-        state = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=m.MessagesState)
-        out += m.piece(state, p.reasoning, p.content, p.calls, p.finish, p.matched)
-    return out + m.end(state, prompt, output)
+        state = decode_state(encode_state(state))
+        part = Part(p.reasoning or "", p.content or "", p.calls or [], p.finish, p.matched)
+        out += m.piece(state, RID, part)
+    out += m.end(state, RID, UsageInfo(prompt, output, prompt + output), abort)
+    assert all(o.kind == "chunk" for o in out)
+    return [o.value for o in out]
 
 
 def whole(a: Answer, prompt: int = 3, output: int = 7) -> bytes:
-    calls = [ToolCall(i, "function", FunctionCall(n, args)) for i, n, args in a.calls]
-    return m.whole(RID, MODEL, a.reasoning, a.content, calls, a.finish, a.matched, prompt, output)
+    calls = [head(i, cid, n, args) for i, (cid, n, args) in enumerate(a.calls)]
+    part = Part(a.reasoning, a.content, calls, a.finish, a.matched)
+    o = m.whole(new_state(prompt), RID, part, UsageInfo(prompt, output, prompt + output))
+    assert o.kind == "response"
+    return o.value
 
 
 def check(pieces: list[P], answer: Answer) -> tuple[list[dict[str, Any]], Any]:
@@ -217,17 +229,6 @@ def test_arguments_of_a_call_without_header_say_nothing() -> None:
     assert accumulated(values).model_dump() == read_whole(whole(Answer(content="x"))).model_dump()
 
 
-def test_late_arguments_of_an_earlier_call_go_to_its_block() -> None:
-    values = stream(
-        [
-            P(calls=[head(0, "chatcmpl-tool-aa", "f", '{"a"'), head(1, "chatcmpl-tool-bb", "g")]),
-            P(calls=[frag(0, ": 1}"), frag(1, "{}")], finish="tool_calls"),
-        ]
-    )
-    got = accumulated(values)
-    assert [b.input for b in got.content] == [{"a": 1}, {}]
-
-
 def test_ids() -> None:
     assert m.message_id("abc") == "msg_abc"
     assert m.message_id("msg_abc") == "msg_abc"
@@ -242,12 +243,6 @@ def test_the_same_pieces_give_the_same_bytes() -> None:
     assert stream(pieces) == stream(pieces)
 
 
-def test_start_and_end_go_out_once() -> None:
-    state = m.MessagesState()
-    assert len(m.start(state, RID, MODEL, 1)) == 1 and m.start(state, RID, MODEL, 1) == []
-    assert m.end(state, 1, 1) and m.end(state, 1, 1) == []
-
-
 @pytest.mark.parametrize(
     ("code", "kind", "error_class"),
     [
@@ -258,12 +253,15 @@ def test_start_and_end_go_out_once() -> None:
     ],
 )
 def test_errors_as_the_api_shapes_them(code: str, kind: str, error_class: Any) -> None:
-    body = m.error_event(DerenderError("it broke", code))
+    (failure,) = m.failed(new_state(), RID, DerenderError("it broke", code), False)
+    assert failure.kind == "error"
+    body = failure.value
     assert json.loads(body) == {"type": "error", "error": {"type": kind, "message": "it broke"}}
     ErrorResponse.model_validate(json.loads(body))
     # Streamed: the SDK raises on the `error` event, with our body.
-    state = m.MessagesState()
-    values = [*m.start(state, RID, MODEL, 1), *m.piece(state, None, "x", None), body]
+    state = new_state()
+    values = [o.value for o in [*m.start(state, RID), *m.piece(state, RID, Part(content="x"))]]
+    values.append(body)
     sdk = client(sse(values), stream=True)
     with (
         pytest.raises(anthropic.APIStatusError) as raised,

@@ -1,15 +1,14 @@
-"""The Anthropic Messages API as an output format (docs/integrate/messages.md).
+"""The Anthropic Messages format (docs/integrate/messages.md): choice 0's chat pieces as
+Messages events, and the whole `message` object.
 
-A Messages request runs as a chat request (the same tokenizer, parsers, stop strings and
-usage); this module turns what one record says for choice 0 — reasoning, answer text,
-tool calls' headers and argument fragments, the finish — into Messages events, and a
-whole chat answer into one `message`. Its state (`MessagesState`) is a few numbers: which
-block is open, how many were opened, each tool call's block, and why the message stopped.
-
-Blocks go out as the text arrives: a `thinking` block for reasoning, a `text` block for
-answer text, a `tool_use` block per call; a change of kind closes the open block and
-opens the next, numbered 0, 1, 2, … Within one record reasoning comes first, then text,
-then calls, as a whole message orders them.
+A Messages request runs as a chat request (`chat_request`): its tools, tool choice,
+stop sequences and thinking switch in chat's shape. Blocks go out as the text arrives:
+a `thinking` block for reasoning, a `text` block for answer text, a `tool_use` block
+per call; a change of kind closes the open block and opens the next, numbered 0, 1, …
+Within one record reasoning comes first, then text, then calls, as a whole message
+orders them. The format keeps no text: its state is which block is open, the next
+block's index, and why choice 0 finished (`FormatState`: kind, index, call, finish,
+stop).
 """
 
 from __future__ import annotations
@@ -19,36 +18,90 @@ from typing import Any
 import jiter
 import msgspec
 
+from worker.constants import CHUNK, ERROR, RESPONSE
 from worker.core import errors
+from worker.core.apis.parts import CALL, NONE, REASONING, TEXT, Part
 from worker.core.errors import DerenderError
 from worker.core.parsers.arguments.calls import TOOL_CALL_ID_PREFIX
+from worker.core.render import Output
+from worker.core.state import FormatState, RequestState
 from worker.wire import messages as wire
-from worker.wire.outbound import ToolCall, ToolCallDelta
+from worker.wire.inbound import ChatRequest, ChunkRecord, NamedFunction, NamedToolChoice
+from worker.wire.outbound import ToolCallDelta, UsageInfo
 
 MESSAGE_ID_PREFIX = "msg_"
 TOOL_USE_ID_PREFIX = "toolu_"
 
-# The open block's kind (MessagesState.kind).
-NONE, THINKING, TEXT, TOOL = 0, 1, 2, 3
-
-_KINDS = {wire.ThinkingBlock: THINKING, wire.TextBlock: TEXT, wire.ToolUseBlock: TOOL}
-
 _encode = msgspec.json.Encoder().encode
 
+# -- the request ---------------------------------------------------------------------------
 
-class MessagesState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-    """A Messages stream between records (kept in the request's state)."""
 
-    started: bool = False  # message_start is out
-    kind: int = NONE  # the open block's kind; its index is `blocks - 1`
-    blocks: int = 0  # blocks opened so far
-    # Per chat call index, its block (-1: no header seen): arguments go to their call's block.
-    calls: list[int] = []
-    # Why the message stopped, from the record that finished choice 0 ("": not yet).
-    stop_reason: str = ""
-    stop_sequence: str | None = None
-    finished: bool = False  # choice 0 finished (its finish reason was seen)
-    ended: bool = False  # message_stop is out
+def chat_request(record: ChunkRecord) -> ChatRequest | None:
+    """The Messages request as the chat request it renders like (as vLLM's Messages
+    server converts it): `stop_sequences` as `stop`, tools nested as chat's functions
+    (`input_schema` as `parameters`), `tool_choice` `any` as `required` and `tool` as a
+    named choice, `disable_parallel_tool_use` as `parallel_tool_calls: false`, and
+    `thinking: {"type": "disabled"}` as `reasoning_effort: "none"`. `max_tokens` is the
+    engine's to enforce: its cut arrives as a `length` finish (`max_tokens`)."""
+    req = record.messages_request
+    if req is None:
+        return ChatRequest()
+    tools = [_chat_tool(t) for t in req.tools or ()]
+    choice, parallel = _chat_choice(req.tool_choice)
+    thinking = req.thinking or {}
+    return ChatRequest(
+        skip_special_tokens=req.skip_special_tokens,
+        stop=req.stop_sequences,
+        stop_token_ids=req.stop_token_ids,
+        tools=[t for t in tools if t is not None] or None,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        chat_template_kwargs=req.chat_template_kwargs,
+        reasoning_effort="none" if thinking.get("type") == "disabled" else None,
+        max_tokens=req.max_tokens,
+    )
+
+
+def _chat_tool(tool: Any) -> dict[str, Any] | None:
+    """A custom tool (`name`, `input_schema`) as chat's function; the hosted tools
+    (web search, code execution, …: no `input_schema`) are dropped: no model output
+    calls them."""
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+        return None
+    if not isinstance(tool.get("input_schema"), dict):
+        return None
+    function = {"name": tool["name"], "parameters": tool["input_schema"]}
+    if isinstance(tool.get("description"), str):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
+
+
+def _chat_choice(
+    choice: dict[str, Any] | None,
+) -> tuple[str | NamedToolChoice | None, bool | None]:
+    if choice is None:
+        return None, None
+    parallel = False if choice.get("disable_parallel_tool_use") is True else None
+    kind = choice.get("type")
+    if kind in ("auto", "none"):
+        return kind, parallel
+    if kind == "any":
+        return "required", parallel
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return NamedToolChoice(function=NamedFunction(name=choice["name"])), parallel
+    raise DerenderError(
+        f"tool_choice {msgspec.json.encode(choice).decode()[:200]} is not supported: use "
+        '{"type": "auto" | "any" | "none"} or {"type": "tool", "name": …}',
+        param="tool_choice",
+    )
+
+
+def open_format(record: ChunkRecord, req: ChatRequest | None) -> FormatState:
+    return FormatState()
+
+
+# -- ids and the stop reason ---------------------------------------------------------------
 
 
 def message_id(request_id: str) -> str:
@@ -61,8 +114,8 @@ def message_id(request_id: str) -> str:
 def tool_use_id(chat_id: str) -> str:
     """A tool call's id as a `tool_use` block carries it: the chat id's digits under
     Anthropic's `toolu_` prefix. Ids a format takes from the model's own text (Kimi K2's
-    `functions.name:0`, Mistral's nine characters) are kept: the model's chat template
-    reads them back in the next turn."""
+    `functions.name:0`) or that it must shape (Mistral's nine characters) are kept: the
+    model's chat template reads them back in the next turn."""
     if chat_id.startswith(TOOL_CALL_ID_PREFIX):
         return TOOL_USE_ID_PREFIX + chat_id[len(TOOL_CALL_ID_PREFIX) :]
     return chat_id
@@ -76,8 +129,8 @@ def stop_reason(
     A length cut is `max_tokens`; a matched stop string (chat's `stop_reason`, a str) is
     `stop_sequence` with that string, even after a tool call (the string may have cut
     the call short); a finish after a tool call is `tool_use`; any other engine stop
-    (end of sequence, a stop token id) is `end_turn`. An aborted or unfinished
-    message has none (null).
+    (end of sequence, a stop token id) is `end_turn`. An aborted or unfinished message
+    has none (null).
     """
     if finish_reason == "length":
         return "max_tokens", None
@@ -90,149 +143,120 @@ def stop_reason(
     return "end_turn", None
 
 
-# --- the stream ---------------------------------------------------------------------------
+# -- the stream ----------------------------------------------------------------------------
 
 
-def start(st: MessagesState, request_id: str, model: str, input_tokens: int) -> list[bytes]:
-    """`message_start` (once): the empty message, its usage so far."""
-    if st.started:
-        return []
-    st.started = True
-    message = wire.Message(
-        message_id(request_id),
-        "message",
-        "assistant",
-        model,
-        [],
-        None,
-        None,
-        wire.Usage(input_tokens, 0),
-    )
-    return [_encode(wire.MessageStart(message))]
+def start(state: RequestState, request_id: str) -> list[Output]:
+    """`message_start`: the empty message and its usage so far (the prompt's size when
+    known; `message_delta` says the final counts)."""
+    fs = _fs(state)
+    fs.opened = True
+    message = _message(state, request_id, [], None, None, state.prompt_tokens or 0, 0)
+    return [_out(wire.MessageStart(message))]
 
 
-def piece(
-    st: MessagesState,
-    reasoning: str | None,
-    content: str | None,
-    calls: list[ToolCallDelta] | None,
-    finish_reason: str | None = None,
-    matched: int | str | None = None,
-) -> list[bytes]:
-    """The events of one record of choice 0: its reasoning, text and calls in that
-    order, and (`finish_reason`) why it finished, kept for `end`. `matched` is the chat
-    `stop_reason`: the stop string or token id that ended it."""
-    out: list[bytes] = []
-    if reasoning:
-        if st.kind != THINKING:
-            _open(st, wire.ThinkingBlock(""), out)
-        out.append(_encode(wire.ContentBlockDelta(st.blocks - 1, wire.ThinkingDelta(reasoning))))
-    if content:
-        if st.kind != TEXT:
-            _open(st, wire.TextBlock(""), out)
-        out.append(_encode(wire.ContentBlockDelta(st.blocks - 1, wire.TextDelta(content))))
-    for call in calls or ():
-        _call(st, call, out)
-    if finish_reason is not None and not st.finished:
-        st.finished = True
-        reason, st.stop_sequence = stop_reason(finish_reason, matched, bool(st.calls))
-        st.stop_reason = reason or ""
-    return out
+def piece(state: RequestState, request_id: str, part: Part) -> list[Output]:
+    """One record's events for choice 0; its finish is kept for `end`."""
+    fs = _fs(state)
+    outputs: list[Output] = []
+    if part.reasoning:
+        if fs.kind != REASONING:
+            _open(fs, REASONING, wire.ThinkingBlock(""), outputs)
+        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.ThinkingDelta(part.reasoning))))
+    if part.content:
+        if fs.kind != TEXT:
+            _open(fs, TEXT, wire.TextBlock(""), outputs)
+        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.TextDelta(part.content))))
+    for call in part.calls:
+        _call(fs, call, outputs)
+    if part.finish_reason is not None and not fs.finish:
+        fs.finish, fs.stop = part.finish_reason, part.stop_reason
+    return outputs
 
 
-def end(st: MessagesState, input_tokens: int, output_tokens: int) -> list[bytes]:
-    """The stream's end: the open block closed (an empty text block first when the
-    message has none: clients read `content[0]`), `message_delta` with why it
-    stopped and the final usage, `message_stop`."""
-    if st.ended:
-        return []
-    st.ended = True
-    out: list[bytes] = []
-    if st.blocks == 0:
-        _open(st, wire.TextBlock(""), out)
-    _close(st, out)
-    reason: Any = st.stop_reason or None
-    usage = wire.Usage(input_tokens, output_tokens)
-    out.append(_encode(wire.MessageDelta(wire.StopDelta(reason, st.stop_sequence), usage)))
-    out.append(_encode(wire.MessageStop()))
-    return out
+def end(state: RequestState, request_id: str, usage: UsageInfo, abort: bool) -> list[Output]:
+    """The open block closed (an empty text block first when the message has none:
+    clients read `content[0]`), `message_delta` with why it stopped and the final usage,
+    `message_stop`. An abort before choice 0 finished stops with no reason (null)."""
+    fs = _fs(state)
+    outputs: list[Output] = []
+    if fs.kind == NONE and fs.index == 0:
+        _open(fs, TEXT, wire.TextBlock(""), outputs)
+    _close(fs, outputs)
+    reason, sequence = stop_reason(fs.finish or None, fs.stop, fs.call >= 0)
+    delta = wire.StopDelta(reason, sequence)
+    outputs.append(_out(wire.MessageDelta(delta, _usage(usage))))
+    outputs.append(_out(wire.MessageStop()))
+    return outputs
 
 
-def _open(st: MessagesState, block: wire.ContentBlock, out: list[bytes]) -> None:
-    _close(st, out)
-    out.append(_encode(wire.ContentBlockStart(st.blocks, block)))
-    st.blocks += 1
-    st.kind = _KINDS[type(block)]
+def _fs(state: RequestState) -> FormatState:
+    if state.fmt is None:  # (a request that failed before it opened)
+        state.fmt = FormatState()
+    return state.fmt
 
 
-def _close(st: MessagesState, out: list[bytes]) -> None:
-    if st.kind != NONE:
-        out.append(_encode(wire.ContentBlockStop(st.blocks - 1)))
-        st.kind = NONE
+def _out(event: wire.Event) -> Output:
+    return Output(CHUNK, _encode(event))
 
 
-def _call(st: MessagesState, call: ToolCallDelta, out: list[bytes]) -> None:
-    """A call's header opens its tool_use block; its argument fragments go to that
-    block. (Fragments of a call whose header was never sent say nothing: the chat
-    answer leaves such a call out too.)"""
+def _open(fs: FormatState, kind: int, block: wire.ContentBlock, outputs: list[Output]) -> None:
+    _close(fs, outputs)
+    outputs.append(_out(wire.ContentBlockStart(fs.index, block)))
+    fs.kind = kind
+
+
+def _close(fs: FormatState, outputs: list[Output]) -> None:
+    if fs.kind != NONE:
+        outputs.append(_out(wire.ContentBlockStop(fs.index)))
+        fs.kind = NONE
+        fs.index += 1
+
+
+def _call(fs: FormatState, call: ToolCallDelta, outputs: list[Output]) -> None:
+    """A call's header opens its tool_use block (`fs.call`: the chat index of the last
+    call opened, -1 before any); its argument fragments follow in that block (a call's
+    fragments all come before the next call's start, `Part`)."""
     function = call.function
     if call.id and function and function.name:
-        _open(st, wire.ToolUseBlock(tool_use_id(call.id), function.name, {}), out)
-        while len(st.calls) <= call.index:
-            st.calls.append(-1)
-        st.calls[call.index] = st.blocks - 1
+        _open(fs, CALL, wire.ToolUseBlock(tool_use_id(call.id), function.name, {}), outputs)
+        fs.call = call.index
     args = function.arguments if function else None
-    if not args or call.index >= len(st.calls) or st.calls[call.index] < 0:
-        return
-    out.append(_encode(wire.ContentBlockDelta(st.calls[call.index], wire.InputJsonDelta(args))))
+    if args and fs.kind == CALL and call.index == fs.call:
+        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.InputJsonDelta(args))))
 
 
-# --- whole messages and errors ------------------------------------------------------------
+# -- whole messages and errors -------------------------------------------------------------
 
 
-def whole(
-    request_id: str,
-    model: str,
-    reasoning: str | None,
-    content: str | None,
-    tool_calls: list[ToolCall],
-    finish_reason: str | None,
-    matched: int | str | None,
-    input_tokens: int,
-    output_tokens: int,
-) -> bytes:
+def whole(state: RequestState, request_id: str, part: Part, usage: UsageInfo) -> Output:
     """A whole (`stream: false`) answer as one `message`: the blocks a stream of the same
-    tokens would open, in the same order (an empty text block when there is none)."""
+    answer opens, in the same order (an empty text block when there is none), and the
+    same stop reason and usage as its `message_delta`."""
     blocks: list[wire.ContentBlock] = []
-    if reasoning:
-        blocks.append(wire.ThinkingBlock(reasoning))
-    if content:
-        blocks.append(wire.TextBlock(content))
-    for call in tool_calls:
-        blocks.append(wire.ToolUseBlock(tool_use_id(call.id), call.function.name, tool_input(call)))
+    if part.reasoning:
+        blocks.append(wire.ThinkingBlock(part.reasoning))
+    if part.content:
+        blocks.append(wire.TextBlock(part.content))
+    for call in part.calls:
+        function = call.function
+        if call.id and function and function.name:
+            args = function.arguments or ""
+            blocks.append(wire.ToolUseBlock(tool_use_id(call.id), function.name, tool_input(args)))
     if not blocks:
         blocks.append(wire.TextBlock(""))
-    reason, sequence = stop_reason(finish_reason, matched, bool(tool_calls))
-    return _encode(
-        wire.Message(
-            message_id(request_id),
-            "message",
-            "assistant",
-            model,
-            blocks,
-            reason,
-            sequence,
-            wire.Usage(input_tokens, output_tokens),
-        )
-    )
+    tool_used = any(type(b) is wire.ToolUseBlock for b in blocks)
+    reason, sequence = stop_reason(part.finish_reason, part.stop_reason, tool_used)
+    n = _usage(usage)
+    message = _message(state, request_id, blocks, reason, sequence, n.input_tokens, n.output_tokens)
+    return Output(RESPONSE, _encode(message))
 
 
-def tool_input(call: ToolCall) -> dict[str, Any]:
+def tool_input(args: str) -> dict[str, Any]:
     """A call's arguments as the `input` object, read as the official SDKs read the
     streamed fragments (jiter, partial mode): arguments a cut left unfinished give what
     was complete in them, as a client accumulating the stream holds. Arguments that are
     no JSON object give {}."""
-    args = call.function.arguments
     if not args:
         return {}
     try:
@@ -251,6 +275,30 @@ _ERROR_TYPES: dict[str, wire.ErrorType] = {
 
 
 def error_event(exc: DerenderError) -> bytes:
-    """The `error` event (a stream's last) and a whole request's error body."""
+    """The `error` event: a stream's last, and a whole request's error body."""
     kind = _ERROR_TYPES.get(exc.code, "api_error")
     return _encode(wire.ErrorEvent(wire.ErrorObject(kind, exc.message)))
+
+
+def failed(state: RequestState, request_id: str, exc: DerenderError, whole: bool) -> list[Output]:
+    """The request failed: one `error` event (no message_stop follows it, as the hosted
+    API ends a failed stream), the body of a whole request's error too."""
+    return [Output(ERROR, error_event(exc))]
+
+
+def _usage(usage: UsageInfo) -> wire.Usage:
+    return wire.Usage(usage.prompt_tokens, usage.completion_tokens)
+
+
+def _message(
+    state: RequestState,
+    request_id: str,
+    content: list[wire.ContentBlock],
+    reason: wire.StopReason | None,
+    sequence: str | None,
+    input_tokens: int,
+    output_tokens: int,
+) -> wire.Message:
+    usage = wire.Usage(input_tokens, output_tokens)
+    rid = message_id(request_id)
+    return wire.Message(rid, "message", "assistant", state.model, content, reason, sequence, usage)
