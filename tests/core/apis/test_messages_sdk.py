@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.apis.messages_sdk import MESSAGES, accumulated, client, read_whole, sse
-from tests.core.parsers.properties.test_properties import _tokenizer, conversations
+from tests.core.parsers.properties.test_properties import PIECES, _tokenizer, conversations
 from tests.core.parsers.shared.samples import SETUPS, chat_request
 from tests.core.sdk.sdk_cases import PLAIN, STOPS, WORDS, registry
 from tests.support.helpers import Run
@@ -88,6 +88,11 @@ def cases(draw: st.DrawFn) -> Case:
     output = output or list(tok.encode(" ok.", add_special_tokens=False).ids)
     if name == PLAIN and draw(st.booleans(), label="stop"):
         req["stop_sequences"] = draw(st.lists(st.sampled_from(STOPS), min_size=1, max_size=2))
+    elif name != PLAIN and draw(st.booleans(), label="stop"):
+        # A stop sequence the output holds: it may cut reasoning, text or a call.
+        found = [p for p in PIECES if len(p.strip()) > 1 and p in text]
+        if found:
+            req["stop_sequences"] = [draw(st.sampled_from(found), label="stop sequence")]
     cuts = draw(st.lists(st.integers(1, 6), max_size=12), label="cuts")
     rnd = random.Random(draw(st.integers(0, 2**32), label="abort"))
     return Case(
@@ -171,10 +176,11 @@ def check(case: Case) -> None:
     assert [e["type"] for e in events[-2:]] == ["message_delta", "message_stop"]
     if case.abort_after is not None and want.stop_reason is None:
         return
-    expected = {"stop": ("end_turn", "tool_use", "stop_sequence"), "length": ("max_tokens",)}
-    assert want.stop_reason in expected[case.finish]
-    if want.stop_reason == "stop_sequence":
+    if want.stop_reason == "stop_sequence":  # (it ended the output before the engine did)
         assert want.stop_sequence in case.request["stop_sequences"]
+        return
+    expected = {"stop": ("end_turn", "tool_use"), "length": ("max_tokens",)}
+    assert want.stop_reason in expected[case.finish]
     tools = [b for b in want.content if b.type == "tool_use"]
     assert (want.stop_reason == "tool_use") == (bool(tools) and case.finish == "stop"), (
         want.stop_reason,
