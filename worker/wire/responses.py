@@ -62,6 +62,7 @@ else:
 
 class InputTokensDetails(msgspec.Struct):
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class OutputTokensDetails(msgspec.Struct):
