@@ -94,7 +94,7 @@ class ResponsesRequest(msgspec.Struct, kw_only=True, gc=False):
 
 class MessagesRequest(msgspec.Struct, kw_only=True, gc=False):
     """The parts of an Anthropic Messages request (`api = "messages"`) the worker reads
-    (docs/integrate/messages.md); `messages` and `system` are never materialised."""
+    (`worker/core/apis/messages.py`); `messages` and `system` are never materialised."""
 
     max_tokens: int | None = None
     stop_sequences: list[str] | None = None
