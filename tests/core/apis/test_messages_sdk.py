@@ -30,7 +30,7 @@ from tests.support.helpers import Run
 
 CREATED = 1767225600
 _settings = settings(
-    max_examples=150,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -69,9 +69,11 @@ def messages_request(chat: dict[str, Any]) -> dict[str, Any]:
     return req
 
 
+FORMATS = [PLAIN, *sorted(SETUPS)]
+
+
 @st.composite
-def cases(draw: st.DrawFn) -> Case:
-    name = draw(st.sampled_from([PLAIN, *sorted(SETUPS)]), label="format")
+def cases(draw: st.DrawFn, name: str) -> Case:
     if name == PLAIN:
         text = "".join(draw(st.lists(st.sampled_from(WORDS), max_size=12), label="text"))
         tok = _tokenizer("deepseek")
@@ -188,10 +190,16 @@ def check(case: Case) -> None:
     )
 
 
-@_settings
-@given(case=cases())
-def test_the_sdk_accumulates_every_messages_stream_to_the_whole_message(case: Case) -> None:
-    check(case)
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_sdk_accumulates_every_messages_stream_to_the_whole_message(name: str) -> None:
+    """Every format (each registered reasoning / tool-call parser) and the plain model."""
+
+    @_settings
+    @given(case=cases(name))
+    def prop(case: Case) -> None:
+        check(case)
+
+    prop()
 
 
 def _record(rid: str, seq: int, **fields: Any) -> dict[str, Any]:
