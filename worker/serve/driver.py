@@ -37,7 +37,7 @@ import msgspec
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import SILENT, Observer, run_batch, run_sync
 from worker.constants import CHUNK, DEFAULT_MAX_RECORD_BYTES, ERROR, RESPONSE
-from worker.core import errors
+from worker.core import errors, render
 from worker.core.model import Model, Registry
 from worker.core.state import decode_state
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
@@ -176,6 +176,13 @@ def _record(fields: list[tuple[bytes, Any]]) -> bytes:
 _encode = msgspec.json.encode
 _response_list = msgspec.json.Decoder(list[inbound.GenerateResponse])
 _chunk_decoder = msgspec.json.Decoder(inbound.GenerateStreamResponse)
+
+
+class _Index(msgspec.Struct, gc=False):
+    index: Any = None
+
+
+_indexes_decoder = msgspec.json.Decoder(list[_Index])
 
 
 class _OurError(msgspec.Struct):
@@ -413,6 +420,7 @@ class Driver:
         except _UNREADABLE as exc:
             return invalid_body(exc, "generate_chunk")
         bound = head.request_id or ""  # what the state is bound to
+        opened: list[int] | None
         if stream_state is None:
             fields = self._opening(head.request_id, "chunk", api, model)
             rid = self._rid
@@ -422,10 +430,10 @@ class Driver:
                         fields.append((key, bytes(value)))
                 else:
                     fields.append((key, _encode(value)))
-            carried = None
+            carried, opened = None, []
         else:
             try:
-                carried = self.issued.open(self.key, api, bound, stream_state.state)
+                carried, opened = self.issued.open(self.key, api, bound, stream_state.state)
             except BadState as exc:
                 return error(str(exc), param="stream_state")
             rid = head.request_id if head.request_id is not None else uuid.uuid4().hex
@@ -446,6 +454,11 @@ class Driver:
             return error("derender kept no state", 500, "InternalServerError")
         w = writes[-1]
         self.state_bytes.append(len(w.blob))
+        if api == "chat" and opened is not None:
+            index = _choice_index(head)
+            if index is not None and index not in opened:
+                chunks = _open_choice(chunks, index, not opened, rid, w.blob)
+                opened = sorted([*opened, index])
         if not chunks:
             value = empty_chunk(api, rid, decode_state(w.blob), _chunk_decoder.decode(chunk))
         elif len(chunks) == 1:
@@ -453,9 +466,42 @@ class Driver:
         else:
             value = merged(chunks)
         tables = w.tables or (carried.tables or b"" if carried is not None else b"")
-        state = seal(self.key, api, bound, w.seq, w.blob, tables)
-        self.issued.keep(api, bound, state.decode("ascii"), Stored(w.seq, w.blob, tables or None))
+        state = seal(self.key, api, bound, w.seq, w.blob, tables, opened)
+        self.issued.keep(
+            api, bound, state.decode("ascii"), Stored(w.seq, w.blob, tables or None), opened
+        )
         return 200, b'{"chunk":' + value + b',"stream_state":{"state":"' + state + b'"}}'
+
+
+def _choice_index(head: wire.Head) -> int | None:
+    """The index of the chunk's one choice (None: no choice, or one the core refuses)."""
+    if not given(head.choices):
+        return None
+    try:
+        choices = _indexes_decoder.decode(head.choices)
+    except _UNREADABLE:
+        return None
+    if not choices or not isinstance(choices[0].index, int) or isinstance(choices[0].index, bool):
+        return None
+    return choices[0].index
+
+
+def _open_choice(
+    chunks: list[bytes], index: int, first: bool, rid: str, blob: bytes
+) -> list[bytes]:
+    """A call's chunks opening its own choice, and no other. The core opens a chat stream
+    once, every choice 0…n−1 at its first chunk with a choice (one stream of every
+    choice: `run`, replay). A serve client may carry one stream_state per choice instead,
+    each starting at null, and no call can tell which it does; so each choice opens on
+    its own first answer (its role joined to its first delta, as vLLM's derender sends
+    it), and a call answers the same whichever the client does. `first`: the core opened
+    the stream in this call (its first n chunks are the openings, in order)."""
+    state = decode_state(blob)
+    n = state.opts.n
+    if first:
+        # (an index past the request's n: the core sends its role with its first text)
+        return [chunks[index], *chunks[n:]] if index < n else chunks[n:]
+    return [render.opening(state, rid, index).value, *chunks] if index < n else chunks
 
 
 def _error_answer(value: bytes) -> Answer:

@@ -61,11 +61,12 @@ class CompletionBody(msgspec.Struct, kw_only=True, gc=False):
 
 
 class Head(msgspec.Struct, gc=False):
-    """What the driver reads of a generate output before the core does: its id and the
-    prompt ids it may carry."""
+    """What the driver reads of a generate output before the core does: its id, the
+    prompt ids it may carry and its choices (a streamed chunk's one choice: its index)."""
 
     request_id: str | None = None
     prompt_token_ids: msgspec.Raw = msgspec.Raw()
+    choices: msgspec.Raw = msgspec.Raw()
 
 
 class ErrorInfo(msgspec.Struct):
