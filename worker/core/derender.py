@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import msgspec
 
-from worker.core import errors, render
+from worker.core import apis, errors, render
 from worker.core.bounds import output_too_large
 from worker.core.errors import DerenderError
 from worker.core.model import Registry
@@ -41,6 +41,7 @@ from worker.core.state import (
     FAILED,
     UNSTORABLE,
     CorruptState,
+    FormatState,
     RequestState,
     encode_state,
 )
@@ -160,6 +161,12 @@ def step(
         for o in outputs:
             if len(o.value) > limit:
                 raise output_too_large(o, limit)
+        if known.fmt is not None and known.fmt.held > limit:
+            raise DerenderError(
+                f"the {known.api} response so far ({known.fmt.held} bytes) exceeds the output "
+                f"size limit (max_output_bytes = {limit} bytes): its last event could not "
+                "carry it"
+            )
         # A chunk after every choice finished (a stop string fired; the engine goes on
         # until told: worker/core/records/control.py) says nothing and did no tokenizer work.
         result = SKIPPED if not outputs and record.type == "chunk" and answered(known) else OK
@@ -167,10 +174,9 @@ def step(
         if opening and tabs.blob:
             st.tables = tabs.blob
     except DerenderError as exc:
-        st = fail(known, record.seq, exc, closes=closes, reply=record.reply_partition)
+        st = _fail_record(known, record, exc, closes, timestamp_ms)
     except Exception as exc:  # a bug or a tokenizer failure: fail this request only
-        reply = record.reply_partition
-        st = fail(known, record.seq, _internal_error(exc), closes=closes, reply=reply)
+        st = _fail_record(known, record, _internal_error(exc), closes, timestamp_ms)
         st.exception = exc
     else:
         # `_stored`'s common case, without the call: the state encodes.
@@ -205,7 +211,7 @@ def step_invalid(
     if known is not None and known.status != ACTIVE:
         known.seq = seq
         return _stored(Step(known, [], SKIPPED), closes=False)
-    return fail(known, seq, exc, closes=False)
+    return fail(known, seq, exc, closes=False, request_id=request_id)
 
 
 def fail(
@@ -215,6 +221,8 @@ def fail(
     *,
     closes: bool,
     reply: int | None = None,
+    request_id: str | None = None,
+    whole: bool = False,
 ) -> Step:
     """The one way a request fails: `exc` is reported once, and later records of the
     request are consumed silently.
@@ -224,9 +232,43 @@ def fail(
     created and reply partition; without one, `reply` (the failing record's own
     `reply_partition`) says where its error goes. `closes` (the record is `end` /
     `abort`): `[DONE]` follows the error and the request is finished. The Step carries
-    the failed state's blob.
+    the failed state's blob. With `request_id`, a Responses or Messages request's error
+    is its API's (worker/core/apis/; `whole`: the failing record is a `response`).
     """
-    return _stored(_failed(state, seq, exc, closes, reply), closes)
+    return _stored(_failed(state, seq, exc, closes, reply, request_id, whole), closes)
+
+
+def _fail_record(
+    known: RequestState | None,
+    record: ChunkRecord,
+    exc: DerenderError,
+    closes: bool,
+    timestamp_ms: int | None,
+) -> Step:
+    """`fail` for the record `step` was applying. A seq-0 record of a Responses or
+    Messages request that failed before its request opened still gets its API's error:
+    a stand-in state carries what the record says."""
+    if known is None and record.seq == 0 and record.api in apis.FORMATS:
+        created = record.created
+        if created is None:
+            created = timestamp_ms // 1000 if timestamp_ms is not None else 0
+        known = RequestState(
+            seq=record.seq,
+            api=record.api,
+            model=record.model or "",
+            created=created,
+            reply_partition=record.reply_partition,
+            fmt=FormatState(),
+        )
+    return fail(
+        known,
+        record.seq,
+        exc,
+        closes=closes,
+        reply=record.reply_partition,
+        request_id=record.request_id,
+        whole=record.type == "response",
+    )
 
 
 # -- 1) sequencing --------------------------------------------------------------------
@@ -266,7 +308,7 @@ def _sequence(
             errors.SEQUENCE_GAP,
             "seq",
         )
-        return fail(state, record.seq, exc, closes=closes)
+        return fail(state, record.seq, exc, closes=closes, request_id=record.request_id)
     return None
 
 
@@ -294,8 +336,13 @@ def _failed(
     exc: DerenderError,
     closes: bool,
     reply: int | None = None,
+    request_id: str | None = None,
+    whole: bool = False,
 ) -> Step:
-    outputs = [error_output(exc)]
+    if state is not None and state.fmt is not None and request_id is not None:
+        outputs = apis.on_failure(state, request_id, exc, whole)
+    else:
+        outputs = [error_output(exc)]
     # (The reply partition is kept: the error, its [DONE] and the failed request's later
     # outputs go where its other outputs went.)
     failed = RequestState(seq=seq, status=FAILED, reply_partition=reply)

@@ -69,6 +69,32 @@ class ChoiceState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False)
     parser: ParserState | None = None
 
 
+class FormatState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """Where a Responses or Messages stream stands (worker/core/apis/): the request runs
+    as a chat request, and its format turns choice 0's pieces into that API's events.
+
+    Small and fixed-size but for `text` and `items`: the Responses API repeats the whole
+    text of an item in its `.done` events and every item in `response.completed`, so
+    those are kept, bounded by `max_output_bytes` (`held` counts them: the check is one
+    comparison). Messages keeps neither."""
+
+    opened: bool = False  # the stream's opening events are out
+    seq: int = 0  # the next event's `sequence_number` (Responses)
+    kind: int = 0  # the open item or block: apis.NONE, REASONING, TEXT, CALL
+    index: int = 0  # its output_index / block index; with none open, the next one's
+    call: int = -1  # the chat tool-call index of the open call
+    call_id: str = ""  # the open call's id and name
+    name: str = ""
+    text: str = ""  # the open item's text or arguments so far (Responses)
+    items: list[bytes] = []  # every closed item's JSON, in order (Responses)
+    held: int = 0  # the bytes of `text` and `items`
+    finish: str = ""  # choice 0's finish_reason, once it came ("": not yet)
+    stop: int | str | None = None  # its stop_reason
+    # The request fields the API's response object repeats, as JSON (Responses: tool
+    # choice, parallel tool calls, max_output_tokens, temperature, top_p).
+    echo: bytes = b""
+
+
 class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     seq: int  # the last applied record's seq
     status: int = ACTIVE
@@ -94,6 +120,8 @@ class RequestState(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     # The output topic's partition the request's outputs go to (its seq-0 record's
     # `reply_partition`); None: the key's partition, as for a state written before it.
     reply_partition: int | None = None
+    # `api` "responses" / "messages": the format's state (None for chat and completion).
+    fmt: FormatState | None = None
 
     def choice(self, index: int) -> ChoiceState | None:
         for c in self.choices:

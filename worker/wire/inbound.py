@@ -62,6 +62,55 @@ class ChatRequest(msgspec.Struct, kw_only=True, gc=False):
     max_tokens: int | None = None
 
 
+class Reasoning(msgspec.Struct, kw_only=True, gc=False):
+    """A Responses request's `reasoning`: its `effort` becomes the chat `reasoning_effort`."""
+
+    effort: str | None = None
+
+
+class ResponsesRequest(msgspec.Struct, kw_only=True, gc=False):
+    """The parts of an OpenAI Responses request (`api = "responses"`) the worker reads
+    (docs/integrate/responses.md). vLLM's extensions (`stop`, `stop_token_ids`,
+    `include_stop_str_in_output`, `skip_special_tokens`, `include_reasoning`,
+    `chat_template_kwargs`) are read as vLLM's Responses server reads them; `input` and
+    `instructions` are never materialised."""
+
+    max_output_tokens: int | None = None
+    # Responses' flat tools: {"type": "function", "name", "parameters", …}.
+    tools: list[Any] | None = None
+    # "auto" | "none" | "required" | {"type": "function", "name": …}
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    reasoning: Reasoning | None = None
+    include_reasoning: bool = True
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+class MessagesRequest(msgspec.Struct, kw_only=True, gc=False):
+    """The parts of an Anthropic Messages request (`api = "messages"`) the worker reads
+    (docs/integrate/messages.md); `messages` and `system` are never materialised."""
+
+    max_tokens: int | None = None
+    stop_sequences: list[str] | None = None
+    # Anthropic's tools: {"name", "description", "input_schema"}.
+    tools: list[Any] | None = None
+    # {"type": "auto" | "any" | "tool" | "none", "name"?, "disable_parallel_tool_use"?}
+    tool_choice: dict[str, Any] | None = None
+    # {"type": "enabled" | "disabled", "budget_tokens"?}
+    thinking: dict[str, Any] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop_token_ids: list[int] | None = None
+    skip_special_tokens: bool = True
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
 class Usage(msgspec.Struct, kw_only=True, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -129,7 +178,8 @@ class GenerateResponse(msgspec.Struct, kw_only=True, gc=False):
 
 
 RecordType = Literal["chunk", "response", "end", "abort"]
-Api = Literal["chat", "completion"]
+# "responses" and "messages" are formats over the chat semantics (worker/core/apis/).
+Api = Literal["chat", "completion", "responses", "messages"]
 
 # Kafka numbers partitions with a signed 32-bit integer.
 MAX_PARTITION = 2**31 - 1
@@ -148,6 +198,9 @@ class ChunkRecord(msgspec.Struct, kw_only=True, gc=False):
     prompt_token_ids: list[int] | None = None
     chat_request: ChatRequest | None = None
     completion_request: ChatRequest | None = None
+    # With `api = "responses"` / `"messages"`: the request the prompt was rendered from.
+    responses_request: ResponsesRequest | None = None
+    messages_request: MessagesRequest | None = None
     generate_chunk: GenerateStreamResponse | None = None
     generate_response: GenerateResponse | None = None
     # With `type = "response"` and api completion: one whole generate output per prompt

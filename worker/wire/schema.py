@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from worker.wire import control, inbound, outbound
+from worker.wire import control, inbound, outbound, responses
 
 # file name → the type it describes
 SCHEMAS: dict[str, Any] = {
@@ -25,6 +25,9 @@ SCHEMAS: dict[str, Any] = {
     "text_completion.json": outbound.Completion,
     "error.json": outbound.ErrorResponse,
     "control_record.json": control.ControlRecord,
+    # api "responses": each streamed event, and the whole response object.
+    "responses_event.json": responses.Event,
+    "response.json": responses.Response,
 }
 
 

@@ -8,7 +8,7 @@ the state; what may be large and never changes goes into the tables, stored once
 
 from __future__ import annotations
 
-from worker.core import errors
+from worker.core import apis, errors
 from worker.core.bounds import check_ids, check_lists, check_options
 from worker.core.errors import DerenderError
 from worker.core.model import Model, Registry
@@ -38,7 +38,9 @@ def open_request(
         check_ids(prompt_ids, model, "prompt_token_ids")
     if record.prompt_tokens is not None and record.prompt_tokens < 0:
         raise DerenderError("prompt_tokens must not be negative", param="prompt_tokens")
-    opts = _options(req, api, model)
+    # Responses and Messages run as chat requests (worker/core/apis/).
+    formatted = api in apis.FORMATS
+    opts = _options(req, "chat" if formatted else api, model)
     created = record.created
     if created is None:
         created = timestamp_ms // 1000 if timestamp_ms is not None else 0
@@ -55,11 +57,13 @@ def open_request(
         opts=opts,
         reply_partition=record.reply_partition,
     )
+    if formatted:
+        apis.open_format(state, record, req)
     raw = RequestTables()
     if req is not None:
         raw.stop = normalize_stop(req.stop)
         raw.stop_token_ids = list(req.stop_token_ids or ())
-    if api == "chat":
+    if api != "completion":
         template = model.parser.open(req, prompt_ids, record.request_id, with_tools=False)
         if template is not None:
             state.parser = template
@@ -77,7 +81,10 @@ def open_request(
 
 
 def request_of(record: ChunkRecord, api: str) -> ChatRequest | None:
-    """The OpenAI request the seq-0 record carries, for the API it is served as."""
+    """The OpenAI request the seq-0 record carries, for the API it is served as (a
+    Responses or Messages request as the chat request it runs as)."""
+    if api in apis.FORMATS:
+        return apis.chat_request(record, api)
     req = record.chat_request if api == "chat" else record.completion_request
     if req is None:  # the other flavour's request is still the request
         req = record.completion_request if api == "chat" else record.chat_request

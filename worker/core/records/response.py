@@ -12,7 +12,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from worker.core import render
+from worker.core import apis, render
 from worker.core.bounds import check_generate_outputs, check_response, check_response_choice
 from worker.core.errors import DerenderError
 from worker.core.model import Model
@@ -41,7 +41,7 @@ def on_response(
         state.prompt_tokens = sum(_prompt_count(r) for r in responses)
     prompt = state.prompt_tokens
     completion = sum(len(c.token_ids or []) for resp in responses for c in resp.choices)
-    if state.api == "chat":
+    if state.api != "completion":
         output = _chat(
             state, record.request_id, responses[0], checked[0], model, tables, prompt, completion
         )
@@ -63,6 +63,16 @@ def _chat(
 ) -> Output:
     metrics = full_metrics(resp.metrics, "generate_response.metrics")
     seed = _seed(state, resp, True, model.detokenizer(state.opts.skip_special_tokens))
+    if state.fmt is not None:  # Responses, Messages: the format's whole object
+        if len(checked) != 1 or checked[0][0].index != 0:
+            raise DerenderError(
+                f"the {state.api} API takes one choice (index 0); got {len(checked)}",
+                param="generate_response.choices",
+            )
+        c = _chat_choice(state, checked[0][0], checked[0][1], seed, model, tables)
+        return apis.on_whole(
+            state, request_id, c.message, c.finish_reason, c.stop_reason, usage(prompt, completion)
+        )
     choices = [
         _chat_choice(state, choice, positions, seed, model, tables) for choice, positions in checked
     ]
@@ -197,7 +207,7 @@ def _generate_outputs(record: ChunkRecord, api: str) -> list[GenerateResponse]:
     assert many is not None
     if not many:
         raise DerenderError("generate_responses must not be empty", param="generate_responses")
-    if api == "chat" and len(many) > 1:
+    if api != "completion" and len(many) > 1:
         raise DerenderError(
             f"a chat response takes one generate output; got {len(many)} generate_responses",
             param="generate_responses",

@@ -9,7 +9,7 @@ reasoning / tool-call parser, then rendered as one `chat.completion.chunk` or
 from __future__ import annotations
 
 from worker.constants import CHUNK
-from worker.core import render
+from worker.core import apis, render
 from worker.core.bounds import check_chunk
 from worker.core.errors import DerenderError
 from worker.core.model import Model
@@ -51,7 +51,9 @@ def on_chunk(
             ids = choice.token_ids or []
             positions = shown_positions(state, choice.logprobs, ids, choice.index, model)
         piece = _advance(state, choice, positions, model, tables)
-        if piece is not None:
+        if state.fmt is not None:  # Responses, Messages: the format's events
+            outputs += apis.on_piece(state, request_id, piece)
+        elif piece is not None:
             outputs.append(render.chunk(state, request_id, [piece], metrics))
     elif chunk.usage is not None and _wants_usage(state):
         # A usage-only event: the engine's final count, with the request's prompt size.
@@ -187,6 +189,9 @@ def on_end(
         cs.role_sent = True
         if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
             pieces.append(piece)
+    if state.fmt is not None:  # Responses, Messages: the format's closing events
+        state.status = DONE
+        return apis.on_end(state, request_id, pieces, request_usage(state), abort)
     outputs = opening + [render.chunk(state, request_id, [p]) for p in pieces]
     if opts.include_usage and not state.usage_sent:
         outputs.append(render.usage_chunk(state, request_id, request_usage(state)))
@@ -272,7 +277,7 @@ def _advance(
             if finish is not None:
                 finish = model.parser.finish(cs.parser, finish)
         if resolved:
-            if state.api == "chat":
+            if state.api != "completion":
                 logprobs = chat_logprobs(resolved)
             else:
                 logprobs, cs.text_offset = completion_logprobs(resolved, cs.text_offset)
