@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from worker.gateway.errors import error_object
+from worker.gateway.errors import error_body, error_object
 
 CHAT = "chat"
 COMPLETION = "completion"
@@ -65,7 +65,9 @@ class Dialect:
         return error_object(message, status, param)
 
     def error_body(self, message: str, status: int, param: str | None = None) -> bytes:
-        return json.dumps(self.error(message, status, param), ensure_ascii=False).encode()
+        if not self.events:
+            return error_body(message, status, param)
+        return _compact(self.error(message, status, param))
 
     def reshaped(self, body: bytes) -> bytes:
         """An engine's error answer (vLLM's shape) in this API's shape."""
@@ -89,7 +91,7 @@ class Dialect:
                 "param": None,
                 "sequence_number": sequence_number,
             }
-            return self.sse(json.dumps(event, ensure_ascii=False).encode())
+            return self.sse(_compact(event))
         if self.api == MESSAGES:
             return self.sse(self.error_body(message, status))
         return self.sse(self.error_body(message, status)) + b"data: [DONE]\n\n"
@@ -104,6 +106,11 @@ class Dialect:
         except (ValueError, KeyError, TypeError, AttributeError):
             return 400
         return code if isinstance(code, int) and 400 <= code < 600 else 400
+
+
+def _compact(body: dict[str, Any]) -> bytes:
+    """JSON as the worker writes the APIs' events (no spaces: `type` first, as written)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def event_type(value: bytes) -> bytes:
