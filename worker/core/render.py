@@ -56,6 +56,9 @@ class Piece(msgspec.Struct, gc=False):
     logprobs: LogprobsOut | None = None
     # Parser path: reasoning / content / tool calls of this record (None: say nothing).
     delta: out.Delta | None = None
+    # Responses / Messages on the parser path: the events `delta` merged, in the model's
+    # order (None: the delta holds one kind of text, or the chat path, which needs none).
+    events: list[Any] | None = None
 
 
 # The body types by API: streamed chunks, and whole responses. OpenAI names a completion

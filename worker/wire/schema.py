@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from worker.wire import control, inbound, outbound, responses
+from worker.wire import control, inbound, messages, outbound, responses
 
 # file name → the type it describes
 SCHEMAS: dict[str, Any] = {
@@ -28,6 +28,9 @@ SCHEMAS: dict[str, Any] = {
     # api "responses": each streamed event, and the whole response object.
     "responses_event.json": responses.Event,
     "response.json": responses.Response,
+    # api "messages": each streamed event (the error event too), and the whole message.
+    "messages_event.json": messages.Event,
+    "message.json": messages.Message,
 }
 
 

@@ -6,14 +6,22 @@ accumulator run), and our whole message read by `messages.create`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx2
+import jsonschema
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import BaseModel, TypeAdapter
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
+# Our own schemas (schemas/, generated from worker/wire/messages.py) say the same.
+EVENT_SCHEMA = jsonschema.Draft202012Validator(
+    json.loads((SCHEMAS / "messages_event.json").read_text())
+)
+MESSAGE_SCHEMA = jsonschema.Draft202012Validator(json.loads((SCHEMAS / "message.json").read_text()))
 MESSAGES: Any = [{"role": "user", "content": "?"}]
 
 
@@ -58,6 +66,7 @@ def no_extra(value: Any, where: str = "") -> None:
 
 def validate_event(raw: bytes) -> Any:
     """One event against the SDK's event union (pydantic), nothing unknown in it."""
+    EVENT_SCHEMA.validate(json.loads(raw))
     event = EVENTS.validate_python(json.loads(raw))
     no_extra(event)
     return event
@@ -84,4 +93,5 @@ def read_whole(body: bytes, model: str = "m") -> Message:
     )
     no_extra(message)
     Message.model_validate(json.loads(body))
+    MESSAGE_SCHEMA.validate(json.loads(body))
     return message

@@ -17,7 +17,14 @@ from anthropic.types import ErrorResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.core.apis.messages_sdk import MESSAGES, accumulated, client, read_whole, sse
+from tests.core.apis.messages_sdk import (
+    EVENT_SCHEMA,
+    MESSAGES,
+    accumulated,
+    client,
+    read_whole,
+    sse,
+)
 from worker.core.apis import messages as m
 from worker.core.apis.parts import Part
 from worker.core.errors import DerenderError
@@ -79,7 +86,7 @@ def stream(pieces: list[P], prompt: int = 3, output: int = 7, abort: bool = Fals
 def whole(a: Answer, prompt: int = 3, output: int = 7) -> bytes:
     calls = [head(i, cid, n, args) for i, (cid, n, args) in enumerate(a.calls)]
     part = Part(a.reasoning, a.content, calls, a.finish, a.matched)
-    o = m.whole(new_state(prompt), RID, part, UsageInfo(prompt, output, prompt + output))
+    o = m.whole(new_state(prompt), RID, [part], UsageInfo(prompt, output, prompt + output))
     assert o.kind == "response"
     return o.value
 
@@ -258,6 +265,7 @@ def test_errors_as_the_api_shapes_them(code: str, kind: str, error_class: Any) -
     body = failure.value
     assert json.loads(body) == {"type": "error", "error": {"type": kind, "message": "it broke"}}
     ErrorResponse.model_validate(json.loads(body))
+    EVENT_SCHEMA.validate(json.loads(body))
     # Streamed: the SDK raises on the `error` event, with our body.
     state = new_state()
     values = [o.value for o in [*m.start(state, RID), *m.piece(state, RID, Part(content="x"))]]
@@ -349,3 +357,28 @@ def _mergeable(a: P, b: P) -> bool:
 def test_random_cuts_accumulate_to_the_whole_message(case: tuple[list[P], Answer]) -> None:
     pieces, answer = case
     check(pieces, answer)
+
+
+def test_text_after_a_call_in_one_record_keeps_the_model_order() -> None:
+    """A record holding a call's last arguments and the text the model wrote after it
+    comes as two parts, in that order (`apis.parts_of`): the arguments stay in their
+    block, the text opens the next, and the whole message has the same order."""
+    from worker.core import apis
+    from worker.core.parsers import Content, ToolCallArgs, ToolCallStart
+    from worker.core.render import Piece
+
+    first = Piece(0, events=[ToolCallStart(0, "chatcmpl-tool-aa", "f"), ToolCallArgs(0, '{"a"')])
+    second = Piece(0, finish_reason="stop", events=[ToolCallArgs(0, ": 1}"), Content("Done.")])
+    parts = apis.parts_of(first) + apis.parts_of(second)
+    assert [bool(p.calls) for p in parts] == [True, True, False]
+    assert parts[-1].content == "Done." and parts[-1].finish_reason == "stop"
+    state = new_state()
+    values = [o.value for o in m.start(state, RID)]
+    for part in parts:
+        values += [o.value for o in m.piece(state, RID, part)]
+    values += [o.value for o in m.end(state, RID, UsageInfo(3, 7, 10), False)]
+    got = accumulated(values)
+    assert [b.type for b in got.content] == ["tool_use", "text"]
+    assert got.content[0].input == {"a": 1}
+    body = m.whole(new_state(), RID, parts, UsageInfo(3, 7, 10)).value
+    assert got.model_dump() == read_whole(body).model_dump()

@@ -32,9 +32,10 @@ core calls them only through this package's dispatch functions):
   kind `done`) after it: every streamed request ends with one on the output topic,
   whatever its API (a gateway ends the SSE stream there and writes no `[DONE]` line
   for an API that has none).
-- `whole(state, request_id, part, usage) -> Output`: a `response` record's one output
-  (kind `response`): the API's whole object, as `stream: false` returns it. Build it
-  with the same code the stream's terminal event uses, so stream equals whole.
+- `whole(state, request_id, parts, usage) -> Output`: a `response` record's one output
+  (kind `response`): the API's whole object, as `stream: false` returns it, from the
+  parts a stream of the same output reads (in the model's order; the finish on the
+  last). Build it with the same code the stream uses, so stream equals whole.
 - `failed(state, request_id, exc, whole) -> list[Output]`: the request failed with
   `exc` (`whole`: a `response` record). Must not raise. The error itself has kind
   `error`; events before it (a stream not yet opened) have kind `chunk`.
@@ -57,6 +58,14 @@ from worker.core import render
 from worker.core.apis import messages, responses
 from worker.core.apis.parts import Part
 from worker.core.errors import DerenderError
+from worker.core.parsers.language.events import (
+    Content,
+    Event,
+    Reasoning,
+    ToolCallArgs,
+    ToolCallStart,
+)
+from worker.core.parsers.render import FUNCTION
 from worker.core.render import Output, Piece
 from worker.core.state import RequestState
 from worker.wire import outbound as out
@@ -70,7 +79,7 @@ class Format(NamedTuple):
     start: Callable[[RequestState, str], list[Output]]
     piece: Callable[[RequestState, str, Part], list[Output]]
     end: Callable[[RequestState, str, out.UsageInfo, bool], list[Output]]
-    whole: Callable[[RequestState, str, Part, out.UsageInfo], Output]
+    whole: Callable[[RequestState, str, list[Part], out.UsageInfo], Output]
     failed: Callable[[RequestState, str, DerenderError, bool], list[Output]]
 
 
@@ -97,7 +106,8 @@ def on_piece(state: RequestState, request_id: str, piece: Piece | None) -> list[
     fmt = FORMATS[state.api]
     outputs = [] if state.fmt.opened else fmt.start(state, request_id)
     if piece is not None:
-        outputs += fmt.piece(state, request_id, part_of(piece))
+        for part in parts_of(piece):
+            outputs += fmt.piece(state, request_id, part)
     return outputs
 
 
@@ -113,7 +123,8 @@ def on_end(
     fmt = FORMATS[state.api]
     outputs = [] if state.fmt.opened else fmt.start(state, request_id)
     for p in pieces:
-        outputs += fmt.piece(state, request_id, part_of(p))
+        for part in parts_of(p):
+            outputs += fmt.piece(state, request_id, part)
     outputs += fmt.end(state, request_id, usage, abort)
     outputs.append(render.DONE)
     return outputs
@@ -123,19 +134,28 @@ def on_whole(
     state: RequestState,
     request_id: str,
     message: out.ChatMessage,
+    events: list[Event] | None,
     finish_reason: str | None,
     stop_reason: int | str | None,
     usage: out.UsageInfo,
 ) -> Output:
-    """A `response` record's one output, from the chat path's whole message."""
+    """A `response` record's one output, from the chat path's whole message: as the
+    parts a stream of it gives, in the model's order (`events`, the parser's), then its
+    finish. (A message the whole path changed after parsing — a format that swaps
+    reasoning and content, hidden reasoning — is taken as it is, in one part.)"""
     calls = []
     if message.tool_calls is not UNSET:
         for i, call in enumerate(message.tool_calls):
             function = out.FunctionDelta(name=call.function.name, arguments=call.function.arguments)
             calls.append(out.ToolCallDelta(index=i, id=call.id, type=call.type, function=function))
     reasoning = message.reasoning or message.reasoning_content or ""
-    part = Part(reasoning, message.content or "", calls, finish_reason, stop_reason)
-    return FORMATS[state.api].whole(state, request_id, part, usage)
+    parts = [Part(reasoning, message.content or "", calls)]
+    if events is not None:
+        ordered = in_order(events)
+        if _merged(ordered) == _merged(parts):
+            parts = ordered
+    parts.append(Part(finish_reason=finish_reason, stop_reason=stop_reason))
+    return FORMATS[state.api].whole(state, request_id, parts, usage)
 
 
 def on_failure(
@@ -144,12 +164,62 @@ def on_failure(
     return FORMATS[state.api].failed(state, request_id, exc, whole)
 
 
+def parts_of(piece: Piece) -> list[Part]:
+    """A chat piece of choice 0 as the parts a format reads, in the model's order: one
+    per run of reasoning, of text, of calls (a record may hold a call's last
+    arguments and the text after it); the piece's finish on the last."""
+    if piece.events is None:
+        return [part_of(piece)]
+    _one_choice(piece)
+    parts = in_order(piece.events) or [Part()]
+    parts[-1].finish_reason, parts[-1].stop_reason = piece.finish_reason, piece.stop_reason
+    return parts
+
+
+def in_order(events: list[Event]) -> list[Part]:
+    """The parser's events as parts: consecutive events of one kind (reasoning, text,
+    calls) in one part."""
+    parts: list[Part] = []
+    last: type | None = None
+    for ev in events:
+        kind = ToolCallStart if type(ev) is ToolCallArgs else type(ev)
+        if kind is not last:
+            parts.append(Part())
+            last = kind
+        part = parts[-1]
+        if isinstance(ev, Reasoning):
+            part.reasoning += ev.text
+        elif isinstance(ev, Content):
+            part.content += ev.text
+        elif isinstance(ev, ToolCallStart):
+            function = out.FunctionDelta(name=ev.name)
+            part.calls.append(out.ToolCallDelta(ev.index, ev.id, FUNCTION, function))
+        else:
+            function = out.FunctionDelta(arguments=ev.text)
+            part.calls.append(out.ToolCallDelta(ev.index, function=function))
+    return parts
+
+
+def _merged(parts: list[Part]) -> tuple[str, str, dict[int, tuple[str, str, str]]]:
+    """What parts say once merged: reasoning, text, and per call its id, name and
+    arguments."""
+    calls: dict[int, tuple[str, str, str]] = {}
+    for call in (c for p in parts for c in p.calls):
+        cid, name, args = calls.get(call.index, ("", "", ""))
+        function = call.function
+        if call.id:
+            cid = call.id
+        if function and function.name:
+            name = function.name
+        if function and function.arguments:
+            args += function.arguments
+        calls[call.index] = (cid, name, args)
+    return "".join(p.reasoning for p in parts), "".join(p.content for p in parts), calls
+
+
 def part_of(piece: Piece) -> Part:
     """A chat piece of choice 0 as a format reads it."""
-    if piece.index != 0:
-        raise DerenderError(
-            f"these APIs take one choice: got choice index {piece.index}", param="index"
-        )
+    _one_choice(piece)
     delta = piece.delta
     if delta is None:  # no parser: the piece's text is content
         return Part("", piece.text, [], piece.finish_reason, piece.stop_reason)
@@ -161,6 +231,13 @@ def part_of(piece: Piece) -> Part:
         piece.finish_reason,
         piece.stop_reason,
     )
+
+
+def _one_choice(piece: Piece) -> None:
+    if piece.index != 0:
+        raise DerenderError(
+            f"these APIs take one choice: got choice index {piece.index}", param="index"
+        )
 
 
 def held(state: RequestState) -> int:

@@ -5,10 +5,10 @@ A Messages request runs as a chat request (`chat_request`): its tools, tool choi
 stop sequences and thinking switch in chat's shape. Blocks go out as the text arrives:
 a `thinking` block for reasoning, a `text` block for answer text, a `tool_use` block
 per call; a change of kind closes the open block and opens the next, numbered 0, 1, …
-Within one record reasoning comes first, then text, then calls, as a whole message
-orders them. The format keeps no text: its state is which block is open, the next
-block's index, and why choice 0 finished (`FormatState`: kind, index, call, finish,
-stop).
+in the order the model wrote them (`apis.parts_of`). A whole message applies the same
+block events (`whole`). The format keeps no text: its state is which block is open,
+the next block's index, and why choice 0 finished (`FormatState`: kind, index, call,
+finish, stop).
 """
 
 from __future__ import annotations
@@ -157,32 +157,14 @@ def start(state: RequestState, request_id: str) -> list[Output]:
 
 def piece(state: RequestState, request_id: str, part: Part) -> list[Output]:
     """One record's events for choice 0; its finish is kept for `end`."""
-    fs = _fs(state)
-    outputs: list[Output] = []
-    if part.reasoning:
-        if fs.kind != REASONING:
-            _open(fs, REASONING, wire.ThinkingBlock(""), outputs)
-        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.ThinkingDelta(part.reasoning))))
-    if part.content:
-        if fs.kind != TEXT:
-            _open(fs, TEXT, wire.TextBlock(""), outputs)
-        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.TextDelta(part.content))))
-    for call in part.calls:
-        _call(fs, call, outputs)
-    if part.finish_reason is not None and not fs.finish:
-        fs.finish, fs.stop = part.finish_reason, part.stop_reason
-    return outputs
+    return [_out(e) for e in _events(_fs(state), part)]
 
 
 def end(state: RequestState, request_id: str, usage: UsageInfo, abort: bool) -> list[Output]:
-    """The open block closed (an empty text block first when the message has none:
-    clients read `content[0]`), `message_delta` with why it stopped and the final usage,
+    """The open block closed, `message_delta` with why it stopped and the final usage,
     `message_stop`. An abort before choice 0 finished stops with no reason (null)."""
     fs = _fs(state)
-    outputs: list[Output] = []
-    if fs.kind == NONE and fs.index == 0:
-        _open(fs, TEXT, wire.TextBlock(""), outputs)
-    _close(fs, outputs)
+    outputs = [_out(e) for e in _closing(fs)]
     reason, sequence = stop_reason(fs.finish or None, fs.stop, fs.call >= 0)
     delta = wire.StopDelta(reason, sequence)
     outputs.append(_out(wire.MessageDelta(delta, _usage(usage))))
@@ -200,53 +182,93 @@ def _out(event: wire.Event) -> Output:
     return Output(CHUNK, _encode(event))
 
 
-def _open(fs: FormatState, kind: int, block: wire.ContentBlock, outputs: list[Output]) -> None:
-    _close(fs, outputs)
-    outputs.append(_out(wire.ContentBlockStart(fs.index, block)))
+# The block events of a stream, made once for the stream and for a whole message (which
+# applies them: `whole`), so the two cannot disagree.
+BlockEvent = wire.ContentBlockStart | wire.ContentBlockDelta | wire.ContentBlockStop
+
+
+def _events(fs: FormatState, part: Part) -> list[BlockEvent]:
+    """A part's block events: reasoning, then text, then calls (a part holds one kind
+    when the record changed kind in another order: `apis.parts_of`)."""
+    events: list[BlockEvent] = []
+    if part.reasoning:
+        if fs.kind != REASONING:
+            _open(fs, REASONING, wire.ThinkingBlock(""), events)
+        events.append(wire.ContentBlockDelta(fs.index, wire.ThinkingDelta(part.reasoning)))
+    if part.content:
+        if fs.kind != TEXT:
+            _open(fs, TEXT, wire.TextBlock(""), events)
+        events.append(wire.ContentBlockDelta(fs.index, wire.TextDelta(part.content)))
+    for call in part.calls:
+        _call(fs, call, events)
+    if part.finish_reason is not None and not fs.finish:
+        fs.finish, fs.stop = part.finish_reason, part.stop_reason
+    return events
+
+
+def _closing(fs: FormatState) -> list[BlockEvent]:
+    """The open block stopped; an empty text block first when the message has none
+    (clients read `content[0]`)."""
+    events: list[BlockEvent] = []
+    if fs.kind == NONE and fs.index == 0:
+        _open(fs, TEXT, wire.TextBlock(""), events)
+    _close(fs, events)
+    return events
+
+
+def _open(fs: FormatState, kind: int, block: wire.ContentBlock, events: list[BlockEvent]) -> None:
+    _close(fs, events)
+    events.append(wire.ContentBlockStart(fs.index, block))
     fs.kind = kind
 
 
-def _close(fs: FormatState, outputs: list[Output]) -> None:
+def _close(fs: FormatState, events: list[BlockEvent]) -> None:
     if fs.kind != NONE:
-        outputs.append(_out(wire.ContentBlockStop(fs.index)))
+        events.append(wire.ContentBlockStop(fs.index))
         fs.kind = NONE
         fs.index += 1
 
 
-def _call(fs: FormatState, call: ToolCallDelta, outputs: list[Output]) -> None:
+def _call(fs: FormatState, call: ToolCallDelta, events: list[BlockEvent]) -> None:
     """A call's header opens its tool_use block (`fs.call`: the chat index of the last
     call opened, -1 before any); its argument fragments follow in that block (a call's
     fragments all come before the next call's start, `Part`)."""
     function = call.function
     if call.id and function and function.name:
-        _open(fs, CALL, wire.ToolUseBlock(tool_use_id(call.id), function.name, {}), outputs)
+        _open(fs, CALL, wire.ToolUseBlock(tool_use_id(call.id), function.name, {}), events)
         fs.call = call.index
     args = function.arguments if function else None
     if args and fs.kind == CALL and call.index == fs.call:
-        outputs.append(_out(wire.ContentBlockDelta(fs.index, wire.InputJsonDelta(args))))
+        events.append(wire.ContentBlockDelta(fs.index, wire.InputJsonDelta(args)))
 
 
 # -- whole messages and errors -------------------------------------------------------------
 
 
-def whole(state: RequestState, request_id: str, part: Part, usage: UsageInfo) -> Output:
-    """A whole (`stream: false`) answer as one `message`: the blocks a stream of the same
-    answer opens, in the same order (an empty text block when there is none), and the
-    same stop reason and usage as its `message_delta`."""
+def whole(state: RequestState, request_id: str, parts: list[Part], usage: UsageInfo) -> Output:
+    """A whole (`stream: false`) answer as one `message`: the block events a stream of
+    the same parts makes, applied (as a client accumulates them), with the stream's
+    stop reason and usage."""
+    fs = FormatState()
+    events = [e for part in parts for e in _events(fs, part)] + _closing(fs)
     blocks: list[wire.ContentBlock] = []
-    if part.reasoning:
-        blocks.append(wire.ThinkingBlock(part.reasoning))
-    if part.content:
-        blocks.append(wire.TextBlock(part.content))
-    for call in part.calls:
-        function = call.function
-        if call.id and function and function.name:
-            args = function.arguments or ""
-            blocks.append(wire.ToolUseBlock(tool_use_id(call.id), function.name, tool_input(args)))
-    if not blocks:
-        blocks.append(wire.TextBlock(""))
-    tool_used = any(type(b) is wire.ToolUseBlock for b in blocks)
-    reason, sequence = stop_reason(part.finish_reason, part.stop_reason, tool_used)
+    args: dict[int, list[str]] = {}
+    for e in events:
+        if type(e) is wire.ContentBlockStart:
+            blocks.append(msgspec.structs.replace(e.content_block))
+        elif type(e) is wire.ContentBlockDelta:
+            block, delta = blocks[e.index], e.delta
+            if type(delta) is wire.ThinkingDelta and type(block) is wire.ThinkingBlock:
+                block.thinking += delta.thinking
+            elif type(delta) is wire.TextDelta and type(block) is wire.TextBlock:
+                block.text += delta.text
+            elif type(delta) is wire.InputJsonDelta:
+                args.setdefault(e.index, []).append(delta.partial_json)
+    for index, fragments in args.items():
+        block = blocks[index]
+        if type(block) is wire.ToolUseBlock:
+            block.input = tool_input("".join(fragments))
+    reason, sequence = stop_reason(fs.finish or None, fs.stop, fs.call >= 0)
     n = _usage(usage)
     message = _message(state, request_id, blocks, reason, sequence, n.input_tokens, n.output_tokens)
     return Output(RESPONSE, _encode(message))

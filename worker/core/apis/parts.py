@@ -20,7 +20,9 @@ CALL = 3
 class Part(msgspec.Struct, gc=False):
     """What the chat path produced for choice 0 on one record (or a whole output).
 
-    In the order a format emits it: reasoning, then content, then the tool calls. A call
+    In the order a format emits it: reasoning, then content, then the tool calls (a
+    record whose output changes kind in another order, text after a call, comes as
+    several parts in the model's order: `apis.parts_of`). A call
     starts with a `ToolCallDelta` that has its `id` and `function.name` (its `arguments`
     may begin in the same delta); later deltas of the same `index` carry only argument
     fragments. Parallel calls follow one another: a call's fragments all come before the

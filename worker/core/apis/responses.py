@@ -123,8 +123,9 @@ def end(state: RequestState, request_id: str, usage: UsageInfo, abort: bool) -> 
     return outputs
 
 
-def whole(state: RequestState, request_id: str, part: Part, usage: UsageInfo) -> Output:
-    piece(state, request_id, part)
+def whole(state: RequestState, request_id: str, parts: list[Part], usage: UsageInfo) -> Output:
+    for part in parts:
+        piece(state, request_id, part)
     _, response = _terminal(state, request_id, usage, False)
     return Output(RESPONSE, rw.encode(response))
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import msgspec
 
 from worker.core.parsers.arguments.tools import ToolTable
+from worker.core.parsers.language.events import Event
 from worker.core.parsers.language.grammar import SWAP_ABSENT, SWAP_BLANK
 from worker.core.parsers.language.state import (
     FORCE_CONTENT,
@@ -46,10 +47,14 @@ from worker.wire.outbound import ChatMessage, Delta
 # `__new__` is Python). gc=False: it holds a Delta and a list, never itself.
 class ParsedDelta(msgspec.Struct, gc=False):
     """One record's output: its delta (None: it says nothing), and per token id of the
-    record True where its logprobs must not be sent (hidden reasoning; None: none)."""
+    record True where its logprobs must not be sent (hidden reasoning; None: none).
+    `events`: the engine's events the delta merged, in the model's order (None from the
+    quick path, whose record holds one kind of text): the Responses and Messages
+    formats keep that order, which a merged delta loses."""
 
     delta: Delta | None
     hidden: list[bool] | None
+    events: list[Event] | None = None
 
 
 class ParsedMessage(NamedTuple):
@@ -60,6 +65,7 @@ class ParsedMessage(NamedTuple):
     hidden: list[bool] | None
     finish_reason: str | None
     reasoning_tokens: int
+    events: list[Event] | None = None  # the engine's events, in order (as ParsedDelta's)
 
 
 class Parser:
@@ -161,7 +167,7 @@ class Parser:
     ) -> ParsedDelta:
         """`feed` by the engine alone (a record `quick` did not take)."""
         fed = feed(self.spec, st, text, token_ids, final, tools)
-        return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden)
+        return ParsedDelta(to_delta(fed.events, self.reasoning_field), fed.hidden, fed.events)
 
     def finish(self, st: ParserState, engine_reason: str | None) -> str | None:
         """The finish reason to report: `tool_calls` when calls were made and the engine
@@ -185,6 +191,7 @@ class Parser:
             parsed.hidden,
             finish_reason(st, engine_reason),
             parsed.reasoning_tokens,
+            parsed.events,
         )
 
 
@@ -215,4 +222,5 @@ def parse_whole(
             parsed.reasoning, parsed.content = answer, parsed.reasoning
     parsed.reasoning_tokens = st.reasoning_tokens
     parsed.hidden = fed.hidden
+    parsed.events = fed.events
     return parsed

@@ -125,6 +125,7 @@ class Parsed:
     # Per output token: True for reasoning tokens whose logprobs must not be sent
     # (include_reasoning: false); None when there are none.
     hidden: list[bool] | None = None
+    events: list[Event] | None = None  # the events merged here, in the model's order
 
 
 def collect(

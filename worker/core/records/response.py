@@ -69,9 +69,14 @@ def _chat(
                 f"the {state.api} API takes one choice (index 0); got {len(checked)}",
                 param="generate_response.choices",
             )
-        c = _chat_choice(state, checked[0][0], checked[0][1], seed, model, tables)
+        choice, positions = checked[0]
+        d = _decoded(state, choice, positions, seed, model, tables)
+        message, finish, events = out.ChatMessage(role=ROLE, content=d.text), d.finish_reason, None
+        if state.parser is not None:  # (the parser's events too: the formats keep their order)
+            w = model.parser.whole(state.parser, 0, d.text, d.text_ids, finish, tables.tools)
+            message, finish, events = w.message, w.finish_reason, w.events
         return apis.on_whole(
-            state, request_id, c.message, c.finish_reason, c.stop_reason, usage(prompt, completion)
+            state, request_id, message, events, finish, d.stop_reason, usage(prompt, completion)
         )
     choices = [
         _chat_choice(state, choice, positions, seed, model, tables) for choice, positions in checked

@@ -184,7 +184,8 @@ def on_end(
         cs.done = True
         piece = Piece(cs.index, text, not cs.role_sent, FINISH_ABORT if abort else None)
         if cs.parser is not None:  # release what the parser holds (a partial marker)
-            piece.delta = model.parser.feed(cs.parser, text, None, True, tables.tools).delta
+            fed = model.parser.feed(cs.parser, text, None, True, tables.tools)
+            piece.delta, piece.events = fed.delta, fed.events
             piece.text = ""
         cs.role_sent = True
         if piece.text or piece.delta or piece.role or piece.finish_reason is not None:
@@ -254,6 +255,7 @@ def _advance(
     emit = ""
     logprobs: LogprobsOut | None = None
     delta: out.Delta | None = None
+    events = None  # (Responses, Messages: the parser's events in order)
     if not state.opts.hide_output:  # prompt-only echo shows no generated token
         final = finish is not None
         d = decode_choice(state, cs, ids, finish, stop_reason, model, tables, final, positions)
@@ -269,6 +271,8 @@ def _advance(
                     cs.parser, emit, d.text_ids, finish is not None, tables.tools
                 )
                 delta, hidden = parsed.delta, parsed.hidden
+                if state.fmt is not None:
+                    events = parsed.events
             else:
                 delta, hidden = said, None
             emit = ""  # the text is in the delta, split (markers never show)
@@ -288,4 +292,4 @@ def _advance(
     cs.role_sent = True
     if delta is None and not emit and not role and finish is None and logprobs is None:
         return None  # nothing to say
-    return Piece(choice.index, emit, role, finish, stop_reason, logprobs, delta)
+    return Piece(choice.index, emit, role, finish, stop_reason, logprobs, delta, events)
