@@ -65,3 +65,16 @@ def test_a_whole_error_is_the_apis(client: Client) -> None:
     status, answer = client.post(MESSAGES, body(MESSAGES, request, generate_response=generate))
     assert status == 400, answer
     assert answer["type"] == "error" and answer["error"]["type"] == "invalid_request_error"
+
+
+def test_a_failure_mid_stream_is_the_apis_error_event(client: Client) -> None:
+    first = body(MESSAGES, MESSAGES_REQUEST, stream=True, stream_state=None)
+    first["generate_chunk"] = {"request_id": "m-f", "choices": [{"index": 0, "token_ids": [5]}]}
+    status, answer = client.post(MESSAGES, first)
+    assert status == 200, answer
+    bad = dict(first, stream_state=answer["stream_state"])
+    bad["generate_chunk"] = {"request_id": "m-f", "choices": [{"index": 0, "token_ids": [10**9]}]}
+    status, failed = client.post(MESSAGES, bad)
+    assert status == 200, failed
+    assert failed["events"][-1]["type"] == "error"
+    assert failed["events"][-1]["error"]["message"]

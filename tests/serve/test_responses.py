@@ -146,3 +146,19 @@ def test_the_request_is_required_with_parsers(client: Client) -> None:
     del call["responses_request"]
     status, answer = client.post(RESPONSES, call)
     assert status == 400 and "responses_request is required" in message_error(answer)
+
+
+def test_a_failure_mid_stream_is_the_apis_failed_event(client: Client) -> None:
+    """A record the core fails (a token id past the vocabulary) answers 200 with the
+    stream's `response.failed` last: a relay forwards it as any other event."""
+    first = body(RESPONSES, RESPONSES_REQUEST, stream=True, stream_state=None)
+    first["generate_chunk"] = {"request_id": "r-f", "choices": [{"index": 0, "token_ids": [5]}]}
+    status, answer = client.post(RESPONSES, first)
+    assert status == 200, answer
+    bad = dict(first, stream_state=answer["stream_state"])
+    bad["generate_chunk"] = {"request_id": "r-f", "choices": [{"index": 0, "token_ids": [10**9]}]}
+    status, failed = client.post(RESPONSES, bad)
+    assert status == 200, failed
+    (event,) = failed["events"]
+    assert event["type"] == "response.failed"
+    assert event["response"]["status"] == "failed" and event["response"]["error"]["message"]
