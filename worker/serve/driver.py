@@ -241,7 +241,8 @@ class Driver:
             (b"prompt_token_ids", req.prompt_token_ids),
             (field.encode(), request),
         ]
-        if bytes(req.generate_chunk).strip() == _DONE:
+        chunk = req.generate_chunk
+        if len(chunk) < 16 and bytes(chunk).strip() == _DONE:
             # The generate stream's end: an `end` record, whose answer closes the stream.
             if req.request_id is None:
                 return error(
@@ -250,7 +251,7 @@ class Driver:
                     param="request_id",
                 )
             return self._stream(api, model, None, req.stream_state, context, req.request_id)
-        return self._stream(api, model, req.generate_chunk, req.stream_state, context)
+        return self._stream(api, model, chunk, req.stream_state, context)
 
     def _whole_call(
         self,
