@@ -32,7 +32,12 @@ if TYPE_CHECKING:
 
 ENV_ENGINE_URL = "DERENDER_E2E_ENGINE_URL"
 # Modules that need the engine (and everything else of the session).
-E2E_MODULES = ("test_engine_oracle.py", "test_gateway_oracle.py", "test_gateway_faults.py")
+E2E_MODULES = (
+    "test_engine_oracle.py",
+    "test_gateway_oracle.py",
+    "test_formats_oracle.py",
+    "test_gateway_faults.py",
+)
 # Tests that end something the session shares (the engine): they run last.
 RUN_LAST = ("test_an_engine_killed_mid_stream_fails_the_client_and_aborts_the_request",)
 # The fault cases run after the oracle cases (they stop and kill things).

@@ -76,6 +76,18 @@ DIFFERENCES = [
 ]
 
 
+_ANTHROPIC_TYPES = {"invalid_request_error", "not_found_error", "api_error"}
+
+DIFFERENCES.append(
+    Difference(
+        "messages-error-type",
+        "error_type",
+        lambda api, body, options, stream: api == "messages-error",
+        lambda ours, theirs, generated: ours in _ANTHROPIC_TYPES and theirs.endswith("Error"),
+    )
+)
+
+
 # The session's tally, printed by `make e2e`: comparisons made, and each difference seen.
 TALLY: Counter[str] = Counter()
 

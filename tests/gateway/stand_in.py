@@ -2,13 +2,15 @@
 abort and the model list, as vLLM's scale-out endpoints answer them.
 
 The answer to a chat is `ANSWER.format(text=<the last message>)` (a completion's: the
-prompt) encoded by the real DeepSeek V4 tokenizer, streamed a few ids per event, then a
-usage event and `[DONE]`. A message starting with a mode word changes what generate does:
-`drop` (the connection breaks after 3 events), `error` (an error event after 2), `slow`
-(events 50 ms apart, a long answer), `hold` (3 events, then nothing until the request is
-aborted or its stream closed, for at most a minute). It runs on its own thread and event
-loop, and keeps every generate request and every abort it received, and counts the tokens
-it generated per request: an abort or a closed stream stops that request's generation.
+prompt; a Responses request's: its `input` text or last input message; a Messages
+request's: its last message) encoded by the real DeepSeek V4 tokenizer, streamed a few
+ids per event, then a usage event and `[DONE]`. A message starting with a mode word
+changes what generate does: `drop` (the connection breaks after 3 events), `error` (an
+error event after 2), `slow` (events 50 ms apart, a long answer), `hold` (3 events, then
+nothing until the request is aborted or its stream closed, for at most a minute). It
+runs on its own thread and event loop, and keeps every generate request and every abort
+it received, and counts the tokens it generated per request: an abort or a closed stream
+stops that request's generation.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ ENGINE_PREFIX = "generate-tokens-"
 def vllm_error(message: str, status: int = 400) -> JSONResponse:
     body = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}
     return JSONResponse(body, status)
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or its text parts joined (Responses, Messages)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
 class StandInEngine:
@@ -79,6 +88,28 @@ class StandInEngine:
         if body.get("model") != MODEL:
             return vllm_error(f"The model `{body.get('model')}` does not exist.", 404)
         return JSONResponse(self._rendered(body, str(messages[-1]["content"]), "chatcmpl"))
+
+    async def render_responses(self, request: Request) -> Response:
+        body = await request.json()
+        given = body.get("input")
+        if given is None:
+            return vllm_error("input: Field required")
+        if body.get("model") != MODEL:
+            return vllm_error(f"The model `{body.get('model')}` does not exist.", 404)
+        text = given if isinstance(given, str) else _text(given[-1].get("content"))
+        rendered = self._rendered(body, text, "resp")
+        if body.get("max_output_tokens") is not None:
+            rendered["sampling_params"]["max_tokens"] = body["max_output_tokens"]
+        return JSONResponse(rendered)
+
+    async def render_messages(self, request: Request) -> Response:
+        body = await request.json()
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or "max_tokens" not in body:
+            return vllm_error("messages and max_tokens: Field required")
+        if body.get("model") != MODEL:
+            return vllm_error(f"The model `{body.get('model')}` does not exist.", 404)
+        return JSONResponse(self._rendered(body, _text(messages[-1].get("content")), "msg"))
 
     async def render_completion(self, request: Request) -> Response:
         body = await request.json()
@@ -151,6 +182,8 @@ class StandInEngine:
             routes=[
                 Route("/v1/chat/completions/render", self.render_chat, methods=["POST"]),
                 Route("/v1/completions/render", self.render_completion, methods=["POST"]),
+                Route("/v1/responses/render", self.render_responses, methods=["POST"]),
+                Route("/v1/messages/render", self.render_messages, methods=["POST"]),
                 Route("/inference/v1/generate", self.generate, methods=["POST"]),
                 Route("/inference/v1/abort_requests", self.abort, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),

@@ -3,15 +3,17 @@ is not opened again, and everything else is opened and checked as before."""
 
 from __future__ import annotations
 
+import base64
 import json
 
+import msgspec
 import pytest
 
 from tests.serve.bodies import CHAT_REQUEST, REASONED, TOOLS, chunk_body
 from worker.core.model import Registry
 from worker.ports import Stored
 from worker.serve.driver import Driver
-from worker.serve.stream_state import BadState, Issued, seal, unseal
+from worker.serve.stream_state import BadState, Issued, Sealed, seal, unseal
 
 KEY = b"k" * 64
 
@@ -33,7 +35,7 @@ def test_a_retried_call_opens_the_state_the_long_way() -> None:
     text = sealed()
     issued.keep("chat", "r1", text, Stored(3, b"state"))
     first = issued.open(KEY, "chat", "r1", text)
-    assert issued.open(KEY, "chat", "r1", text) == first == Stored(3, b"state")
+    assert issued.open(KEY, "chat", "r1", text) == first == (Stored(3, b"state"), None)
     assert issued.hits == 1
 
 
@@ -51,11 +53,26 @@ def test_anything_but_the_issued_text_for_that_request_is_checked(
     issued = Issued()
     issued.keep("chat", "r1", sealed(), Stored(3, b"state"))
     if (api, rid) == ("chat", "r1"):
-        assert issued.open(KEY, api, rid, text) == Stored(4, b"state")  # a valid older seal
+        assert issued.open(KEY, api, rid, text).stored == Stored(4, b"state")  # older seal
     else:
         with pytest.raises(BadState):
             issued.open(KEY, api, rid, text)
     assert issued.hits == 0
+
+
+def test_the_opened_choices_are_sealed_with_the_state() -> None:
+    """The choices a stream_state opened ride in it, bound by its tag: a client cannot
+    make a choice open twice by editing them; an envelope without them still opens."""
+    text = seal(KEY, "chat", "r1", 3, b"state", b"", [0, 2]).decode()
+    assert unseal(KEY, "chat", "r1", text) == (Stored(3, b"state"), [0, 2])
+    issued = Issued()
+    issued.keep("chat", "r1", text, Stored(3, b"state"), [0, 2])
+    assert issued.open(KEY, "chat", "r1", text) == (Stored(3, b"state"), [0, 2])
+    envelope = msgspec.msgpack.decode(base64.b64decode(text), type=Sealed)
+    envelope.opened = [0]
+    with pytest.raises(BadState):
+        unseal(KEY, "chat", "r1", base64.b64encode(msgspec.msgpack.encode(envelope)).decode())
+    assert unseal(KEY, "chat", "r1", sealed()).opened is None
 
 
 def test_an_altered_state_is_refused_even_while_the_issued_one_is_held() -> None:
@@ -77,7 +94,8 @@ def test_held_states_are_bounded_by_count_and_bytes() -> None:
     big = sealed(rid="big", tables=b"t" * 9_000)  # (its text alone is past max_bytes)
     issued.keep("chat", "big", big, Stored(3, b"state", b"t" * 9_000))
     assert len(issued) == 1 and issued._bytes == len(big) > issued.max_bytes
-    assert issued.open(KEY, "chat", "big", big).tables == b"t" * 9_000 and issued.hits == 2
+    assert issued.open(KEY, "chat", "big", big).stored.tables == b"t" * 9_000
+    assert issued.hits == 2
 
 
 def test_a_stream_through_the_driver_opens_no_state_it_issued(serve_registry: Registry) -> None:

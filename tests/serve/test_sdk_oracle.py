@@ -5,11 +5,13 @@ once per generate chunk, carrying `stream_state`, and writes each answer's `chun
 client as an SSE `data:` line, then `data: [DONE]`. That is done here on real TCP against
 `serve`, for the SDK oracle's generated chat cases (tests/core/sdk/sdk_cases.py: every
 registered format and a plain model, `n` = 1…3 interleaved, logprobs, stop strings,
-`length`), with one `stream_state` for all of a request's choices (what
-docs/integrate/serve.md, "Streaming and `stream_state`", advises for `n > 1`); the SDK
-reads the re-framed stream and must accumulate it to exactly `serve`'s whole answer to
-the same ids (`check_chat_bytes`: the same comparison and the same named SDK quirks as
-the Kafka path's oracle).
+`length`), with one `stream_state` per choice index, as vLLM's clients carry it. For
+`n > 1` the relay opens every choice first, as vLLM's chat server does (the SDK indexes
+choices by position, and adds the logprobs of a choice first seen after the first chunk
+twice: docs/integrate/serve.md, "Streaming and `stream_state`"), and drops the role serve
+sends with each choice's first delta. The SDK reads the re-framed stream and must
+accumulate it to exactly `serve`'s whole answer to the same ids (`check_chat_bytes`: the
+same comparison and the same named SDK quirks as the Kafka path's oracle).
 
 Not here: usage (`serve` has no `end` record, so only the engine's usage events give a
 usage chunk, as with vLLM) and aborts (no such call in vLLM's protocol).
@@ -49,17 +51,35 @@ def serve_case(client: Client, case: Case) -> tuple[list[bytes], bytes]:
         "prompt_token_ids": head["prompt_token_ids"],
         "chat_request": head["chat_request"],
     }
-    state: Any = None
+    states: dict[int, Any] = {}
     values: list[bytes] = []
+    roles: dict[int, int] = {}
     for rec in case.records:
         if rec.get("type", "chunk") != "chunk":
             continue
         chunk = dict(rec["generate_chunk"], request_id=rec["request_id"])
-        body = {"stream": True, **context, "generate_chunk": chunk, "stream_state": state}
+        index = chunk["choices"][0]["index"] if chunk.get("choices") else 0
+        body = {"stream": True, **context, "generate_chunk": chunk}
+        body["stream_state"] = states.get(index)
         status, answer = client.chat(body)
         assert status == 200, answer
-        values.append(json.dumps(answer["chunk"]).encode())
-        state = answer["stream_state"]
+        out = answer["chunk"]
+        for c in out["choices"]:
+            if c["delta"].get("role") is not None:
+                roles[c["index"]] = roles.get(c["index"], 0) + 1
+                if case.n > 1:
+                    del c["delta"]["role"]
+        if case.n > 1 and not values:
+            opening = {k: out[k] for k in ("id", "object", "created", "model")}
+            opening["choices"] = [
+                {"index": k, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+                | {"finish_reason": None}
+                for k in range(case.n)
+            ]
+            values.append(json.dumps(opening).encode())
+        values.append(json.dumps(out).encode())
+        states[index] = answer["stream_state"]
+    assert all(roles.get(k) == 1 for k in range(case.n)), roles  # each choice opened once
     values.append(b"[DONE]")  # the gateway's end of the SSE stream
     whole = case.whole_record
     body = dict(

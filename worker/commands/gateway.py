@@ -26,7 +26,7 @@ FLAGS: list[Flag] = [
     Flag(
         "render-url",
         None,
-        "where /v1/chat/completions/render and /v1/completions/render are (default: "
+        "where the engine's /v1/…/render endpoints are (default: "
         "--engine-url; a vLLM render-only server works too)",
     ),
     Flag(
@@ -157,7 +157,8 @@ COMMAND = Command(
     "gateway",
     "an OpenAI-compatible server in front of the loop: vLLM renders and generates, "
     "the worker derenders, each client streams its own outputs",
-    "POST /v1/chat/completions and /v1/completions (stream true and false), GET /v1/models "
+    "POST /v1/chat/completions, /v1/completions, /v1/responses and /v1/messages (stream "
+    "true and false), GET /v1/models "
     "(the engine's), /health and /metrics. A request is rendered and generated on the "
     "engine, each generate event published as a ChunkRecord, and answered from the "
     "output topic's reply partitions this replica owns (docs/integrate/gateway.md).",

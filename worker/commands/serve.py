@@ -220,7 +220,8 @@ COMMAND = Command(
     "serve",
     "vLLM's derender endpoints over HTTP (same core and registry as run)",
     "POST /v1/chat/completions/derender and /v1/completions/derender with vLLM 0.33's "
-    "bodies, plus /v1/models, /health and /metrics. Every flag can also be set as "
+    "bodies, /v1/responses/derender and /v1/messages/derender (the Responses and Messages "
+    "APIs), plus /v1/models, /health and /metrics. Every flag can also be set as "
     "DERENDER_<FLAG> (dashes as underscores).",
     SERVE_FLAGS,
     run,

@@ -2,12 +2,15 @@
 
     POST /v1/chat/completions    (stream true: SSE from the output topic; false: the whole answer)
     POST /v1/completions         (the same for text completions, one prompt per request)
+    POST /v1/responses           (the OpenAI Responses API: SSE `event:` + `data:`, or the response)
+    POST /v1/messages            (the Anthropic Messages API: the same, or the message)
     GET  /v1/models              (the engine's, passed through)
     GET  /health                 (200 while the output topic is being read, else 503)
     GET  /metrics                (Prometheus)
 
 As vLLM's server: `--api-key` guards the `/v1` paths, a body that is not
-`application/json` is a 400, errors are `{"error": {"message", "type", "param", "code"}}`.
+`application/json` is a 400, errors are `{"error": {"message", "type", "param", "code"}}`
+(Messages: Anthropic's `{"type": "error", "error": {"type", "message"}}`; dialects.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from worker.gateway import metrics as outcome
+from worker.gateway.dialects import DIALECTS, MESSAGES, RESPONSES
 from worker.gateway.engine import EngineUnreachable
 from worker.gateway.errors import error_body
 from worker.gateway.exchange import Exchange, Services
@@ -35,11 +39,14 @@ from worker.serve.app import _http_error as vllm_http_error
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETION_PATH = "/v1/completions"
+RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
 TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
 
 
 class Endpoint:
-    """POST /v1/chat/completions or /v1/completions, as a plain ASGI app."""
+    """POST /v1/chat/completions, /v1/completions, /v1/responses or /v1/messages, as a
+    plain ASGI app."""
 
     def __init__(self, api: str, services: Services, max_body_bytes: int) -> None:
         self.api = api
@@ -47,7 +54,7 @@ class Endpoint:
         self.max_body_bytes = max_body_bytes
 
     async def _refuse(self, send: Send, status: int, message: str) -> None:
-        body = error_body(message, status)
+        body = DIALECTS[self.api].error_body(message, status)
         await send(
             {
                 "type": "http.response.start",
@@ -137,6 +144,8 @@ def build_app(services: Services, *, api_key: str | None = None, max_body_bytes:
             Route(
                 COMPLETION_PATH, Endpoint(COMPLETION, services, max_body_bytes), methods=["POST"]
             ),
+            Route(RESPONSES_PATH, Endpoint(RESPONSES, services, max_body_bytes), methods=["POST"]),
+            Route(MESSAGES_PATH, Endpoint(MESSAGES, services, max_body_bytes), methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", exposition, methods=["GET"]),

@@ -17,9 +17,11 @@ from typing import Any
 
 import httpx
 
+from worker.gateway.dialects import DIALECTS
+
 log = logging.getLogger("derender.gateway")
 
-RENDER_PATHS = {"chat": "/v1/chat/completions/render", "completion": "/v1/completions/render"}
+RENDER_PATHS = {api: d.render_path for api, d in DIALECTS.items()}
 GENERATE_PATH = "/inference/v1/generate"
 ABORT_PATH = "/inference/v1/abort_requests"
 MODELS_PATH = "/v1/models"
@@ -89,8 +91,8 @@ class Engine:
         return Answer(r.status_code, r.content, ctype)
 
     async def render(self, api: str, body: bytes, headers: Mapping[str, str]) -> Answer:
-        """The client's body rendered: a generate request (chat), a list of them
-        (completion, one per prompt), or vLLM's error answer."""
+        """The client's body rendered: a generate request (chat, Responses, Messages), a
+        list of them (completion, one per prompt), or vLLM's error answer."""
         return await self._call("POST", self.render_url + RENDER_PATHS[api], body, headers)
 
     async def models(self) -> Answer:

@@ -31,8 +31,9 @@ from typing import Any
 
 from worker.gateway import metrics as outcome
 from worker.gateway.control import GatewayControl
+from worker.gateway.dialects import DIALECTS, Dialect
 from worker.gateway.engine import Engine, EngineUnreachable
-from worker.gateway.errors import Refused, error_body
+from worker.gateway.errors import Refused
 from worker.gateway.metrics import GatewayMetrics
 from worker.gateway.replies import Replies, Reply
 from worker.gateway.requests import (
@@ -103,6 +104,7 @@ class Exchange:
     ) -> None:
         self.s = services
         self.api = api
+        self.dialect = DIALECTS[api]
         self.raw = raw
         self.body = body
         self.trace = trace
@@ -123,6 +125,7 @@ class Exchange:
         self.engine_task: asyncio.Task[None] | None = None
         self.tokens_out = 0  # completion tokens published, every choice
         self.sending: asyncio.Future[None] | None = None  # the last record's send
+        self.events_sent = 0  # the API's events written (the next `sequence_number`)
 
     async def run(self, disconnected: asyncio.Event) -> str:
         """Answer the client; returns the outcome (metrics.OUTCOMES)."""
@@ -132,13 +135,14 @@ class Exchange:
                 raise Refused(answer.status, answer.body, answer.content_type)
             rendered = one_rendered(self.api, answer.json())
         except Refused as r:
-            await self._whole(r.status, r.body, r.content_type)
+            await self._whole(r.status, self.dialect.reshaped(r.body), r.content_type)
             return outcome.REFUSED
         except EngineUnreachable as exc:
-            await self._whole(502, error_body(f"the engine did not answer: {exc}", 502))
+            message = f"the engine did not answer: {exc}"
+            await self._whole(502, self.dialect.error_body(message, 502))
             return outcome.ENGINE_FAILED
         except ValueError:
-            await self._whole(502, error_body("the render answer is not JSON", 502))
+            await self._whole(502, self.dialect.error_body("the render answer is not JSON", 502))
             return outcome.ENGINE_FAILED
         reply = self.s.replies.open(self.request_id)
         try:
@@ -190,7 +194,7 @@ class Exchange:
                 while (event := await self._next_event(events)) is not None:
                     if event.get("error") is not None:
                         if first:  # (vLLM checks some parameters only once streaming)
-                            reply.put(_refusal(event["error"], self.stream))
+                            reply.put(_refusal(event["error"], self.stream, self.dialect))
                             await events.aclose()
                             return
                         raise _EngineError(event)
@@ -214,7 +218,7 @@ class Exchange:
                 await self._publish({"type": "end"}, ctx)
             self._published()
         except EngineUnreachable as exc:
-            broke_off = error_body(f"the engine broke off: {exc}", 502)
+            broke_off = self.dialect.error_body(f"the engine broke off: {exc}", 502)
             await self._broke(reply, ctx, str(exc), broke_off)
         except _EngineError as exc:
             body = json.dumps({"error": exc.error}, ensure_ascii=False).encode()
@@ -222,7 +226,8 @@ class Exchange:
         except Exception as exc:  # (the broker failing a send: the client is told at once)
             log.exception("%s: cannot publish", rid)
             message = f"the gateway could not publish the request: {exc}"
-            reply.put(EngineStopped(500, error_body(message, 500), "application/json", None))
+            body = self.dialect.error_body(message, 500)
+            reply.put(EngineStopped(500, body, "application/json", None))
             await self.s.engine.abort(rid)
         except asyncio.CancelledError:
             # (The stream is closed by now: the engine stops; the abort makes sure.)
@@ -325,7 +330,7 @@ class Exchange:
                 if since is not None and since == self.unanswered_since:
                     self.stop_reason = "reply timeout"
                     message = f"no output from the worker for {limit:g} s (--reply-timeout-s)"
-                    await self._fail(504, error_body(message, 504))
+                    await self._fail(504, self.dialect.error_body(message, 504))
                     return outcome.TIMEOUT
                 continue
             if item is CLIENT_GONE:
@@ -344,12 +349,12 @@ class Exchange:
                 return outcome.ENGINE_FAILED
             if not self.stream:
                 if item.kind in ("response", "error"):
-                    await self._whole(*_whole_answer(item))
+                    await self._whole(*_whole_answer(item, self.dialect))
                     return outcome.OK
                 continue
             if not self.started:
                 await self._start_stream()
-            await self._write(item.sse())
+            await self._forward(item)
             if item.end:
                 await self._write(b"", more=False)
                 return outcome.OK
@@ -363,17 +368,34 @@ class Exchange:
         self.unanswered_since = None if out.seq >= self.last_published else now
 
     async def _fail(self, status: int, body: bytes, content_type: str = "") -> None:
-        """The error to the client: an answer of its own, or once streaming, an error
-        event and `[DONE]` (as vLLM ends a stream that failed)."""
+        """The error to the client: an answer of its own, or once streaming, the API's
+        error event (chat and completions: the error and `[DONE]`, as vLLM ends a stream
+        that failed)."""
         if not self.started:
-            await self._whole(status, body, content_type)
+            await self._whole(status, self.dialect.reshaped(body), content_type)
             return
-        if body.startswith(b"{"):
-            await self._write(b"data: " + body + b"\n\n")
+        if not self.dialect.events and body.startswith(b"{"):
+            await self._write(b"data: " + body + b"\n\n" + _DONE, more=False)
+            return
+        message = _message(body)
+        await self._write(self.dialect.stream_error(message, status, self.events_sent), more=False)
+
+    async def _forward(self, item: Output) -> None:
+        """One output to the streaming client, as its API's SSE (no `[DONE]` line for an
+        API without one: the stream just ends)."""
+        dialect = self.dialect
+        if not dialect.events:
+            await self._write(item.sse())
+            return
+        if item.done:
+            return
+        if item.kind == "error" and not item.value.startswith(b'{"type":'):
+            # (an error of ours, not the API's event: said as the API says errors)
+            frame = dialect.stream_error(_message(item.value), 400, self.events_sent)
         else:
-            message = body.decode("utf-8", "replace")
-            await self._write(b"data: " + error_body(message, status) + b"\n\n")
-        await self._write(_DONE, more=False)
+            frame = dialect.sse(item.value)
+        self.events_sent += 1
+        await self._write(frame)
 
     async def _whole(self, status: int, body: bytes, content_type: str = "") -> None:
         self.started = True
@@ -421,28 +443,35 @@ def _tokens(event: dict[str, Any]) -> int:
     return sum(len(c.get("token_ids") or []) for c in event.get("choices") or [])
 
 
-def _refusal(error: Any, stream: bool) -> EngineStopped:
+def _refusal(error: Any, stream: bool, dialect: Dialect) -> EngineStopped:
     """An error as the generate stream's first event: the engine refused the request. The
-    client gets what vLLM's own server answers: that event in a stream, else the error
-    with its code as the status."""
+    client gets what vLLM's own server answers: that event in a chat or completion
+    stream, else the error with its code as the status (in the API's shape)."""
     body = json.dumps({"error": error}, ensure_ascii=False).encode()
-    if stream:
+    if stream and not dialect.events:
         return EngineStopped(200, b"data: " + body + b"\n\n" + _DONE, _SSE.decode(), None, True)
     code = error.get("code") if isinstance(error, dict) else None
     status = code if isinstance(code, int) and 400 <= code < 600 else 400
+    if dialect.events:
+        message = error.get("message") if isinstance(error, dict) else None
+        body = dialect.error_body(str(message or error), status)
     return EngineStopped(status, body, "application/json", None, True)
 
 
-def _whole_answer(out: Output) -> tuple[int, bytes, str]:
+def _whole_answer(out: Output, dialect: Dialect) -> tuple[int, bytes, str]:
     """A whole request's answer: the response, or the worker's error with its status."""
     if out.kind == "response":
         return 200, out.value, "application/json"
+    return dialect.status_of(out.value), out.value, "application/json"
+
+
+def _message(body: bytes) -> str:
+    """The message of an error body (ours, vLLM's or Anthropic's), else the body."""
     try:
-        code = json.loads(out.value)["error"]["code"]
+        error = json.loads(body)["error"]
+        return str(error["message"]) if isinstance(error, dict) else str(error)
     except (ValueError, KeyError, TypeError):
-        code = None
-    status = code if isinstance(code, int) and 400 <= code < 600 else 400
-    return status, out.value, "application/json"
+        return body.decode("utf-8", "replace")
 
 
 async def _note_when_set(event: asyncio.Event, reply: Reply) -> None:

@@ -56,6 +56,6 @@ class GatewayMetrics:
         )
         for reason in CONTROL_REASONS:
             self.control_stops.labels(reason)
-        for api in ("chat", "completion"):  # (every series from the start, at 0)
+        for api in ("chat", "completion", "responses", "messages"):  # (every series, at 0)
             for outcome in OUTCOMES:
                 self.requests.labels(api, outcome)

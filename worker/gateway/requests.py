@@ -13,14 +13,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from worker.gateway.dialects import CHAT, COMPLETION, DIALECTS
 from worker.gateway.errors import Refused
 
-CHAT = "chat"
-COMPLETION = "completion"
-ID_PREFIX = {CHAT: "chatcmpl-", COMPLETION: "cmpl-"}
+__all__ = ["CHAT", "COMPLETION"]
+ID_PREFIX = {api: d.id_prefix for api, d in DIALECTS.items()}
 # vLLM's completions default: render leaves out a max_tokens equal to it, and generate
 # then runs to max_model_len, so the gateway puts it back.
-COMPLETION_MAX_TOKENS = 16
+COMPLETION_MAX_TOKENS = DIALECTS[COMPLETION].default_max_tokens
 
 
 def new_request_id(api: str) -> str:
@@ -45,10 +45,10 @@ def one_rendered(api: str, rendered: Any) -> dict[str, Any]:
 
 def max_tokens(api: str, body: dict[str, Any]) -> int | None:
     """The output bound the client asked for (None: up to the model's length)."""
-    if api == COMPLETION:
-        value = body.get("max_tokens", COMPLETION_MAX_TOKENS)
-    else:
-        value = body.get("max_completion_tokens", body.get("max_tokens"))
+    dialect = DIALECTS[api]
+    # (the first key given wins, null included: a null completion max_tokens is no bound)
+    given = [body[k] for k in dialect.max_tokens_keys if k in body]
+    value = given[0] if given else dialect.default_max_tokens
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -85,7 +85,7 @@ def context(
         "created": created,
         "prompt_tokens": len(prompt),
         "prompt_token_ids": prompt,
-        ("chat_request" if api == CHAT else "completion_request"): body,
+        DIALECTS[api].request_field: body,
     }
     if reply_partition is not None:
         ctx["reply_partition"] = reply_partition

@@ -2,6 +2,8 @@
 
     POST /v1/chat/completions/derender   (stream false: a chat.completion; true: one chunk)
     POST /v1/completions/derender        (the same for text_completion)
+    POST /v1/responses/derender          (ours: the OpenAI Responses API's events / response)
+    POST /v1/messages/derender           (ours: the Anthropic Messages API's events / message)
     GET  /v1/models                      (the registry's models, as vLLM lists them)
     GET  /health                         (200, empty: there is no engine to be down)
     GET  /metrics                        (Prometheus)
@@ -41,13 +43,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from worker.core.model import Registry
 from worker.observe.metrics import _BYTES, _SECONDS, BatchHistogram
 from worker.serve import wire
-from worker.serve.driver import Answer, Driver, error
+from worker.serve.answers import Answer, error
+from worker.serve.driver import Driver
 from worker.serve.protocol import OneWriteProtocol, with_fast_lane
 
 log = logging.getLogger("derender.serve")
 
 CHAT_PATH = "/v1/chat/completions/derender"
 COMPLETION_PATH = "/v1/completions/derender"
+RESPONSES_PATH = "/v1/responses/derender"
+MESSAGES_PATH = "/v1/messages/derender"
 # The paths vLLM's API key guards (its AuthenticationMiddleware's prefixes).
 GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 _JSON = b"application/json"
@@ -287,10 +292,17 @@ def build_app(
 
     chat = DerenderEndpoint("chat", driver.chat, driver, metrics, max_body_bytes)
     completion = DerenderEndpoint("completion", driver.completion, driver, metrics, max_body_bytes)
+    responses = DerenderEndpoint("responses", driver.responses, driver, metrics, max_body_bytes)
+    messages = DerenderEndpoint("messages", driver.messages, driver, metrics, max_body_bytes)
+    endpoints = {
+        CHAT_PATH: chat,
+        COMPLETION_PATH: completion,
+        RESPONSES_PATH: responses,
+        MESSAGES_PATH: messages,
+    }
     app = Starlette(
         routes=[
-            Route(CHAT_PATH, chat, methods=["POST"]),
-            Route(COMPLETION_PATH, completion, methods=["POST"]),
+            *(Route(path, endpoint, methods=["POST"]) for path, endpoint in endpoints.items()),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", exposition, methods=["GET"]),
@@ -299,7 +311,7 @@ def build_app(
     )
     app.state.driver = driver
     app.state.metrics = metrics
-    served: ASGIApp = FastPath(app, {CHAT_PATH: chat, COMPLETION_PATH: completion})
+    served: ASGIApp = FastPath(app, endpoints)
     return ApiKey(served, api_key) if api_key else served
 
 

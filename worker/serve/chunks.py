@@ -2,7 +2,8 @@
 
 vLLM answers every streamed call with exactly one chunk. The core gives a call's record
 zero outputs (text held back) or several (a chat stream's opening before its first delta,
-a completion's echo before its first tokens); these put them in vLLM's one-chunk shape.
+a completion's echo before its first tokens); these put them in vLLM's one-chunk shape,
+and open each choice of a chat stream on its own first answer (`open_choice`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from typing import Any
 
 import msgspec
 
+from worker.core import render
 from worker.core.records.engine_metrics import full_metrics
-from worker.core.state import RequestState
+from worker.core.state import RequestState, decode_state
+from worker.serve import wire
+from worker.serve.answers import UNREADABLE
+from worker.serve.wire import given
 from worker.wire import outbound as out
 from worker.wire.inbound import GenerateStreamResponse
 
@@ -90,3 +95,39 @@ def _joined(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         joinable = joinable or (isinstance(have, list) and isinstance(value, list))
         joined[key] = have + value if joinable else value
     return joined
+
+
+class _Index(msgspec.Struct, gc=False):
+    index: Any = None
+
+
+_indexes_decoder = msgspec.json.Decoder(list[_Index])
+
+
+def choice_index(head: wire.Head) -> int | None:
+    """The index of the chunk's one choice (None: no choice, or one the core refuses)."""
+    if not given(head.choices):
+        return None
+    try:
+        choices = _indexes_decoder.decode(head.choices)
+    except UNREADABLE:
+        return None
+    if not choices or not isinstance(choices[0].index, int) or isinstance(choices[0].index, bool):
+        return None
+    return choices[0].index
+
+
+def open_choice(chunks: list[bytes], index: int, first: bool, rid: str, blob: bytes) -> list[bytes]:
+    """A call's chunks opening its own choice, and no other. The core opens a chat stream
+    once, every choice 0…n−1 at its first chunk with a choice (one stream of every
+    choice: `run`, replay). A serve client may carry one stream_state per choice instead,
+    each starting at null, and no call can tell which it does; so each choice opens on
+    its own first answer (its role joined to its first delta, as vLLM's derender sends
+    it), and a call answers the same whichever the client does. `first`: the core opened
+    the stream in this call (its first n chunks are the openings, in order)."""
+    state = decode_state(blob)
+    n = state.opts.n
+    if first:
+        # (an index past the request's n: the core sends its role with its first text)
+        return [chunks[index], *chunks[n:]] if index < n else chunks[n:]
+    return [render.opening(state, rid, index).value, *chunks] if index < n else chunks

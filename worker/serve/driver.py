@@ -37,69 +37,26 @@ import msgspec
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import SILENT, Observer, run_batch, run_sync
 from worker.constants import CHUNK, DEFAULT_MAX_RECORD_BYTES, ERROR, RESPONSE
-from worker.core import errors
 from worker.core.model import Model, Registry
 from worker.core.state import decode_state
 from worker.ports import Batch, InRecord, OutRecord, Partition, StateWrite, Stored
 from worker.serve import wire
-from worker.serve.chunks import empty_chunk, merged
+from worker.serve.answers import (
+    CHAT_REQUEST_REQUIRED,
+    EVENT,
+    PROMPT_IDS_REQUIRED,
+    UNREADABLE,
+    Answer,
+    Refusal,
+    error,
+    error_answer,
+    invalid_body,
+    missing,
+)
+from worker.serve.chunks import choice_index, empty_chunk, merged, open_choice
 from worker.serve.stream_state import BadState, Issued, seal
 from worker.serve.wire import given
 from worker.wire import inbound
-
-# An answer: the HTTP status and the JSON body.
-Answer = tuple[int, bytes]
-
-# vLLM 0.33's messages for the checks it makes before derendering (serving.py).
-CHAT_REQUEST_REQUIRED = (
-    "chat_request is required when a tool or reasoning parser is configured because "
-    "plain detokenization would leak raw parser markup into content."
-)
-PROMPT_IDS_REQUIRED = (
-    "prompt_token_ids is required when a tool or reasoning parser is configured. Without "
-    "it parse_delta cannot tell whether the prompt left reasoning open (e.g. a chat "
-    "template that pre-opens <think>) and would misclassify reasoning content as plain "
-    "content."
-)
-
-# What msgspec raises on a body it cannot read: bad JSON or a wrong shape, JSON nested
-# past its limit (RecursionError), invalid UTF-8 in a string (a ValueError).
-_UNREADABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError)
-
-# Our error codes (docs/integrate/contract.md, "Errors") → the HTTP status and vLLM's error `type`.
-_STATUS: dict[str, tuple[int, str]] = {
-    errors.MODEL_NOT_FOUND: (404, "NotFoundError"),
-    errors.INTERNAL_ERROR: (500, "InternalServerError"),
-}
-_BAD_REQUEST = (400, "BadRequestError")
-
-
-def error(
-    message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
-) -> Answer:
-    """vLLM's error body: `{"error": {"message", "type", "param", "code": <status>}}`."""
-    return status, wire.encode(wire.ErrorResponse(wire.ErrorInfo(message, kind, param, status)))
-
-
-def invalid_body(exc: Exception, param: str | None = None) -> Answer:
-    """A body that is not JSON or not the endpoint's shape: 400, as vLLM's validation
-    handler answers it (its `type` is the status phrase there)."""
-    what = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-    message = f"{param}: {what}" if param else what
-    return error(message, 400, "Bad Request", param)
-
-
-def missing(field: str) -> Answer:
-    return error(f"Field required: `{field}`", 400, "Bad Request", field)
-
-
-class Refusal(Exception):
-    """A request refused before the core sees it; `answer` is the error to send."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__(answer[1].decode())
-        self.answer = answer
-
 
 # -- the adapters -------------------------------------------------------------------------
 
@@ -178,17 +135,11 @@ _response_list = msgspec.json.Decoder(list[inbound.GenerateResponse])
 _chunk_decoder = msgspec.json.Decoder(inbound.GenerateStreamResponse)
 
 
-class _OurError(msgspec.Struct):
-    message: str
-    param: str | None = None
-    code: str = errors.INVALID_REQUEST
-
-
-class _OurErrorBody(msgspec.Struct):
-    error: _OurError
-
-
-_error_decoder = msgspec.json.Decoder(_OurErrorBody)
+_FORMAT_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    "responses": wire.responses_decoder,
+    "messages": wire.messages_decoder,
+}
+_DONE = b'"[DONE]"'
 
 
 class Driver:
@@ -230,7 +181,7 @@ class Driver:
     def _chat(self, body: bytes) -> Answer:
         try:
             req = wire.chat_decoder.decode(body)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             return invalid_body(exc)
         model = self._model(req.model)
         parsed = model.reasoning_parser is not None or model.tool_parser is not None
@@ -247,22 +198,87 @@ class Driver:
                 (b"chat_request", req.chat_request),
             ]
             return self._stream("chat", model, req.generate_chunk, req.stream_state, context)
-        if not given(req.generate_response):
+        return self._whole_call(
+            "chat", model, req.generate_response, req, b"chat_request", req.chat_request
+        )
+
+    def responses(self, body: bytes) -> Answer:
+        """POST /v1/responses/derender (ours: the chat endpoint's protocol, the events of
+        the OpenAI Responses API)."""
+        try:
+            return self._format("responses", body)
+        except Refusal as r:
+            return r.answer
+
+    def messages(self, body: bytes) -> Answer:
+        """POST /v1/messages/derender (the same, for the Anthropic Messages API)."""
+        try:
+            return self._format("messages", body)
+        except Refusal as r:
+            return r.answer
+
+    def _format(self, api: str, body: bytes) -> Answer:
+        field = f"{api}_request"
+        try:
+            req: wire.ResponsesBody | wire.MessagesBody = _FORMAT_DECODERS[api].decode(body)
+        except UNREADABLE as exc:
+            return invalid_body(exc)
+        request = (
+            req.responses_request if isinstance(req, wire.ResponsesBody) else req.messages_request
+        )
+        model = self._model(req.model)
+        parsed = model.reasoning_parser is not None or model.tool_parser is not None
+        if parsed and not given(request):
+            return error(CHAT_REQUEST_REQUIRED.replace("chat_request", field, 1))
+        if not req.stream:
+            return self._whole_call(api, model, req.generate_response, req, field.encode(), request)
+        if not given(req.generate_chunk):
+            return missing("generate_chunk")
+        if parsed and not given(req.prompt_token_ids):
+            return error(PROMPT_IDS_REQUIRED)
+        context = [
+            (b"prompt_tokens", req.prompt_tokens),
+            (b"prompt_token_ids", req.prompt_token_ids),
+            (field.encode(), request),
+        ]
+        chunk = req.generate_chunk
+        if len(chunk) < 16 and bytes(chunk).strip() == _DONE:
+            # The generate stream's end: an `end` record, whose answer closes the stream.
+            if req.request_id is None:
+                return error(
+                    'request_id is required with generate_chunk "[DONE]": the id of the '
+                    "stream it ends",
+                    param="request_id",
+                )
+            return self._stream(api, model, None, req.stream_state, context, req.request_id)
+        return self._stream(api, model, chunk, req.stream_state, context)
+
+    def _whole_call(
+        self,
+        api: str,
+        model: Model,
+        generate_response: msgspec.Raw,
+        req: wire.ChatBody | wire.FormatBody,
+        field: bytes,
+        request: msgspec.Raw,
+    ) -> Answer:
+        """A non-streaming body of the chat shape (chat, Responses, Messages)."""
+        if not given(generate_response):
             return missing("generate_response")
         try:
-            head = wire.head_decoder.decode(req.generate_response)
-        except _UNREADABLE as exc:
+            head = wire.head_decoder.decode(generate_response)
+        except UNREADABLE as exc:
             return invalid_body(exc, "generate_response")
         # vLLM: usage counts the request's prompt_tokens, else 0; the prompt ids seed the
         # decoder (and set the parser's start) from the request, else the generate output.
-        fields = self._opening(head.request_id, "response", "chat", model)
+        fields = self._opening(head.request_id, "response", api, model)
         fields.append((b"prompt_tokens", _encode(req.prompt_tokens or 0)))
         ids = req.prompt_token_ids if given(req.prompt_token_ids) else head.prompt_token_ids
         if given(ids):
             fields.append((b"prompt_token_ids", bytes(ids)))
-        if given(req.chat_request):
-            fields.append((b"chat_request", bytes(req.chat_request)))
-        fields.append((b"generate_response", bytes(req.generate_response)))
+        if given(request):
+            fields.append((field, bytes(request)))
+        fields.append((b"generate_response", bytes(generate_response)))
         return self._whole(fields)
 
     def completion(self, body: bytes) -> Answer:
@@ -274,12 +290,12 @@ class Driver:
     def _completion(self, body: bytes) -> Answer:
         try:
             req = wire.completion_decoder.decode(body)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             return invalid_body(exc)
         if req.stream:
             try:
                 prompt_tokens = wire.int_decoder.decode(req.prompt_tokens or b"null")
-            except _UNREADABLE as exc:
+            except UNREADABLE as exc:
                 return invalid_body(exc, "prompt_tokens")
             model = self._model(req.model)
             if not given(req.generate_chunk):
@@ -310,15 +326,15 @@ class Driver:
             raise Refusal(missing("generate_responses"))
         try:
             responses = _response_list.decode(req.generate_responses)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise Refusal(invalid_body(exc, "generate_responses")) from None
         try:
             counts = wire.int_list_decoder.decode(req.prompt_tokens or b"null")
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise Refusal(invalid_body(exc, "prompt_tokens")) from None
         try:
             ids = wire.ids_lists_decoder.decode(req.prompt_token_ids or b"null")
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise Refusal(invalid_body(exc, "prompt_token_ids")) from None
         n = len(responses)
         if counts is not None and len(counts) != n:
@@ -392,7 +408,7 @@ class Driver:
         outputs = self._run(_record(fields), self._rid, None)
         for o in outputs:
             if o.kind == ERROR:
-                return _error_answer(o.value)
+                return error_answer(o.value)
         for o in outputs:
             if o.kind == RESPONSE:
                 return 200, o.value
@@ -402,19 +418,27 @@ class Driver:
         self,
         api: str,
         model: Model,
-        chunk: msgspec.Raw,
+        chunk: msgspec.Raw | None,
         stream_state: wire.StreamState | None,
         context: list[tuple[bytes, Any]],
+        ends: str | None = None,
     ) -> Answer:
         """One streamed call. `context` (the request's prompt_tokens, prompt ids and
-        request, as sent) goes into the record only when it opens the stream."""
-        try:
-            head = wire.head_decoder.decode(chunk)
-        except _UNREADABLE as exc:
-            return invalid_body(exc, "generate_chunk")
+        request, as sent) goes into the record only when it opens the stream. `chunk`
+        None: the call ends the stream of request `ends` (an `end` record)."""
+        if chunk is None:
+            head = wire.Head(request_id=ends)
+        else:
+            try:
+                head = wire.head_decoder.decode(chunk)
+            except UNREADABLE as exc:
+                return invalid_body(exc, "generate_chunk")
         bound = head.request_id or ""  # what the state is bound to
+        kind = b'"chunk"' if chunk is not None else b'"end"'
+        opened: list[int] | None
         if stream_state is None:
             fields = self._opening(head.request_id, "chunk", api, model)
+            fields[2] = (b"type", kind)
             rid = self._rid
             for key, value in context:
                 if isinstance(value, msgspec.Raw):
@@ -422,10 +446,10 @@ class Driver:
                         fields.append((key, bytes(value)))
                 else:
                     fields.append((key, _encode(value)))
-            carried = None
+            carried, opened = None, []
         else:
             try:
-                carried = self.issued.open(self.key, api, bound, stream_state.state)
+                carried, opened = self.issued.open(self.key, api, bound, stream_state.state)
             except BadState as exc:
                 return error(str(exc), param="stream_state")
             rid = head.request_id if head.request_id is not None else uuid.uuid4().hex
@@ -433,35 +457,43 @@ class Driver:
                 (b"request_id", _encode(rid)),
                 (b"seq", b"%d" % (carried.seq + 1)),
             ]
-        fields.append((b"generate_chunk", chunk))
+            if chunk is None:
+                fields.append((b"type", kind))
+        if chunk is not None:
+            fields.append((b"generate_chunk", chunk))
         outputs = self._run(_record(fields), rid, carried)
+        events = api in _FORMAT_DECODERS
         chunks: list[bytes] = []
         for o in outputs:
-            if o.kind == ERROR:
-                return _error_answer(o.value)
-            if o.kind == CHUNK:
+            if o.kind == ERROR and not (events and o.value.startswith(EVENT)):
+                return error_answer(o.value)
+            if o.kind == CHUNK or o.kind == ERROR:
                 chunks.append(o.value)
         writes = self.store.saved
         if not writes:
             return error("derender kept no state", 500, "InternalServerError")
         w = writes[-1]
         self.state_bytes.append(len(w.blob))
-        if not chunks:
-            value = empty_chunk(api, rid, decode_state(w.blob), _chunk_decoder.decode(chunk))
-        elif len(chunks) == 1:
-            value = chunks[0]
+        if events:  # (the API's events, each as its SSE `data:` carries it)
+            value = b'"events":[' + b",".join(chunks) + b"]"
         else:
-            value = merged(chunks)
+            if api == "chat" and opened is not None and chunk is not None:
+                index = choice_index(head)
+                if index is not None and index not in opened:
+                    chunks = open_choice(chunks, index, not opened, rid, w.blob)
+                    opened = sorted([*opened, index])
+            if not chunks:
+                assert chunk is not None
+                gen = _chunk_decoder.decode(chunk)
+                value = empty_chunk(api, rid, decode_state(w.blob), gen)
+            elif len(chunks) == 1:
+                value = chunks[0]
+            else:
+                value = merged(chunks)
+            value = b'"chunk":' + value
         tables = w.tables or (carried.tables or b"" if carried is not None else b"")
-        state = seal(self.key, api, bound, w.seq, w.blob, tables)
-        self.issued.keep(api, bound, state.decode("ascii"), Stored(w.seq, w.blob, tables or None))
-        return 200, b'{"chunk":' + value + b',"stream_state":{"state":"' + state + b'"}}'
-
-
-def _error_answer(value: bytes) -> Answer:
-    try:
-        body = _error_decoder.decode(value).error
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return error("derender failed", 500, "InternalServerError")
-    status, kind = _STATUS.get(body.code, _BAD_REQUEST)
-    return error(body.message, status, kind, body.param)
+        state = seal(self.key, api, bound, w.seq, w.blob, tables, opened)
+        self.issued.keep(
+            api, bound, state.decode("ascii"), Stored(w.seq, w.blob, tables or None), opened
+        )
+        return 200, b"{" + value + b',"stream_state":{"state":"' + state + b'"}}'

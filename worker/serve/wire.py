@@ -1,4 +1,5 @@
-"""`serve`'s wire: vLLM 0.33's derender request bodies, our stream_state, vLLM's errors.
+"""`serve`'s wire: vLLM 0.33's derender request bodies (and ours for the Responses and
+Messages APIs), our stream_state, vLLM's errors.
 
 The bodies are vLLM's `DerenderChatRequest` / `DerenderChatStreamRequest` and
 `DerenderCompletionRequest` / `DerenderCompletionStreamRequest`, one Struct per endpoint
@@ -60,12 +61,38 @@ class CompletionBody(msgspec.Struct, kw_only=True, gc=False):
     completion_request: msgspec.Raw = msgspec.Raw()
 
 
+class FormatBody(msgspec.Struct, kw_only=True, gc=False):
+    """POST /v1/responses/derender and /v1/messages/derender (ours: vLLM has no derender
+    for these APIs): the chat body's shape, the API's own request in place of
+    `chat_request`. A streamed call's `generate_chunk` is one generate event, or the
+    string "[DONE]" at the generate stream's end (the API's closing events come then),
+    with `request_id` naming the stream it ends."""
+
+    stream: bool = False
+    model: str | None = None
+    generate_response: msgspec.Raw = msgspec.Raw()
+    generate_chunk: msgspec.Raw = msgspec.Raw()
+    stream_state: StreamState | None = None
+    request_id: str | None = None
+    prompt_tokens: int | None = None
+    prompt_token_ids: msgspec.Raw = msgspec.Raw()
+
+
+class ResponsesBody(FormatBody, kw_only=True, gc=False):
+    responses_request: msgspec.Raw = msgspec.Raw()
+
+
+class MessagesBody(FormatBody, kw_only=True, gc=False):
+    messages_request: msgspec.Raw = msgspec.Raw()
+
+
 class Head(msgspec.Struct, gc=False):
-    """What the driver reads of a generate output before the core does: its id and the
-    prompt ids it may carry."""
+    """What the driver reads of a generate output before the core does: its id, the
+    prompt ids it may carry and its choices (a streamed chunk's one choice: its index)."""
 
     request_id: str | None = None
     prompt_token_ids: msgspec.Raw = msgspec.Raw()
+    choices: msgspec.Raw = msgspec.Raw()
 
 
 class ErrorInfo(msgspec.Struct):
@@ -117,6 +144,8 @@ class ModelList(msgspec.Struct):
 encode = msgspec.json.Encoder().encode
 chat_decoder = msgspec.json.Decoder(ChatBody)
 completion_decoder = msgspec.json.Decoder(CompletionBody)
+responses_decoder = msgspec.json.Decoder(ResponsesBody)
+messages_decoder = msgspec.json.Decoder(MessagesBody)
 head_decoder = msgspec.json.Decoder(Head)
 int_decoder = msgspec.json.Decoder(int | None)
 int_list_decoder = msgspec.json.Decoder(list[int] | None)

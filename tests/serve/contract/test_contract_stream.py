@@ -130,9 +130,9 @@ def test_stream_usage_chunk(client: Client) -> None:
 
 
 def test_stream_n_choices_each_with_its_own_state(client: Client) -> None:
-    """vLLM's rule for n > 1: one stream_state per choice index. Each stream's first
-    answer opens every choice (roles 0…n−1, in order), as one state does not know of the
-    others: a client forwarding both streams sends those openings once."""
+    """vLLM's rule for n > 1: one stream_state per choice index, each starting at null.
+    Each stream opens only its own choice, once, on its first answer (as vLLM sends one
+    role per choice): a client forwarding both streams sends each role once."""
     states: dict[int, Any] = {0: None, 1: None}
     texts = {0: "", 1: ""}
     request = {"model": "plain", "messages": [], "n": 2}
@@ -141,24 +141,19 @@ def test_stream_n_choices_each_with_its_own_state(client: Client) -> None:
             body = chunk_body([t], states[index], model="plain", index=index, chat_request=request)
             status, answer = client.chat(body)
             assert status == 200
-            cs = answer["chunk"]["choices"]
-            if states[index] is None:
-                assert [(c["index"], c["delta"]["role"]) for c in cs] == [
-                    (0, "assistant"),
-                    (1, "assistant"),
-                ]
-            else:
-                assert [c["index"] for c in cs] == [index]
-                assert "role" not in cs[0]["delta"]
-            texts[index] += next(c for c in cs if c["index"] == index)["delta"].get("content") or ""
+            (c,) = answer["chunk"]["choices"]
+            assert c["index"] == index
+            assert c["delta"].get("role") == ("assistant" if states[index] is None else None)
+            texts[index] += c["delta"].get("content") or ""
             states[index] = answer["stream_state"]
     assert texts[0] == texts[1] == "Hello there! 😀 General Kenobi. 日本語のテキスト"
 
 
 def test_stream_n_choices_in_one_state_open_once(client: Client) -> None:
-    """One stream_state for every choice (the core interleaves them, as on Kafka): the
-    first answer opens choices 0…n−1 in order whichever choice came first, with that
-    choice's first delta joined to its opening; no later delta has a role."""
+    """One stream_state for every choice (the core interleaves them, as on Kafka): each
+    answer holds its chunk's choice only, as with one state per choice (no call can tell
+    the two apart); a choice's first answer opens it, its role joined to its first delta;
+    no later delta has a role."""
     state: Any = None
     texts = {0: "", 1: "", 2: ""}
     request = {"model": "plain", "messages": [], "n": 3}
@@ -172,14 +167,10 @@ def test_stream_n_choices_in_one_state_open_once(client: Client) -> None:
             for c in answer["chunk"]["choices"]:
                 texts[c["index"]] += c["delta"].get("content") or ""
             state = answer["stream_state"]
-    first = answers[0]["choices"]
-    assert [(c["index"], c["delta"].get("role")) for c in first] == [
-        (0, "assistant"),
-        (1, "assistant"),
-        (2, "assistant"),
-    ]
-    assert [c["delta"]["content"] for c in first[:2]] == ["", ""]
-    assert not any("role" in c["delta"] for a in answers[1:] for c in a["choices"])
+    opened = [[(c["index"], c["delta"].get("role")) for c in a["choices"]] for a in answers[:3]]
+    assert opened == [[(2, "assistant")], [(0, "assistant")], [(1, "assistant")]]
+    assert not any("role" in c["delta"] for a in answers[3:] for c in a["choices"])
+    assert all(len(a["choices"]) == 1 for a in answers)
     assert texts[0] == texts[1] == texts[2] == "Hello there! 😀 General Kenobi. 日本語のテキスト"
 
 
