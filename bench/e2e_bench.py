@@ -61,9 +61,17 @@ def servers(
             e2e_engine.check_setup()
             log = tmp / "engine.log"
             print(f"starting the engine (log {log}) …", file=sys.stderr, flush=True)
-            eng = stack_.enter_context(e2e_engine.start_engine(log))
+            eng = stack_.enter_context(e2e_engine.start_engine(log, cpus=args.engine_cpus))
             engine_url = eng.url
             info["engine"] = f"started here in {eng.started_s:.0f} s"
+        if args.engine_cpus:
+            # Everything else (Kafka, Redis, worker, gateway, the clients) inherits the rest.
+            rest = set(os.sched_getaffinity(0)) - args.engine_cpus
+            os.sched_setaffinity(0, rest)
+            info["cpus"] = (
+                f"engine on CPU {_cpus(args.engine_cpus)}; Kafka, Redis, worker, gateway and "
+                f"clients on CPU {_cpus(rest)}"
+            )
         else:
             info["engine"] = f"given: {engine_url}"
         bootstrap = args.bootstrap_servers
@@ -91,6 +99,10 @@ def servers(
         else:
             info["redis"] = f"given: {redis_url}"
         yield engine_url.rstrip("/"), bootstrap, redis_url
+
+
+def _cpus(cpus: set[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
 
 
 def engine_version() -> str:
@@ -172,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda v: [int(x) for x in v.split(",")],
         default=[1, 4, 8],
         help="concurrent streams, comma-separated (default 1,4,8)",
+    )
+    ap.add_argument(
+        "--engine-cpus",
+        type=lambda v: {int(c) for c in v.split(",")},
+        help="run the engine started here on these CPUs (e.g. 0) and everything else on the"
+        " others, as an engine on hardware of its own (default: all share every CPU)",
     )
     ap.add_argument("--worker-args", default="", help="extra `run` flags, space-separated")
     ap.add_argument("--gateway-args", default="", help="extra `gateway` flags, space-separated")

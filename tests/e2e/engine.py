@@ -251,12 +251,17 @@ def start_engine(
     extra: Sequence[str] = (),
     timeout_s: float = START_TIMEOUT_S,
     home: Path | None = None,
+    cpus: set[int] | None = None,
 ) -> Engine:
     """Start the engine on `port` (a free one by default), wait for `/health`, and warm it
-    up with one short request."""
+    up with one short request. `cpus`: the engine's processes and its OpenMP threads run
+    on these CPUs only (as an engine on hardware of its own; default: every CPU)."""
     check_setup(home)
     port = port or free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = engine_env()
+    if cpus:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, sorted(cpus)))
     with open(log_path, "ab") as log:  # (the child keeps its own copy)
         proc = subprocess.Popen(
             engine_argv(port, home, extra),
@@ -264,8 +269,9 @@ def start_engine(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=engine_env(),
+            env=env,
             start_new_session=True,  # its own process group: stopped as one
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     engine = Engine(port, log_path, proc)
     try:

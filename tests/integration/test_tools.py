@@ -55,13 +55,40 @@ def test_demo_runs_end_to_end() -> None:
     assert "391" in out  # the math answer made it through
     # The stop string ended "count" at seven: one control record (the publisher held back
     # what it had not sent yet; with --fast it had sent nearly everything already).
-    assert "=== count (chatcmpl-demo-4-count) ===" in out
+    assert "=== count (chatcmpl-demo-6-count) ===" in out
     assert "seven" in out and "eight" not in out.split("=== count")[1]
     assert "early stop: 1 request(s) answered before their engine finished" in out
     assert "(error)" not in out
     summary = next(line for line in out.splitlines() if line.startswith("summary:"))
     assert "records" in summary and "p50" in summary and "p99" in summary
     assert out.rstrip().endswith("stopped the worker, the broker and redis.")
+
+
+def test_the_full_demo_shows_a_responses_and_a_messages_stream() -> None:
+    proc = cli("demo", "--fast", timeout=180)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert "(error)" not in out
+    sections = {s.split(" ", 1)[0]: s for s in out.split("\n=== ")[1:]}
+    compare = sections["compare"].splitlines()
+    assert compare[:4] == [
+        "compare (resp-demo-4-compare) ===",
+        "[choice 0, finish completed]",
+        "(reasoning) Compare the tenths: 9.9 has 9 tenths, 9.11 has 1 tenth.",
+        "**9.9** is bigger.",
+    ]
+    events = compare[4]
+    assert events.startswith("(events) response.created → response.in_progress → ")
+    assert "response.reasoning_text.delta ×" in events and "response.output_text.done" in events
+    assert events.endswith("→ response.completed")
+    forecast = sections["forecast"].splitlines()
+    assert forecast[1:4] == [
+        "[choice 0, finish tool_use]",
+        "(reasoning) A forecast answers it: call get_weather.",
+        '(tool call) get_weather({"location": "杭州", "days": 5})',
+    ]
+    assert forecast[4].startswith("(events) message_start → content_block_start → ")
+    assert forecast[4].endswith("→ message_delta → message_stop")
 
 
 def _worker(

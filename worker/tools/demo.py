@@ -50,18 +50,11 @@ PARTITIONS = 4
 PACE_TOKENS_PER_S = 150.0
 
 PROMPT = "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>{q}<｜Assistant｜><think>"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
-            },
-        },
-    }
-]
+WEATHER = {
+    "type": "object",
+    "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
 DSML_CALL = (
     "\n\n<｜DSML｜tool_calls>\n"
     '<｜DSML｜invoke name="get_weather">\n'
@@ -99,6 +92,20 @@ CONVERSATION = [
         False,
     ),
     (
+        # The OpenAI Responses API: the same derendering, its events (docs/integrate/responses.md).
+        "compare",
+        "Which is bigger, 9.11 or 9.9?",
+        "Compare the tenths: 9.9 has 9 tenths, 9.11 has 1 tenth.</think>**9.9** is bigger.",
+        "responses",
+    ),
+    (
+        # The Anthropic Messages API: the call as a `tool_use` block (docs/integrate/messages.md).
+        "forecast",
+        "Will it rain in Hangzhou in the next 5 days?",
+        "A forecast answers it: call get_weather.</think>" + DSML_CALL,
+        "messages",
+    ),
+    (
         # Stopped by a stop string in the worker: it tells the engine side on the control
         # topic, and the publisher holds back the rest of the request's tokens.
         "count",
@@ -109,6 +116,9 @@ CONVERSATION = [
         False,
     ),
 ]
+
+
+ID_PREFIX = {"chat": "chatcmpl", "responses": "resp", "messages": "msg"}
 
 
 @dataclass
@@ -130,8 +140,9 @@ def build_requests(registry: Registry) -> list[DemoRequest]:
     model = registry.models[registry.default]
     tok = model.tokenizer
     out = []
-    for n, (name, question, generation, tools) in enumerate(CONVERSATION):
-        rid = f"chatcmpl-demo-{n}-{name}"
+    for n, (name, question, generation, mode) in enumerate(CONVERSATION):
+        api = mode if isinstance(mode, str) else "chat"
+        rid = f"{ID_PREFIX[api]}-demo-{n}-{name}"
         prompt_ids = list(tok.encode(PROMPT.format(q=question), add_special_tokens=False).ids)
         ids = list(tok.encode(generation, add_special_tokens=False).ids)
         ids.append(model.eos_token_ids[0] if model.eos_token_ids else 1)
@@ -139,22 +150,25 @@ def build_requests(registry: Registry) -> list[DemoRequest]:
             "stream_options": {"include_usage": True},
             "skip_special_tokens": True,
         }
-        if tools:
+        if mode is True:
             chat_request.update(tools=TOOLS, tool_choice="auto")
         if name == "count":
             chat_request.update(stop=[", eight"])
+        opening: dict[str, Any] = {"chat_request": chat_request}
+        if api == "responses":
+            opening = {"api": api, "responses_request": {"stream": True}}
+        elif api == "messages":
+            tools = [{"name": "get_weather", "input_schema": WEATHER}]
+            messages = {"max_tokens": 1024, "stream": True, "tools": tools}
+            opening = {"api": api, "messages_request": messages}
         records: list[dict[str, Any]] = []
         for i, token in enumerate(ids):
             last = i == len(ids) - 1
             choice = {"index": 0, "token_ids": [token], "finish_reason": "stop" if last else None}
             rec: dict[str, Any] = {"request_id": rid, "generate_chunk": {"choices": [choice]}}
             if i == 0:
-                rec.update(
-                    model=model.name,
-                    created=CREATED,
-                    prompt_token_ids=prompt_ids,
-                    chat_request=chat_request,
-                )
+                rec.update(model=model.name, created=CREATED, prompt_token_ids=prompt_ids)
+                rec.update(opening)
             records.append(rec)
         records.append({"request_id": rid, "type": "end"})
         out.append(DemoRequest(name, rid, ids, records))

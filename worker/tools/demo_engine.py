@@ -148,7 +148,7 @@ async def _main(out: IO[str], engine_url: str, models: str | None, short: bool) 
                         _ask(
                             client,
                             url,
-                            chat_body(model, name, question, tools),
+                            chat_body(model, name, question, tools is True),
                             answer,
                             out if n == 0 else None,
                         )

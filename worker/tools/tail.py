@@ -26,10 +26,19 @@ class Transcript:
     tools: dict[int, list[str]] = field(default_factory=dict)
     finish: dict[int, str | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # The Responses / Messages events read, by type, in order (runs of one type counted).
+    events: list[list[Any]] = field(default_factory=list)
 
     def add(self, value: dict[str, Any]) -> None:
-        if "error" in value:
-            self.errors.append(f"{value['error'].get('code')}: {value['error'].get('message')}")
+        kind = value.get("type")
+        if kind is None and value.get("object") == "response":
+            kind = "response"  # (a whole Responses object)
+        if isinstance(kind, str) and kind != "error":
+            self._event(kind, value)  # (a Responses or Messages event, or their whole object)
+            return
+        if value.get("error"):
+            error = value["error"]
+            self.errors.append(f"{error.get('code') or error.get('type')}: {error.get('message')}")
             return
         for c in value.get("choices", []):
             i = c.get("index", 0)
@@ -54,6 +63,64 @@ class Transcript:
             if c.get("finish_reason"):
                 self.finish[i] = c["finish_reason"]
 
+    def _event(self, kind: str, v: dict[str, Any]) -> None:
+        """The Responses and Messages APIs' events (one choice, index 0), and their whole
+        objects (`response`, `message`)."""
+        if self.events and self.events[-1][0] == kind:
+            self.events[-1][1] += 1
+        else:
+            self.events.append([kind, 1])
+        if kind in ("response.reasoning_text.delta", "response.output_text.delta"):
+            into = self.reasoning if "reasoning" in kind else self.content
+            into[0] = into.get(0, "") + v.get("delta", "")
+        elif kind == "response.output_item.added" and v["item"].get("type") == "function_call":
+            self.tools.setdefault(0, []).append(f"{v['item'].get('name')}(")
+        elif kind == "response.function_call_arguments.delta":
+            self.tools[0][-1] += v.get("delta", "")
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._response(v["response"], whole=False)
+        elif kind == "response":
+            self._response(v, whole=True)
+        elif kind == "content_block_start" and v["content_block"].get("type") == "tool_use":
+            self.tools.setdefault(0, []).append(f"{v['content_block'].get('name')}(")
+        elif kind == "content_block_delta":
+            d = v["delta"]
+            if d.get("type") == "thinking_delta":
+                self.reasoning[0] = self.reasoning.get(0, "") + d.get("thinking", "")
+            elif d.get("type") == "text_delta":
+                self.content[0] = self.content.get(0, "") + d.get("text", "")
+            elif d.get("type") == "input_json_delta":
+                self.tools[0][-1] += d.get("partial_json", "")
+        elif kind == "message_delta":
+            self.finish[0] = v["delta"].get("stop_reason")
+        elif kind == "message":
+            self.finish[0] = v.get("stop_reason")
+            for block in v.get("content", []):
+                if block.get("type") == "thinking":
+                    self.reasoning[0] = self.reasoning.get(0, "") + block.get("thinking", "")
+                elif block.get("type") == "text":
+                    self.content[0] = self.content.get(0, "") + block.get("text", "")
+                elif block.get("type") == "tool_use":
+                    args = json.dumps(block.get("input"), ensure_ascii=False)
+                    self.tools.setdefault(0, []).append(f"{block.get('name')}({args}")
+
+    def _response(self, r: dict[str, Any], whole: bool) -> None:
+        """A Responses object: its status (and why it is incomplete) is the finish; a whole
+        one also brings its items."""
+        reason = (r.get("incomplete_details") or {}).get("reason")
+        self.finish[0] = f"{r.get('status')}" + (f" ({reason})" if reason else "")
+        if r.get("error"):
+            self.errors.append(f"{r['error'].get('code')}: {r['error'].get('message')}")
+        if not whole:
+            return
+        for item in r.get("output", []):
+            if item.get("type") == "function_call":
+                self.tools.setdefault(0, []).append(f"{item.get('name')}({item.get('arguments')}")
+                continue
+            texts = [c.get("text", "") for c in item.get("content") or []]
+            into = self.reasoning if item.get("type") == "reasoning" else self.content
+            into[0] = into.get(0, "") + "".join(texts)
+
     def render(self, request_id: str) -> str:
         lines = [f"=== {request_id} ==="]
         for i in sorted(set(self.content) | set(self.reasoning) | set(self.tools)):
@@ -66,6 +133,9 @@ class Transcript:
             for call in self.tools.get(i, []):
                 lines.append(f"(tool call) {call})")
         lines += [f"(error) {e}" for e in self.errors]
+        if len(self.events) > 1:  # (a stream's, not one whole object)
+            runs = (k if n == 1 else f"{k} ×{n}" for k, n in self.events)
+            lines.append(f"(events) {' → '.join(runs)}")
         return "\n".join(lines)
 
 
