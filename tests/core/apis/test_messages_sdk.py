@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from tests.core.apis.messages_sdk import MESSAGES, accumulated, client, read_whole, sse
 from tests.core.parsers.properties.test_properties import PIECES, _tokenizer, conversations
 from tests.core.parsers.shared.samples import SETUPS, chat_request
-from tests.core.sdk.sdk_cases import PLAIN, STOPS, WORDS, registry
+from tests.core.sdk.sdk_cases import PLAIN, STOPS, WORDS, _chunks, registry
 from tests.support.helpers import Run
 
 CREATED = 1767225600
@@ -106,18 +106,6 @@ def cases(draw: st.DrawFn, name: str) -> Case:
         cuts=cuts,
         abort_after=rnd.randint(1, 4) if draw(st.booleans()) and rnd.random() < 0.3 else None,
     )
-
-
-def _chunks(ids: list[int], sizes: list[int]) -> list[list[int]]:
-    parts, i = [], 0
-    for size in sizes:
-        if i >= len(ids):
-            break
-        parts.append(ids[i : i + size])
-        i += size
-    if i < len(ids) or not parts:
-        parts.append(ids[i:])
-    return parts
 
 
 def run_case(case: Case) -> tuple[list[bytes], bytes]:

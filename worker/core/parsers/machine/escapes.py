@@ -42,6 +42,12 @@ def recover(st: ParserState, events: list[Event], final: bool) -> list[Event]:
             if text:
                 out.append(Content(text))
         else:
+            # A call ends the text before it: what that text held can no longer change,
+            # and goes out before the call (the model's order).
+            if reasoning.pending:
+                out.append(Reasoning(_feed(reasoning, "", final=True)))
+            if content.pending:
+                out.append(Content(_feed(content, "", final=True)))
             out.append(e)
     if settle and last_r < 0 and reasoning.pending:
         out.append(Reasoning(_feed(reasoning, "", final=True)))
