@@ -172,16 +172,21 @@ def test_a_stopped_worker_fleet_fails_the_stream_within_the_reply_timeout(
             if seen == 2:
                 stopped_fleet()
                 t0 = time.monotonic()
-    waited = time.monotonic() - t0
+    errored = time.monotonic()
+    waited = errored - t0
     assert not isinstance(failure.value, openai.APIStatusError)  # (an event in the stream)
     assert REPLY_TIMEOUT_S / 2 < waited < REPLY_TIMEOUT_S + 5, waited
-    generated = engine_idle()  # the engine request was aborted
-    assert generated < LONG // 2, generated
+    # The engine request was aborted: the engine stopped soon after the client's error,
+    # short of the whole answer. (How many tokens it made by then is its decode speed
+    # times the reply timeout: about 1,000 on an idle machine, 130 on a loaded one.)
+    generated = engine_idle()
+    took = time.monotonic() - errored
+    assert took < 3 and generated < LONG, (took, generated)
     NOTES.append(
         (
             "worker fleet stopped",
             f"the client's error {waited:.1f} s after (--reply-timeout-s {REPLY_TIMEOUT_S:g}), "
-            f"the engine stopped after {generated:.0f} of {LONG} tokens",
+            f"the engine stopped {took:.1f} s later, after {generated:.0f} of {LONG} tokens",
         )
     )
     (rid,) = impatient.served[before:]
