@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from tests.core.parsers.shared.harness import Parser, expect, parser, request, tool
+from tests.core.parsers.shared.harness import Parser, expect, merge, parser, request, tool
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers.arguments.held import HOLD_MAX
 from worker.core.parsers.language.state import Unescape
@@ -175,3 +175,27 @@ def test_escape_recovery_is_the_same_in_any_chunking(text: str) -> None:
     for i in range(len(text) + 1):
         assert run([text[:i], text[i:]]) == whole, i
     assert json.dumps(whole)  # (text, no error)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"a\</think>Hello",
+        r"a\</think>\nHello",
+        r"a\ `</think>Hi",
+        "a\\</think><tool_call>\n<function=get_weather>\n<parameter=city>\nX\n"
+        "</parameter>\n</function>\n</tool_call>",
+        r"a</think>Hi\</think>x",
+    ],
+)
+def test_held_text_goes_out_in_the_models_order(text: str) -> None:
+    """What the recovery holds at the end of the reasoning comes out before the content or
+    call after it, wherever the records are cut (a held backslash once came after them)."""
+    p = _v()
+    ids = p.ids(text)
+    one, _ = p.stream_ids(ids, [])
+    want = merge(one[0])
+    for cut in range(1, len(ids)):
+        per_chunk, _ = p.stream_ids(ids, [cut])
+        got = merge([e for chunk in per_chunk for e in chunk])
+        assert (got.order, got) == (want.order, want), cut

@@ -146,6 +146,8 @@ class Result:
     content: str | None = None
     calls: list[tuple[str, str]] = field(default_factory=list)  # (name, arguments)
     ids: list[str] = field(default_factory=list)
+    # The kinds of text in the model's order, runs merged ("r", "c", a call's index).
+    order: list[str | int] = field(default_factory=list, compare=False)
 
     def args(self) -> list[Any]:
         return [json.loads(a) for _, a in self.calls]
@@ -159,6 +161,11 @@ def merge(events: list[Event]) -> Result:
     args: dict[int, list[str]] = {}
     names: dict[int, str] = {}
     for ev in events:
+        kind: str | int = (
+            "r" if isinstance(ev, Reasoning) else "c" if isinstance(ev, Content) else ev.index
+        )
+        if not r.order or r.order[-1] != kind:
+            r.order.append(kind)
         if isinstance(ev, Reasoning):
             r.reasoning = (r.reasoning or "") + ev.text
         elif isinstance(ev, Content):

@@ -37,18 +37,19 @@ def recover(st: ParserState, events: list[Event], final: bool) -> list[Event]:
             text = _feed(reasoning, e.text, final=settle and i == last_r)
             if text:
                 out.append(Reasoning(text))
-        elif isinstance(e, Content):
+            continue
+        # Content or a call ends the reasoning before it, and a call ends the content:
+        # what they held can no longer change and goes out first (the model's order).
+        if reasoning.pending:
+            out.append(Reasoning(_feed(reasoning, "", final=True)))
+        if isinstance(e, Content):
             text = _feed(content, e.text, final=final and i == last_c)
             if text:
                 out.append(Content(text))
-        else:
-            # A call ends the text before it: what that text held can no longer change,
-            # and goes out before the call (the model's order).
-            if reasoning.pending:
-                out.append(Reasoning(_feed(reasoning, "", final=True)))
-            if content.pending:
-                out.append(Content(_feed(content, "", final=True)))
-            out.append(e)
+            continue
+        if content.pending:
+            out.append(Content(_feed(content, "", final=True)))
+        out.append(e)
     if settle and last_r < 0 and reasoning.pending:
         out.append(Reasoning(_feed(reasoning, "", final=True)))
     if final and last_c < 0 and content.pending:
