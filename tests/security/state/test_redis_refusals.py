@@ -10,11 +10,15 @@ refusal itself takes milliseconds."""
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from redis.asyncio.connection import ConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.security.certs import Pki, make_pki
 from tests.security.state.redis_fixtures import (
@@ -28,7 +32,7 @@ from tests.security.state.redis_fixtures import (
 )
 from worker.adapters.local.embedded import ServerError
 from worker.adapters.local.local_cluster import LocalRedisCluster
-from worker.adapters.state.redis_access import needed_commands
+from worker.adapters.state.redis_access import needed_commands, tls_verdict
 from worker.adapters.state.redis_layout import CAS_SCRIPT, CAS_SHA
 
 pytestmark = pytest.mark.integration
@@ -158,6 +162,38 @@ def refused(exits: Workers, case: str) -> str:
 
 
 START = "cannot run: starting the state store: RedisRefused: "
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [
+        ConnectionResetError(104, "Connection reset by peer"),
+        # The alert read and the transport closed before the first command went out (a
+        # loaded machine): redis-py's words, the TLS reason lost.
+        RedisConnectionError("Connection closed by the server before write"),
+    ],
+)
+def test_a_closed_tls_connection_is_asked_why(secured: SecureRedis, seen: Exception) -> None:
+    """However the first command's connection ended, a listening connection hears the
+    server's reason: a client certificate is required (not an outage to retry)."""
+    url = secured.worker_url("worker", PASSWORD, client_cert=False)
+
+    async def verdict() -> BaseException | None:
+        pool = ConnectionPool.from_url(url)
+        try:
+            return await tls_verdict(seen, pool)
+        finally:
+            await pool.disconnect()
+
+    got = asyncio.run(verdict())
+    assert isinstance(got, ssl.SSLError), got
+    assert got.reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+
+
+def test_a_connection_error_that_is_no_close_is_not_asked(secured: SecureRedis) -> None:
+    url = secured.worker_url("worker", PASSWORD, client_cert=False)
+    seen = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+    assert asyncio.run(tls_verdict(seen, ConnectionPool.from_url(url))) is None
 
 
 def test_a_wrong_password_is_named(exits: Workers, secured: SecureRedis) -> None:

@@ -20,7 +20,9 @@ becomes `RedisRefused`, a configuration error (exit 2) whose one line says what 
   that wants a client certificate and got none sends its alert after the handshake (TLS
   1.3) and closes; the client has already sent its first command, which the server never
   reads, so the kernel may answer with a reset that overtakes the alert (a quarter of
-  the time here). A second connection that only listens gets the alert every time.
+  the time here), or, on a loaded machine, the alert closes the connection before the
+  first command goes out and its reason is lost. A second connection that only listens
+  gets the alert every time.
 
 Messages name the server, the user and the prefix, never a password (redis-py's error
 texts carry none; the URL is never quoted).
@@ -48,6 +50,7 @@ from redis.exceptions import (
     RedisError,
     ResponseError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from worker.adapters.state.redis_layout import CAS_SHA, LOAD_SHA
 from worker.constants import epoch_key, state_key
@@ -268,11 +271,19 @@ def refusal(exc: BaseException, a: Access) -> RedisRefused | None:
     return None
 
 
+def _closed_by_server(e: BaseException) -> bool:
+    """A reset, or redis-py finding the connection already closed when it came to write
+    (the alert was read and the transport closed before the first command went out)."""
+    return isinstance(e, ConnectionResetError) or (
+        isinstance(e, RedisConnectionError) and "closed by the server" in str(e)
+    )
+
+
 async def tls_verdict(exc: BaseException, pool: ConnectionPool) -> BaseException | None:
-    """When `exc` is a TLS connection reset by the server: the error a connection that
-    sends nothing gets from the same server (its TLS alert), or None (no TLS, no reset,
-    or the server stays silent: an outage after all)."""
-    if not any(isinstance(e, ConnectionResetError) for e in _chain(exc)):
+    """When `exc` is a TLS connection reset or closed by the server: the error a
+    connection that sends nothing gets from the same server (its TLS alert), or None (no
+    TLS, no reset, or the server stays silent: an outage after all)."""
+    if not any(_closed_by_server(e) for e in _chain(exc)):
         return None
     conn = pool.make_connection()  # type: ignore[no-untyped-call]
     context = getattr(conn, "ssl_context", None)
