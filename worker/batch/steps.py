@@ -1,12 +1,11 @@
 """A step of a batch that waits on a server, bounded (`run`), or not (replay, tests).
 
 A batch makes five bounded steps, and a timer armed and cancelled around each (as
-`asyncio.timeout` does) was most of their cost when they do not wait long: uvloop's timer
-start and stop take ~9 µs each. So each task gets one lazy timer (`_Watch`): a step only
-writes its deadline; the timer, once armed, fires at the deadline it was armed for and
-then either cancels the step running past its own deadline or re-arms for it, or goes
-idle between steps. A step nested in another (a commit inside a batch's step) is timed
-by `asyncio.timeout` itself.
+`asyncio.timeout` does) cost more than the steps themselves when their servers answer at
+once. So each task gets one lazy timer (`_Watch`): a step only writes its deadline; the
+timer, once armed, fires at the deadline it was armed for and then either cancels the
+step running past its own deadline or re-arms for it, or goes idle between steps. A step
+nested in another (a commit inside a batch's step) is timed by `asyncio.timeout`.
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ class Metrics:
     # -- what the loop reports (loop.Observer) --------------------------------------
 
     # (A labelled child is looked up once: `labels()` takes a lock and checks its
-    # arguments, ~1.8 µs, and a batch reports eight of them.)
+    # arguments, and a batch reports eight of them.)
 
     def stage(self, name: str, seconds: float) -> None:
         child = self._stages.get(name)
