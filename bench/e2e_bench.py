@@ -52,9 +52,10 @@ RESULTS_DIR = ROOT / "bench" / "results"
 
 @contextlib.contextmanager
 def servers(
-    args: argparse.Namespace, tmp: Path, info: dict[str, str]
+    args: argparse.Namespace, tmp: Path, info: dict[str, str], pids: dict[str, int | None]
 ) -> Iterator[tuple[str, str, str]]:
-    """(engine URL, Kafka bootstrap, Redis URL): given, or started here."""
+    """(engine URL, Kafka bootstrap, Redis URL): given, or started here (then their pids
+    go into `pids`, for their CPU per token)."""
     with contextlib.ExitStack() as stack_:
         engine_url = args.engine_url
         if engine_url is None:
@@ -85,6 +86,7 @@ def servers(
                 )
             )
             bootstrap = kafka.bootstrap
+            pids["kafka"] = kafka.pid
             info["kafka"] = (
                 f"Apache Kafka {kafka_server.DEFAULT_VERSION}, one KRaft node, started here"
             )
@@ -94,7 +96,9 @@ def servers(
         if redis_url is None:
             from worker.adapters.local.embedded import RedisServer
 
-            redis_url = stack_.enter_context(RedisServer()).url
+            redis = stack_.enter_context(RedisServer())
+            redis_url = redis.url
+            pids["redis"] = redis.pid
             info["redis"] = "redis-server started here, no persistence"
         else:
             info["redis"] = f"given: {redis_url}"
@@ -123,7 +127,19 @@ def measure(
     gateway_url: str,
     gw: stack.Proc,
     wk: stack.Proc,
+    pids: dict[str, int | None],
 ) -> list[Level]:
+    meters = {"gateway": gw.pid, "worker": wk.pid, **pids}
+    # Untimed first: a broker started here compiles its hot paths (the JVM's JIT) over its
+    # first thousands of requests, on the clients' core, which would weigh on the first level.
+    for w in range(args.warmup):
+        for system in SYSTEMS:
+            base = gateway_url if system == GATEWAY else engine_url
+            n = max(args.concurrency)
+            asyncio.run(
+                wave(system, base, e2e_engine.SERVED_MODEL, n, 2, args.max_tokens, 10**8 + w)
+            )
+        print(f"warm-up wave {w + 1} of {args.warmup} done", file=sys.stderr, flush=True)
     levels = []
     for n in args.concurrency:
         lv = Level(n)
@@ -135,7 +151,9 @@ def measure(
                 gw.check()
                 wk.check()
                 base = gateway_url if system == GATEWAY else engine_url
-                cpu0 = (stack.cpu_seconds(gw.pid), stack.cpu_seconds(wk.pid))
+                used0 = {k: stack.usage(pid) for k, pid in meters.items()}
+                t0 = time.perf_counter()
+                b0 = stack.batches(wk.metrics_url)
                 w0 = stack.reply_wait(gateway_url)
                 done: list[Timed] = asyncio.run(
                     wave(
@@ -148,9 +166,17 @@ def measure(
                         first,
                     )
                 )
+                if system != GATEWAY:  # (the loop idle meanwhile: its own cost per second)
+                    lv.idle_s += time.perf_counter() - t0
+                    for k, pid in meters.items():
+                        lv.idle[k] = lv.idle.get(k, stack.Usage()) + (stack.usage(pid) - used0[k])
                 if system == GATEWAY:
-                    lv.gateway_cpu_s += stack.cpu_seconds(gw.pid) - cpu0[0]
-                    lv.worker_cpu_s += stack.cpu_seconds(wk.pid) - cpu0[1]
+                    lv.gateway_s += time.perf_counter() - t0
+                    b1 = stack.batches(wk.metrics_url)
+                    lv.worker_batches += b1[0] - b0[0]
+                    lv.worker_records += b1[1] - b0[1]
+                    for k, pid in meters.items():
+                        lv.used[k] = lv.used.get(k, stack.Usage()) + (stack.usage(pid) - used0[k])
                     lv.gateway_tokens += sum(t.tokens for t in done)
                     w1 = stack.reply_wait(gateway_url)
                     lv.wait_count += w1[0] - w0[0]
@@ -179,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds per concurrency (default 3)")
     ap.add_argument("--per-client", type=int, default=4, help="requests per client per round")
     ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="untimed waves first, every system at the highest concurrency, 2 requests per "
+        "client (default 2)",
+    )
     ap.add_argument(
         "--concurrency",
         type=lambda v: [int(x) for x in v.split(",")],
@@ -211,21 +244,25 @@ def main(argv: list[str] | None = None) -> int:
         "DeepSeek V4 tokenizer, eager, --max-num-seqs 8)",
         "workload": f"chat, greedy, max_tokens {args.max_tokens}, streamed with usage; "
         f"{args.rounds} round(s) per concurrency, {args.per_client} requests per client per "
-        "round, systems in turns (the order rotating)",
+        f"round, systems in turns (the order rotating), after {args.warmup} untimed warm-up "
+        "wave(s)",
         "worker flags": args.worker_args or "defaults",
         "gateway flags": args.gateway_args or "defaults",
     }
+    pids: dict[str, int | None] = {}
     with (
         tempfile.TemporaryDirectory(prefix="derender-e2eb-") as tmp_,
-        servers(args, Path(tmp_), info) as (engine_url, bootstrap, redis_url),
+        servers(args, Path(tmp_), info, pids) as (engine_url, bootstrap, redis_url),
     ):
         tmp = Path(tmp_)
         names = stack.topics(bootstrap)
         models = e2e_engine.write_registry(tmp / "models.toml")
-        port = stack.free_port()
+        port, metrics_port = stack.free_port(), stack.free_port()
         wk = stack.spawn(
             "worker",
-            stack.worker_argv(bootstrap, redis_url, names, models, args.worker_args.split()),
+            stack.worker_argv(
+                bootstrap, redis_url, names, models, args.worker_args.split(), metrics_port
+            ),
             tmp / "worker.log",
             args.tree,
         )
@@ -239,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             gateway_url = f"http://127.0.0.1:{port}"
             ready = stack.wait_ready(gw, gateway_url, e2e_engine.SERVED_MODEL)
             print(f"the loop answered after {ready:.1f} s", file=sys.stderr, flush=True)
-            levels = measure(args, engine_url, gateway_url, gw, wk)
+            wk.metrics_url = f"http://127.0.0.1:{metrics_port}"
+            levels = measure(args, engine_url, gateway_url, gw, wk, pids)
             for lv in levels:
                 lv.hops = hops.measure(bootstrap, names, lv.timed[GATEWAY])
         info["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())

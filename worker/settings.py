@@ -218,6 +218,14 @@ FLAGS: list[Flag] = [
         int,
     ),
     Flag(
+        "fetch-whole-wait-ms",
+        0,
+        "longest a fetch that asks for every assigned partition waits (0: "
+        "--fetch-max-wait-ms): fewer fetches while idle, on a broker that answers a fetch "
+        "as soon as data arrives (Apache Kafka; not tansu)",
+        int,
+    ),
+    Flag(
         "reset",
         None,
         "where a new group starts: 'earliest', 'latest', or an epoch-ms timestamp "
@@ -311,6 +319,7 @@ class Settings(KafkaSecurity):
     linger_ms: int
     batch_bytes: int
     fetch_max_wait_ms: int
+    fetch_whole_wait_ms: int
     reset: str | None
     event_loop: str
     log_format: str
@@ -434,6 +443,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("--max-output-bytes must be at least 1")
     if s.request_timeout_ms < 1000:
         raise SettingsError("--request-timeout-ms must be at least 1000")
+    if s.fetch_whole_wait_ms < 0:
+        raise SettingsError("--fetch-whole-wait-ms must be 0 or more")
     if s.step_timeout_s <= 0:
         raise SettingsError("--step-timeout-s must be more than 0")
     if s.shutdown_timeout_s <= 0:

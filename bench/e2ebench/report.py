@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from e2ebench.client import DIRECT, GATEWAY, SYSTEMS, VLLM, Timed
 from e2ebench.hops import Hops
+from e2ebench.stack import Usage
 
 TTFT_ADDED_MS = 25.0  # the target: the loop adds at most this to TTFT p50
 ITL_RATIO = 1.10  # and keeps inter-token p50 within 10 %
@@ -20,9 +21,16 @@ class Level:
     timed: dict[str, list[Timed]] = field(default_factory=lambda: {s: [] for s in SYSTEMS})
     # Per round of the gateway: (its p50 TTFT ms, vLLM's of the same round).
     rounds: list[tuple[float, float]] = field(default_factory=list)
-    gateway_cpu_s: float = 0.0
-    worker_cpu_s: float = 0.0
+    # Over the gateway's waves, per process: "gateway", "worker", and "kafka" and "redis"
+    # when started here.
+    used: dict[str, Usage] = field(default_factory=dict)
     gateway_tokens: int = 0
+    gateway_s: float = 0.0  # the gateway's waves, wall seconds
+    # The same processes over the other systems' waves (the loop idle), and how long.
+    idle: dict[str, Usage] = field(default_factory=dict)
+    idle_s: float = 0.0
+    worker_batches: float = 0.0  # the worker's batches over the gateway's waves
+    worker_records: float = 0.0  # and the records in them
     wait_count: float = 0.0
     wait_sum: float = 0.0
     wait_p50: float | None = None
@@ -50,6 +58,21 @@ def gaps(ts: list[Timed]) -> list[float]:
 
 def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
+
+
+def _per(u: dict[str, Usage], n: int, name: str, split: bool = False) -> str:
+    """A process's µs of CPU per token (with the user / system split)."""
+    if name not in u:
+        return "–"
+    x = u[name]
+    total = f"{(x.user_s + x.system_s) / n * 1e6:.0f}"
+    if not split:
+        return total
+    return total + f" ({x.user_s / n * 1e6:.0f} / {x.system_s / n * 1e6:.0f})"
+
+
+def _switches(u: dict[str, Usage], n: int, name: str) -> str:
+    return f"{u[name].switches / n:.2f}" if name in u else "–"
 
 
 def render(levels: list[Level], info: dict[str, str], elapsed_s: float) -> str:
@@ -112,21 +135,53 @@ def render(levels: list[Level], info: dict[str, str], elapsed_s: float) -> str:
         )
     out += [
         "",
-        "## Gateway CPU per streamed token",
+        "## CPU per streamed token",
         "",
-        "User + system CPU of the gateway process (and of the worker, beside it) over its "
-        "waves, divided by the tokens its clients received.",
+        "User + system CPU of each process over the gateway's waves, divided by the tokens "
+        "its clients received: µs per token (the user / system split in brackets), and the "
+        "process's voluntary context switches per token (each a wait on a socket: a proxy for "
+        "the messages it exchanges and the wake-ups they cost). Kafka and Redis when started "
+        "here; `loop` is their sum with the gateway's and the worker's, the share of the "
+        "clients' core the loop takes. The worker's records per batch (its "
+        "`derender_batch_records`): its costs per batch are shared by that many tokens.",
         "",
-        "| streams | tokens | gateway µs/token | worker µs/token |",
-        "|--:|--:|--:|--:|",
+        "| streams | tokens | gateway µs/token | switches | worker µs/token | switches | "
+        "Kafka µs/token | Redis µs/token | loop µs/token | worker records/batch |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for lv in levels:
-        if lv.gateway_tokens:
-            n = lv.gateway_tokens
-            out.append(
-                f"| {lv.concurrency} | {n} | {lv.gateway_cpu_s / n * 1e6:.0f} | "
-                f"{lv.worker_cpu_s / n * 1e6:.0f} |"
-            )
+        if not lv.gateway_tokens:
+            continue
+        n = lv.gateway_tokens
+        u = lv.used
+        loop = sum((x.user_s + x.system_s for x in u.values()), 0.0)
+        per_batch = f"{lv.worker_records / lv.worker_batches:.2f}" if lv.worker_batches else "–"
+        out.append(
+            f"| {lv.concurrency} | {n} | {_per(u, n, 'gateway', True)} | "
+            f"{_switches(u, n, 'gateway')} | {_per(u, n, 'worker', True)} | "
+            f"{_switches(u, n, 'worker')} | {_per(u, n, 'kafka')} | {_per(u, n, 'redis')} | "
+            f"{loop / n * 1e6:.0f} | {per_batch} |"
+        )
+    out += [
+        "",
+        "Idle, over the other systems' waves (the loop waiting, nothing to do): CPU ms per "
+        "second, and what that is per token at the gateway waves' token rate (the part of the "
+        "figures above that does not depend on the traffic).",
+        "",
+        "| streams | gateway idle ms/s | worker idle ms/s | Kafka idle ms/s | Redis idle ms/s | "
+        "idle loop µs/token |",
+        "|--:|--:|--:|--:|--:|--:|",
+    ]
+    for lv in levels:
+        if not lv.idle_s or not lv.gateway_tokens:
+            continue
+        rate = {k: (x.user_s + x.system_s) / lv.idle_s for k, x in lv.idle.items()}
+        per_token = sum(rate.values()) * lv.gateway_s / lv.gateway_tokens
+        cells = " | ".join(
+            f"{rate[k] * 1000:.1f}" if k in rate else "–"
+            for k in ("gateway", "worker", "kafka", "redis")
+        )
+        out.append(f"| {lv.concurrency} | {cells} | {per_token * 1e6:.0f} |")
     out += [
         "",
         "## Where the gateway's time goes",

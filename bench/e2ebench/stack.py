@@ -30,6 +30,7 @@ class Proc:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
+    metrics_url: str | None = None  # the worker's /metrics, when it serves one
 
     @property
     def pid(self) -> int:
@@ -90,7 +91,12 @@ def topics(bootstrap: str) -> dict[str, str]:
 
 
 def worker_argv(
-    bootstrap: str, redis_url: str, names: dict[str, str], models: Path, extra: list[str]
+    bootstrap: str,
+    redis_url: str,
+    names: dict[str, str],
+    models: Path,
+    extra: list[str],
+    metrics_port: int = 0,
 ) -> list[str]:
     tag = uuid.uuid4().hex[:8]
     return [
@@ -103,7 +109,8 @@ def worker_argv(
         "--group-id", f"e2eb-{tag}",
         "--state-prefix", f"e2eb{tag}:",
         "--models", str(models),
-        "--metrics-port", "0",
+        "--metrics-port", str(metrics_port),
+        "--metrics-host", "127.0.0.1",
         *extra,
     ]  # fmt: skip
 
@@ -148,27 +155,75 @@ def wait_ready(gw: Proc, url: str, model: str) -> float:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process and its children (the worker's supervisor
     and its processes), 0 once it is gone."""
+    u = usage(pid)
+    return u.user_s + u.system_s
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a process tree has used so far: CPU seconds (user, system) and its voluntary
+    context switches (each a wait on a socket that had nothing: a proxy for the messages
+    it exchanged, and for the wake-ups it costs the processes on its core)."""
+
+    user_s: float = 0.0
+    system_s: float = 0.0
+    switches: int = 0
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.user_s - other.user_s,
+            self.system_s - other.system_s,
+            self.switches - other.switches,
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.user_s + other.user_s,
+            self.system_s + other.system_s,
+            self.switches + other.switches,
+        )
+
+
+def usage(pid: int | None) -> Usage:
+    """A process tree's `Usage` (zero once it is gone, or for None: a server not started
+    here)."""
+    if pid is None:
+        return Usage()
     try:
         p = psutil.Process(pid)
         procs = [p, *p.children(recursive=True)]
     except psutil.Error:
-        return 0.0
-    total = 0.0
+        return Usage()
+    total = Usage()
     for q in procs:
         with contextlib.suppress(psutil.Error):
             t = q.cpu_times()
-            total += t.user + t.system
+            total += Usage(t.user, t.system, q.num_ctx_switches().voluntary)
     return total
 
 
 def reply_wait(url: str) -> tuple[float, float, dict[float, float]]:
     """The gateway's `derender_gateway_reply_wait_seconds`: (count, sum, cumulative buckets)."""
+    return histogram(url, "derender_gateway_reply_wait_seconds")
+
+
+def batches(url: str | None) -> tuple[float, float]:
+    """The worker's `derender_batch_records`: (batches, records) so far; zeros without a
+    metrics URL."""
+    if url is None:
+        return 0.0, 0.0
+    count, total, _ = histogram(url, "derender_batch_records")
+    return count, total
+
+
+def histogram(url: str, name: str) -> tuple[float, float, dict[float, float]]:
+    """A histogram on `url`/metrics: (count, sum, cumulative buckets)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as r:
         text = r.read().decode()
     count = total = 0.0
     buckets: dict[float, float] = {}
     for fam in text_string_to_metric_families(text):
-        if fam.name != "derender_gateway_reply_wait_seconds":
+        if fam.name != name:
             continue
         for s in fam.samples:
             if s.name.endswith("_count"):

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from aiokafka import errors
 
     from worker.adapters.broker.kafka_access import check_login
-    from worker.commands.common import event_loop_factory, kafka_security
+    from worker.commands.common import event_loop_factory, kafka_security, tune_gc
     from worker.errors import Unreachable
     from worker.gateway import service
     from worker.observe.logs import configure
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # A refused certificate or login as one line, not aiokafka's "Unable to bootstrap".
         asyncio.run(check_login(c.bootstrap_servers, sec, kw))
+        tune_gc()  # (every streamed token makes a few dozen short-lived objects)
         return service.run(c, event_loop_factory(args.event_loop))
     except errors.KafkaConnectionError as exc:
         raise Unreachable(f"cannot reach the broker at {c.bootstrap_servers}: {exc}") from None

@@ -26,7 +26,7 @@ GENERATE_PATH = "/inference/v1/generate"
 ABORT_PATH = "/inference/v1/abort_requests"
 MODELS_PATH = "/v1/models"
 ENGINE_ID_PREFIX = "generate-tokens-"
-DONE = "[DONE]"
+DONE = b"[DONE]"
 # An abort is best effort (closing the stream stops the engine too): it waits this long.
 ABORT_TIMEOUT_S = 5.0
 
@@ -150,18 +150,35 @@ class Generation:
     async def events(self) -> AsyncGenerator[dict[str, Any], None]:
         """Each `data: {…}` event, parsed, until `[DONE]` (then `done` is set). A stream
         that ends without it, or breaks, raises EngineUnreachable."""
+        # (Lines are split from the body's bytes here: httpx's text and line decoders are
+        # two more async generators per chunk, and one chunk is one token.)
+        rest = b""
         try:
-            async for line in self.response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, comments, `event:` lines
-                data = line[5:].strip()
-                if data == DONE:
-                    self.done = True
-                    return
-                yield json.loads(data)
+            async for chunk in self.response.aiter_bytes():
+                lines = (rest + chunk).splitlines(keepends=True)
+                rest = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+                for line in lines:
+                    if (event := self._event(line)) is not None:
+                        yield event
+                    elif self.done:
+                        return
         except httpx.HTTPError as exc:
             raise EngineUnreachable(f"the generate stream broke: {_reason(exc)}") from None
-        raise EngineUnreachable("the generate stream ended without [DONE]")
+        if (event := self._event(rest)) is not None:  # (a last line without its break)
+            yield event
+        if not self.done:
+            raise EngineUnreachable("the generate stream ended without [DONE]")
+
+    def _event(self, line: bytes) -> dict[str, Any] | None:
+        """A `data:` line's event; None for other lines and for `[DONE]` (`done` set)."""
+        if not line.startswith(b"data:"):
+            return None  # blank separators, comments, `event:` lines
+        data = line[5:].strip()
+        if data == DONE:
+            self.done = True
+            return None
+        event: dict[str, Any] = json.loads(data)
+        return event
 
 
 def _reason(exc: httpx.HTTPError) -> str:

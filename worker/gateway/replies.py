@@ -80,7 +80,10 @@ class Reply:
 
     async def get(self, timeout_s: float) -> Any:
         """The next item; TimeoutError after `timeout_s` without one."""
-        return await asyncio.wait_for(self.queue.get(), timeout_s)
+        if not self.queue.empty():  # (no timer and no task for an item already there)
+            return self.queue.get_nowait()
+        async with asyncio.timeout(timeout_s):
+            return await self.queue.get()
 
 
 class Replies:

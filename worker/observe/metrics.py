@@ -205,6 +205,8 @@ class Metrics:
             self.records.labels(result)
         for code in CODES:
             self.errors.labels(code)
+        self._stages: dict[str, Histogram] = {}
+        self._round_trips: dict[str, Counter] = {}
         self.last_turn = time.monotonic()
         self.ready = False
         # /readyz's answer as a series: an alert sees a worker that is up but not ready
@@ -215,12 +217,21 @@ class Metrics:
 
     # -- what the loop reports (loop.Observer) --------------------------------------
 
+    # (A labelled child is looked up once: `labels()` takes a lock and checks its
+    # arguments, and a batch reports eight of them.)
+
     def stage(self, name: str, seconds: float) -> None:
-        self.stage_seconds.labels(name).observe(seconds)
+        child = self._stages.get(name)
+        if child is None:
+            child = self._stages[name] = self.stage_seconds.labels(name)
+        child.observe(seconds)
 
     def round_trip(self, kind: str, count: int = 1) -> None:
         # In a Redis Cluster a batch's load or save is one round trip per master touched.
-        self.redis_round_trips.labels(kind).inc(count)
+        child = self._round_trips.get(kind)
+        if child is None:
+            child = self._round_trips[kind] = self.redis_round_trips.labels(kind)
+        child.inc(count)
 
     def delivered(self, records: list[InRecord]) -> None:
         """Every output of these records is acknowledged: their end-to-end latency."""

@@ -50,6 +50,7 @@ from worker.adapters.broker.kafka import (
     make_producer,
     make_transactional_producer,
     security_kwargs,
+    wait_longer_when_whole,
 )
 from worker.adapters.broker.kafka_access import refusal
 from worker.adapters.broker.kafka_lag import GroupLag
@@ -241,6 +242,7 @@ class Runner:
         await self.consumer.start()
         check_bootstrapped(self.consumer)
         fetch_each_partition(self.consumer)  # (lanes: no lockstep on one fetch)
+        wait_longer_when_whole(self.consumer, self.s.fetch_whole_wait_ms)
 
     async def _shutdown(self) -> None:
         """Close everything at once, each within CLOSE_TIMEOUT_S: the consumer leaves the

@@ -61,6 +61,34 @@ def fetch_each_partition(consumer: AIOKafkaConsumer) -> None:
     consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
+def wait_longer_when_whole(consumer: AIOKafkaConsumer, whole_wait_ms: int) -> None:
+    """After `start`: a fetch that asks for every assigned partition long-polls for
+    `whole_wait_ms` instead of `fetch_max_wait_ms` (0 or less than it: off).
+
+    The short wait is there for a partition left out of the fetch in flight (its records
+    still waiting to be consumed: `fetch_each_partition`), which is asked for again only
+    when that fetch returns. A fetch that left none out has no such partition: a broker
+    that answers as soon as records arrive (Apache Kafka) answers it no later, and an idle
+    consumer sends a fetch per `whole_wait_ms` instead of one per `fetch_max_wait_ms`.
+    Not for a broker that answers only at the end of the wait (tansu): its records would
+    wait that long. (`_fetcher` is aiokafka's, as in `fetch_each_partition`.)"""
+    fetcher = consumer._fetcher
+    short = fetcher._fetch_max_wait_ms
+    if whole_wait_ms <= short:
+        return
+    build = fetcher._get_actions_per_node
+
+    def actions(assignment: Any) -> Any:
+        states = (assignment.state_value(tp) for tp in assignment.tps)
+        whole = not fetcher._records and all(
+            st.has_valid_position and not st.paused for st in states
+        )
+        fetcher._fetch_max_wait_ms = whole_wait_ms if whole else short
+        return build(assignment)
+
+    fetcher._get_actions_per_node = actions
+
+
 def make_consumer(s: Settings) -> AIOKafkaConsumer:
     reset = s.reset if s.reset in ("earliest", "latest") else "earliest"
     return AIOKafkaConsumer(
