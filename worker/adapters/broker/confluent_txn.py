@@ -39,7 +39,7 @@ from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
 from worker.adapters.broker.confluent_clients import Blocking, translated
 from worker.adapters.broker.confluent_sink import ConfluentSink
 from worker.adapters.broker.confluent_source import Fetcher
-from worker.adapters.broker.kafka_txn import PartitionGone, transactional_id
+from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone, transactional_id
 from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
@@ -140,7 +140,7 @@ class ConfluentTransactions:
         producer, or `abort` is False) and close their producers."""
         sinks = [(tp, self._sinks.pop(tp)) for tp in partitions if tp in self._sinks]
         aborts = [
-            self._abort(tp, s.producer)
+            asyncio.wait_for(self._abort(tp, s.producer), ABORT_TIMEOUT_S)
             for tp, s in sinks
             if abort and tp in self._open and not self._busy[id(s.producer)]
         ]
@@ -233,7 +233,10 @@ class ConfluentTransactions:
     async def abort(self, partitions: list[Partition]) -> None:
         todo = [(p, self._sinks[p]) for p in partitions if p in self._sinks and p in self._open]
         results = await asyncio.gather(
-            *(self._use(s.producer, self._abort(p, s.producer)) for p, s in todo),
+            *(
+                self._use(s.producer, asyncio.wait_for(self._abort(p, s.producer), ABORT_TIMEOUT_S))
+                for p, s in todo
+            ),
             return_exceptions=True,
         )
         bad = [
