@@ -462,10 +462,6 @@ def validate(s: Settings) -> None:
         raise SettingsError("--processes must be at least 1 (or auto)")
     if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
         raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
-    if s.kafka_client not in KAFKA_CLIENTS:
-        raise SettingsError(
-            f"--kafka-client: expected aiokafka or confluent, got {s.kafka_client!r}"
-        )
     if s.kafka_client == CONFLUENT and s.reset is not None and s.reset.isdigit():
         raise SettingsError("--reset <epoch ms> needs --kafka-client aiokafka")
     try:
