@@ -23,8 +23,9 @@ from worker.adapters.broker.confluent_clients import (
     security_config,
     translated,
 )
+from worker.adapters.broker.confluent_fetch import Fetcher
 from worker.adapters.broker.confluent_sink import ConfluentSink
-from worker.adapters.broker.confluent_source import ConfluentSource, Fetcher
+from worker.adapters.broker.confluent_source import ConfluentSource
 from worker.failures import HANDLED, Kind, classify
 from worker.ports import Batch, OutputsRefused, OutRecord
 from worker.run.assignment import Assignment, PartitionLease

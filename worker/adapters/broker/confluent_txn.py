@@ -1,33 +1,37 @@
-"""Exactly-once on confluent-kafka: one transactional producer per owned input partition,
-its offsets sent with the consumer's group metadata.
+"""Exactly-once on confluent-kafka: a transactional producer per owned input partition,
+taken from the worker's own warm ones, its offsets sent with the consumer's group
+metadata.
 
-Two fences stop a zombie (a worker that lost a partition but still runs):
+The group fences a zombie (a worker that lost a partition but still runs), as KIP-447
+has it: `send_offsets_to_transaction` sends the consumer's group metadata, member id and
+member epoch included, and the group coordinator refuses the offsets of a member that no
+longer owns the partition: the zombie's transaction fails and is aborted. A new owner
+reads the committed offsets as a read_committed consumer, which waits for a transaction
+still carrying offsets of the partition, so it never starts from an offset about to move.
+(aiokafka sends the group id alone, so there the transactional id has to follow the
+partition and do the fencing: `kafka_txn`.)
 
-- **the group (KIP-447).** `send_offsets_to_transaction` sends the consumer's group
-  metadata, member id and member epoch included; the group coordinator refuses the
-  offsets of a member that no longer owns the partition, and the transaction fails. A
-  new owner's offset fetch (read_committed) waits for a transaction still carrying
-  offsets, so it never reads an offset about to move.
-- **the transactional id**, as on aiokafka (`kafka_txn`): it follows the partition, so
-  the new owner's `init_transactions` bumps the epoch and settles whatever the old owner
-  left open at once, instead of holding read_committed readers back until the
-  transaction timeout.
+So the transactional ids are the worker's own (`<prefix><group>-<member>-<n>`), not the
+partition's, and producers are made and initialized ahead of need (`WARM_PRODUCERS`,
+before the group is joined): a partition that moves here takes one, with no
+InitProducerId on its way (0.05-1.5 s on the test machine). A revoked partition's
+transaction is committed first, so its producer is clean and goes back to the warm ones.
+The price: a worker that dies with a transaction open no longer has it aborted by the
+partition's next owner; the broker aborts it at `--transaction-timeout-ms`, holding
+read_committed readers of the output partitions it wrote back until then.
 
-Why one producer per partition, not one per worker as KIP-447 allows: the checkpoint
+Why a producer per partition and not one per worker: the checkpoint
 (`batch.transactional`) keeps a transaction per partition, each committed when its own
 interval is up and aborted (rewound) on its own. One producer has one transaction at a
 time, so partitions sharing it would commit and abort together.
-
-So the order on assignment is: start the producers (fencing and settling the old
-owner's transactions), then read the committed offsets; the fetcher starts each
-partition there (`Fetcher.starts`). With KIP-848 a revocation takes only the partitions
-that move, so no producer is kept across one: a revoked partition's is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -37,14 +41,17 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
 
 from worker.adapters.broker.confluent_clients import Blocking, translated
+from worker.adapters.broker.confluent_fetch import Fetcher
 from worker.adapters.broker.confluent_sink import ConfluentSink
-from worker.adapters.broker.confluent_source import Fetcher
-from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone, transactional_id
+from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone
 from worker.ports import OutputsRefused, OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
 T = TypeVar("T")
 
+# Producers kept initialized ahead of need (and at most twice as many kept after
+# revocations hand theirs back).
+WARM_PRODUCERS = 4
 # After a partition's transaction failed, how long before its producer is started again
 # (when the partition is still ours): a fenced zombie hears of it from the group first.
 REOPEN_AFTER_S = 1.0
@@ -82,6 +89,10 @@ class ConfluentTransactions:
         self._busy: Counter[int] = Counter()  # calls under way, per producer (by id)
         self._retiring: dict[int, Any] = {}  # producers closed once no call uses them
         self._tasks: set[asyncio.Task[None]] = set()
+        self._warm: list[Any] = []  # initialized producers, no partition yet
+        self._member = uuid.uuid4().hex[:12]  # (this worker's transactional ids)
+        self._ids = itertools.count()
+        self._filling: asyncio.Task[None] | None = None
         self.lost: set[TopicPartition] = set()
         self.refused: TransactionalIdAuthorizationFailed | None = None
 
@@ -116,16 +127,39 @@ class ConfluentTransactions:
                 producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
             )
         self.lost.difference_update(started)
+        self._refill()
         if isinstance(failed, TransactionalIdAuthorizationFailed):
             self.refused = failed  # (the lanes' next `ready` ends the worker with it)
             return
         if failed is not None:
             raise failed
 
+    async def warm(self) -> None:
+        """Make and initialize the warm producers (before the group is joined)."""
+        need = WARM_PRODUCERS - len(self._warm)
+        if need <= 0:
+            return
+        made = await asyncio.gather(*(self._new() for _ in range(need)), return_exceptions=True)
+        for producer in made:
+            if isinstance(producer, BaseException):
+                log.warning("starting a transactional producer failed: %s", producer)
+            else:
+                self._warm.append(producer)
+
+    def _refill(self) -> None:
+        if self._filling is None or self._filling.done():
+            self._filling = task = asyncio.create_task(self.warm())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     async def _start(self, tp: TopicPartition) -> Any:
-        producer = await self.blocking.run(
-            self._make, transactional_id(self.id_prefix, self.group_id, tp), timeout_s=10
-        )
+        if self._warm:
+            return self._warm.pop()
+        return await self._new()
+
+    async def _new(self) -> Any:
+        tid = f"{self.id_prefix}{self.group_id}-{self._member}-{next(self._ids)}"
+        producer = await self.blocking.run(self._make, tid, timeout_s=10)
         try:
             await self.blocking.run(
                 producer.init_transactions, self.timeout_s, timeout_s=self.timeout_s + 1
@@ -139,19 +173,31 @@ class ConfluentTransactions:
         """Partitions leave us: abort what is open (unless a call still uses the
         producer, or `abort` is False) and close their producers."""
         sinks = [(tp, self._sinks.pop(tp)) for tp in partitions if tp in self._sinks]
-        aborts = [
-            asyncio.wait_for(self._abort(tp, s.producer), ABORT_TIMEOUT_S)
-            for tp, s in sinks
-            if abort and tp in self._open and not self._busy[id(s.producer)]
-        ]
-        if aborts:
-            await asyncio.gather(*aborts, return_exceptions=True)
+        idle = [(tp, s) for tp, s in sinks if abort and not self._busy[id(s.producer)]]
+        opened = [(tp, s) for tp, s in idle if tp in self._open]
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self._abort(tp, s.producer), ABORT_TIMEOUT_S) for tp, s in opened),
+            return_exceptions=True,
+        )
+        # A producer whose transaction ended (committed before the revocation, or
+        # aborted now) is clean: kept warm for the next partition. Any other is closed.
+        clean = {id(s.producer) for _, s in idle} - {
+            id(s.producer)
+            for (_, s), r in zip(opened, results, strict=True)
+            if isinstance(r, BaseException)
+        }
         for tp, s in sinks:
             self._open.discard(tp)
-            self._retire(s.producer)
+            if id(s.producer) in clean and len(self._warm) < 2 * WARM_PRODUCERS:
+                self._warm.append(s.producer)
+            else:
+                self._retire(s.producer)
 
     async def close_all(self) -> None:
         await self.close(list(self._sinks))
+        warm, self._warm = self._warm, []
+        for producer in warm:
+            self._retire(producer)
         for task in self._tasks:
             task.cancel()
         # Give the retiring producers a moment to close (each bounded on its thread).

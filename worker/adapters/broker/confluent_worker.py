@@ -17,8 +17,9 @@ from worker.adapters.broker.confluent_clients import (
     consumer_config,
     producer_config,
 )
+from worker.adapters.broker.confluent_fetch import Fetcher, Rebalance
 from worker.adapters.broker.confluent_sink import ConfluentSink
-from worker.adapters.broker.confluent_source import ConfluentSource, Fetcher, Rebalance
+from worker.adapters.broker.confluent_source import ConfluentSource
 from worker.adapters.broker.confluent_txn import ConfluentTransactions
 from worker.observe.propagation import carried_names
 from worker.ports import Sink
@@ -55,24 +56,14 @@ class ConfluentClients:
                 *(self.blocking.run(self._producer, timeout_s=10) for _ in range(self.s.lanes))
             )
         await self.fetcher.start()
+        if self.s.guarantee == EXACTLY_ONCE:  # (warm before joining: `ConfluentTransactions`)
+            self.transactions = self._transactions()
+            await self.transactions.warm()
 
     def subscribe(self, on_revoked: Rebalance, on_assigned: Rebalance) -> list[Sink]:
         """Join the group; returns each lane's sink (exactly-once: the one Transactions)."""
         s = self.s
-        if s.guarantee == EXACTLY_ONCE:
-            self.transactions = ConfluentTransactions(
-                self._producer,
-                self.fetcher,
-                self.blocking,
-                group_id=s.group_id,
-                id_prefix=s.transactional_id_prefix,
-                output_topic=s.output_topic,
-                dlq_topic=s.dlq_topic,
-                control_topic=s.control_topic,
-                on_misrouted=self.on_misrouted,
-                timeout_s=s.step_timeout_s,
-                reset=s.reset or "earliest",
-            )
+        if self.transactions is not None:
             sinks: list[Sink] = [self.transactions]
         else:
             sinks = [
@@ -89,6 +80,22 @@ class ConfluentClients:
             ]
         self.fetcher.subscribe(s.input_topic, on_revoked, on_assigned)
         return sinks
+
+    def _transactions(self) -> ConfluentTransactions:
+        s = self.s
+        return ConfluentTransactions(
+            self._producer,
+            self.fetcher,
+            self.blocking,
+            group_id=s.group_id,
+            id_prefix=s.transactional_id_prefix,
+            output_topic=s.output_topic,
+            dlq_topic=s.dlq_topic,
+            control_topic=s.control_topic,
+            on_misrouted=self.on_misrouted,
+            timeout_s=s.step_timeout_s,
+            reset=s.reset or "earliest",
+        )
 
     def lane_source(self, lane: int) -> ConfluentSource:
         """Lane `lane`'s partitions: those numbered `lane` modulo the lanes (fixed, so an
