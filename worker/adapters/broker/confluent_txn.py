@@ -11,7 +11,8 @@ still carrying offsets of the partition, so it never starts from an offset about
 (aiokafka sends the group id alone, so there the transactional id has to follow the
 partition and do the fencing: `kafka_txn`.)
 
-So the transactional ids are the worker's own (`<prefix><group>-<member>-<n>`), not the
+So the transactional ids are the worker's own (`<prefix><group>-<topic>-w<member>-<n>`),
+not the
 partition's, and producers are made and initialized ahead of need (`WARM_PRODUCERS`,
 before the group is joined): a partition that moves here takes one, with no
 InitProducerId on its way (0.05-1.5 s on the test machine). A revoked partition's
@@ -68,6 +69,7 @@ class ConfluentTransactions:
         blocking: Blocking,
         *,
         group_id: str,
+        input_topic: str,
         id_prefix: str,
         output_topic: str,
         dlq_topic: str,
@@ -80,6 +82,7 @@ class ConfluentTransactions:
         self.fetcher = fetcher
         self.blocking = blocking
         self.group_id = group_id
+        self.input_topic = input_topic
         self.id_prefix = id_prefix
         self.sink_args = (output_topic, dlq_topic, control_topic, on_misrouted)
         self.timeout_s = timeout_s
@@ -158,7 +161,10 @@ class ConfluentTransactions:
         return await self._new()
 
     async def _new(self) -> Any:
-        tid = f"{self.id_prefix}{self.group_id}-{self._member}-{next(self._ids)}"
+        # (Under the same prefix as aiokafka's per-partition ids: one prefixed ACL.)
+        tid = (
+            f"{self.id_prefix}{self.group_id}-{self.input_topic}-w{self._member}-{next(self._ids)}"
+        )
         producer = await self.blocking.run(self._make, tid, timeout_s=10)
         try:
             await self.blocking.run(

@@ -88,6 +88,7 @@ class ConfluentClients:
             self.fetcher,
             self.blocking,
             group_id=s.group_id,
+            input_topic=s.input_topic,
             id_prefix=s.transactional_id_prefix,
             output_topic=s.output_topic,
             dlq_topic=s.dlq_topic,
