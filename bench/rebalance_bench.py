@@ -46,6 +46,8 @@ JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemory
 BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "100",
+    # As the aiokafka workers' --session-timeout-ms (the local broker's is 3 s, for tests).
+    "group.consumer.session.timeout.ms": "10000",
     "group.initial.rebalance.delay.ms": "0",
 }
 # The code as it was (the main checkout's venv, when there is one) and this checkout's.
