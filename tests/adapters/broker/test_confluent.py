@@ -307,3 +307,29 @@ async def _the_sink_routes_reply_partitions_and_isolates_a_refused_record() -> N
         await sink.send([out(b"ok"), out(b"x" * 20), out(b"ok2")], [out(b"dead")])
     assert [r.value for r, _ in refused.value.refused] == [b"x" * 20]
     assert sorted(v for _, v, _ in producer.delivered) == [b"dead", b"ok", b"ok2"]
+
+
+class ErrorMsg(Msg):
+    def __init__(self, tp: TopicPartition, code: int) -> None:
+        super().__init__(tp, -1)
+        self.code = code
+
+    def error(self) -> Any:  # type: ignore[override]
+        return E(self.code)
+
+
+def test_a_refused_right_in_a_consume_ends_the_lanes_naming_its_topic() -> None:
+    asyncio.run(_a_refused_right_in_a_consume_ends_the_lanes_naming_its_topic())
+
+
+async def _a_refused_right_in_a_consume_ends_the_lanes_naming_its_topic() -> None:
+    f = Fetcher({}, Blocking(), max_records=10)
+    f.loop = asyncio.get_running_loop()
+    f._own([TP0])
+    src = ConfluentSource(f, "g", lambda: [TP0], timeout_ms=10, max_records=10, commit_timeout_s=1)
+    # A transport error is librdkafka's to retry: logged, the lane goes on.
+    f._file([ErrorMsg(TP0, E._TRANSPORT)], [], began=0, highs=None)
+    assert await src.poll() is None
+    f._file([ErrorMsg(TP0, E.TOPIC_AUTHORIZATION_FAILED)], [], began=0, highs=None)
+    with pytest.raises(kerrors.TopicAuthorizationFailedError, match="in/0"):
+        await src.poll()

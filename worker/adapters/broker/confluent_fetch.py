@@ -34,6 +34,7 @@ import confluent_kafka
 from aiokafka import TopicPartition
 
 from worker.adapters.broker.confluent_clients import Blocking, ConfluentError, settle, translated
+from worker.failures import Kind, classify
 from worker.ports import Partition
 
 log = logging.getLogger("derender.worker")
@@ -104,6 +105,9 @@ class Fetcher:
         self.on_revoked: Rebalance | None = None
         self.on_assigned: Rebalance | None = None
         self.callback_timeout_s = CALLBACK_TIMEOUT_S
+        # A refusal no retry mends (READ on the input revoked), raised by the next poll;
+        # librdkafka retries everything else itself.
+        self.failure: BaseException | None = None
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -289,7 +293,12 @@ class Fetcher:
         full = []
         for m in msgs:
             if m.error() is not None:
-                log.warning("consume error: %s", translated(m.error()))
+                err = translated(m.error())
+                # (Named with its topic: a refused right's line names the topic's ACL.)
+                err = type(err)(f"{m.topic()}/{m.partition()}: {err}")
+                if classify(err) is Kind.CONFIG:  # (a right refused: the lanes raise it)
+                    self.failure = err
+                log.warning("consume error: %s", err)
                 continue
             tp = TopicPartition(m.topic(), m.partition())
             file = self._files.get(tp)

@@ -41,6 +41,8 @@ class ConfluentSource:
         self.carry = carry
 
     async def poll(self) -> Batch | None:
+        if (failure := self.fetcher.failure) is not None:
+            raise failure
         mine = self.share()
         if not mine:
             await asyncio.sleep(self.timeout_ms / 1000)
