@@ -11,8 +11,8 @@ Rebalances are incremental: librdkafka calls `on_revoke` with only the partition
 move, on the fetch thread; the thread hands them to the worker's coroutine on the event
 loop and waits (bounded) while their batches finish and commit, then gives them up. The
 other partitions go on. `on_assign` likewise waits for the worker to open the new
-partitions (under exactly-once: their producers, then their committed offsets, which
-start the fetch); only then are they assigned and polled.
+partitions (under exactly-once: their producers); only then are they assigned, each
+from its committed offset, and polled.
 
 A lane's partition is fixed by its number (`partition % lanes`), so an incremental change
 never moves a partition between lanes while one of its batches is in flight.
@@ -96,9 +96,6 @@ class Fetcher:
         self._sought: dict[TopicPartition, int] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._ops: queue.SimpleQueue[Callable[[Any], None]] = queue.SimpleQueue()
-        # Start offsets for the next assignment, set by whoever opens the partitions
-        # (exactly-once: the committed ones, read after the producers fenced).
-        self.starts: dict[TopicPartition, int] = {}
         self._thread: threading.Thread | None = None
         self._running = False
         self._closed: asyncio.Future[None] | None = None
@@ -247,12 +244,9 @@ class Fetcher:
             return
         assert self.loop is not None and self.on_assigned is not None
         self._call("opening assigned partitions", self.on_assigned(tps))
-        starts = self.starts
-        begin = [
-            confluent_kafka.TopicPartition(tp.topic, tp.partition, starts.get(tp, -1001))
-            for tp in tps
-        ]
-        consumer.incremental_assign(begin)
+        # (Each from its committed offset: librdkafka's read_committed fetch of it waits
+        # for a transaction still carrying offsets, KIP-447's stable offsets.)
+        consumer.incremental_assign(_parts(tuple(tps)))
         self.loop.call_soon_threadsafe(self._own, tps)
 
     # -- on the event loop -----------------------------------------------------------
@@ -261,7 +255,6 @@ class Fetcher:
         for tp in tps:
             self.owned.add(tp)
             self.revoking.discard(tp)
-            self.starts.pop(tp, None)
             self._files[tp] = deque()
             self.handed.pop(tp, None)
             self._position.pop(tp, None)

@@ -6,8 +6,9 @@ The group fences a zombie (a worker that lost a partition but still runs), as KI
 has it: `send_offsets_to_transaction` sends the consumer's group metadata, member id and
 member epoch included, and the group coordinator refuses the offsets of a member that no
 longer owns the partition: the zombie's transaction fails and is aborted. A new owner
-reads the committed offsets as a read_committed consumer, which waits for a transaction
-still carrying offsets of the partition, so it never starts from an offset about to move.
+starts the partition where librdkafka's read_committed offset fetch says, which asks for
+stable offsets: it waits for a transaction still carrying offsets of the partition, so it
+never starts from an offset about to move.
 (aiokafka sends the group id alone, so there the transactional id has to follow the
 partition and do the fencing: `kafka_txn`.)
 
@@ -107,8 +108,9 @@ class ConfluentTransactions:
     # -- assignment -----------------------------------------------------------------
 
     async def open(self, partitions: list[TopicPartition], reset: str | None = None) -> None:
-        """Start a producer per partition (fencing the old owner, settling its
-        transactions), then note each partition's committed offset for the fetcher."""
+        """A producer for each new partition (a warm one, or started now). librdkafka
+        then starts the partition at its committed offset, which its read_committed
+        offset fetch asks for as stable (waiting for a transaction carrying offsets)."""
         todo = [tp for tp in partitions if tp not in self._sinks]
         if not todo:
             return
@@ -117,15 +119,7 @@ class ConfluentTransactions:
             tp: p for tp, p in zip(todo, made, strict=True) if not isinstance(p, BaseException)
         }
         failed = next((p for p in made if isinstance(p, BaseException)), None)
-        try:
-            committed = await self.fetcher.committed(list(started), self.timeout_s)
-        except BaseException:
-            for producer in started.values():
-                self._retire(producer)
-            raise
         for tp, producer in started.items():
-            if (offset := committed.get(tp, -1)) >= 0:
-                self.fetcher.starts[tp] = offset
             self._sinks[tp] = ConfluentSink(
                 producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
             )
@@ -330,6 +324,7 @@ class ConfluentTransactions:
             return
         try:
             await self.open(again)
+            committed = await f.committed(again, self.timeout_s)
         except KafkaError as exc:
             log.warning(
                 "restarting the producers of %s failed: %s", ", ".join(map(_name, again)), exc
@@ -339,9 +334,9 @@ class ConfluentTransactions:
             task.add_done_callback(self._tasks.discard)
             return
         for tp in again:
-            start = f.starts.pop(tp, None)
             # (No committed offset: the group's reset policy, as on a first assignment.)
-            f.seek(tp, start if start is not None else (-1 if self.reset == "latest" else -2))
+            start = committed.get(tp, -1001)
+            f.seek(tp, start if start >= 0 else (-1 if self.reset == "latest" else -2))
 
     async def _use(self, producer: Any, call: Awaitable[T]) -> T:
         key = id(producer)
