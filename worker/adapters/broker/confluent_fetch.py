@@ -10,9 +10,10 @@ it, so what is buffered stays bounded.
 Rebalances are incremental: librdkafka calls `on_revoke` with only the partitions that
 move, on the fetch thread; the thread hands them to the worker's coroutine on the event
 loop and waits (bounded) while their batches finish and commit, then gives them up. The
-other partitions go on. `on_assign` likewise waits for the worker to open the new
-partitions (under exactly-once: their producers); only then are they assigned, each
-from its committed offset, and polled.
+other partitions are not revoked, but get only what was fetched before until the
+callback returns (the thread consumes nothing inside it). `on_assign` likewise waits
+for the worker to open the new partitions (under exactly-once: their producers); only
+then are they assigned, each from its committed offset, and polled.
 
 A lane's partition is fixed by its number (`partition % lanes`), so an incremental change
 never moves a partition between lanes while one of its batches is in flight.
