@@ -58,6 +58,13 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not integration and not chaos"
 
+## The hypothesis properties with EXPLORE_TIMES (default 30) times their examples, at low
+## priority: the rare case a CI run (new examples every run) may draw. TESTS=<paths> narrows it.
+.PHONY: explore
+explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore nice -n 19 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  -m "not integration and not chaos" $(or $(TESTS),tests/core tests/serve)
+
 lint: $(STAMP)
 	$(BIN)/ruff check $(SRC)
 	$(BIN)/ruff format --check $(SRC)

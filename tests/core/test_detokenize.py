@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tests.support.examples import examples
 from worker.core.state import ChoiceState, RequestState, decode_state, encode_state
 from worker.core.text.detokenize import (
     PENDING_MAX_IDS,
@@ -127,7 +128,9 @@ def named(request: pytest.FixtureRequest) -> Named:
 
 
 _settings = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

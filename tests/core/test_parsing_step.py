@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.samples import GOLDEN, SETUPS, golden_inputs
+from tests.support.examples import examples
 from tests.support.helpers import Run, end, registry
 from worker.core.model import Registry
 
 _settings = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

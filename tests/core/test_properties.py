@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.core.test_detokenize import PIECES, split
+from tests.support.examples import examples
 from tests.support.helpers import Run, chunk, end, registry
 
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=20).map("".join)
 _settings = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from tests.support.examples import examples
 from tests.support.helpers import Run, chunk, end, registry
 from worker.core.text.stop import NO_STOPS, StopStrings, apply_stop, normalize_stop
 
@@ -372,7 +373,7 @@ def cases(draw: st.DrawFn) -> tuple[list[str], list[str], bool]:
     return stops, parts, draw(st.booleans())
 
 
-_settings = settings(max_examples=500, deadline=None)
+_settings = settings(max_examples=examples(500), deadline=None)
 
 
 @_settings

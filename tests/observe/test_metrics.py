@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
@@ -22,6 +22,8 @@ def _exposition(registry: CollectorRegistry) -> list[str]:
 values = st.lists(st.floats(min_value=0, max_value=20, allow_nan=False), max_size=60)
 
 
+# No deadline: hypothesis's default (200 ms an example) fails a loaded machine's stall.
+@settings(deadline=None)
 @given(st.lists(values, max_size=5), st.sampled_from([_SECONDS, _BYTES]))
 def test_batch_histogram_matches_prometheus_histogram(
     batches: list[list[float]], buckets: tuple[float, ...]

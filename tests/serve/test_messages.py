@@ -15,6 +15,7 @@ from tests.core.apis.messages_sdk import accumulated, read_whole
 from tests.serve.bodies import PLAIN, REASONED, TOOL_CALL
 from tests.serve.conftest import Client, LiveServer
 from tests.serve.formats import ANTHROPIC_TOOL, MESSAGES, MESSAGES_REQUEST, body, stream, whole
+from tests.support.examples import examples
 
 CASES: list[tuple[str, list[int], dict[str, Any], str, str]] = [
     ("deepseek-v4", REASONED, MESSAGES_REQUEST, "stop", "end_turn"),
@@ -32,7 +33,9 @@ CASES: list[tuple[str, list[int], dict[str, Any], str, str]] = [
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     case=st.sampled_from(range(len(CASES))),

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.serve.bodies import CHAT_REQUEST, PLAIN, REASONED, chat_body, chunk_body, split
+from tests.support.examples import examples
 from worker.core.model import Registry
 from worker.serve.driver import Driver
 
@@ -79,7 +80,7 @@ def _drive(
     return answers
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.sampled_from(range(len(CASES))),
     n=st.integers(min_value=2, max_value=3),

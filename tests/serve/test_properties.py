@@ -26,6 +26,7 @@ from tests.serve.bodies import (
     split,
 )
 from tests.serve.conftest import Client, LiveServer
+from tests.support.examples import examples
 
 CASES: list[tuple[str, list[int], dict[str, Any]]] = [
     ("deepseek-v4", REASONED, dict(CHAT_REQUEST)),
@@ -37,7 +38,9 @@ CASES: list[tuple[str, list[int], dict[str, Any]]] = [
 
 chunkings = st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=40)
 SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

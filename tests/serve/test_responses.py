@@ -24,6 +24,7 @@ from tests.serve.formats import (
     stream,
     whole,
 )
+from tests.support.examples import examples
 
 CASES: list[tuple[str, list[int], dict[str, Any], str]] = [
     ("deepseek-v4", REASONED, RESPONSES_REQUEST, "stop"),
@@ -67,7 +68,9 @@ def _sdk_whole(answer: dict[str, Any]) -> Any:
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     case=st.sampled_from(range(len(CASES))),

@@ -30,6 +30,7 @@ from hypothesis import given, settings
 from tests.core.sdk.sdk_cases import Case, chat_cases, registry, run_case
 from tests.core.sdk.test_sdk_oracle import _settings, check_chat_bytes
 from tests.serve.conftest import Client, LiveServer
+from tests.support.examples import examples
 from worker.serve.app import build_app
 
 
@@ -94,7 +95,7 @@ def serve_case(client: Client, case: Case) -> tuple[list[bytes], bytes]:
     return values, data
 
 
-@settings(_settings, max_examples=60)
+@settings(_settings, max_examples=examples(60))
 @given(case=chat_cases())
 def test_the_sdk_accumulates_serve_streams_to_serve_whole_answers(
     oracle_server: LiveServer, case: Case

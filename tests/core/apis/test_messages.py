@@ -25,6 +25,7 @@ from tests.core.apis.messages_sdk import (
     read_whole,
     sse,
 )
+from tests.support.examples import examples
 from worker.core.apis import messages as m
 from worker.core.apis.parts import Part
 from worker.core.errors import DerenderError
@@ -352,7 +353,7 @@ def _mergeable(a: P, b: P) -> bool:
     return b.reasoning is None and not (b.content is not None and a.calls)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=streamed())
 def test_random_cuts_accumulate_to_the_whole_message(case: tuple[list[P], Answer]) -> None:
     pieces, answer = case

@@ -26,11 +26,12 @@ from tests.core.apis.messages_sdk import MESSAGES, accumulated, client, read_who
 from tests.core.parsers.properties.test_properties import PIECES, _tokenizer, conversations
 from tests.core.parsers.shared.samples import SETUPS, chat_request
 from tests.core.sdk.sdk_cases import PLAIN, STOPS, WORDS, _chunks, registry
+from tests.support.examples import examples
 from tests.support.helpers import Run
 
 CREATED = 1767225600
 _settings = settings(
-    max_examples=8,
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -33,6 +33,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 from tests.core.apis.cases import Answers, cases, run
 from tests.core.parsers.shared.samples import SETUPS
 from tests.core.sdk.sdk_cases import PLAIN, Case
+from tests.support.examples import examples
 
 # The SDK's event types by their `type` (its union is discriminated by the SDK itself).
 EVENTS: dict[str, Any] = {
@@ -40,7 +41,7 @@ EVENTS: dict[str, Any] = {
     for m in typing.get_args(typing.get_args(ResponseStreamEvent)[0])
 }
 _settings = settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

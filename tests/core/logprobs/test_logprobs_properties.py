@@ -25,12 +25,15 @@ from tests.core.test_detokenize import (
     shows_one_shot,
     split,
 )
+from tests.support.examples import examples
 from tests.support.helpers import Run, end, registry
 from worker.core.text.logprobs import Position, Resolver
 
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=16).map("".join)
 _settings = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 PROMPT = "User: hi there 日本\nAssistant:"
 

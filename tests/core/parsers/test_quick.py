@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tests.core.parsers.properties.test_properties import _spec, _tokenizer, conversations
 from tests.core.parsers.shared.harness import Slot, deepseek_tokenizer, request
 from tests.core.parsers.shared.samples import GOLDEN, SETUPS, chat_request, render_deepseek_v4
+from tests.support.examples import examples
 from worker.core.parsers import (
     REASONING,
     REASONING_CONTENT,
@@ -77,7 +78,7 @@ def _reasoning_only(name: str) -> ParserSpec:
 
 @pytest.mark.parametrize("name", sorted(SETUPS))
 @settings(
-    max_examples=5,
+    max_examples=examples(5),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

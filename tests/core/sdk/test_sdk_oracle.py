@@ -49,11 +49,12 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tests.core.sdk.sdk_cases import Case, chat_cases, completion_cases, run_case
+from tests.support.examples import examples
 
 # The official SDK's finish reasons (its `Literal`s): vLLM's `abort` is none of them.
 ABORT = "abort"
 _settings = settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -227,7 +228,7 @@ def test_the_sdk_accumulates_every_chat_stream_to_the_whole_response(case: Case)
     check_chat(case)
 
 
-@settings(_settings, max_examples=40)
+@settings(_settings, max_examples=examples(40))
 @given(case=completion_cases())
 def test_completion_streams_read_by_the_sdk_add_up_to_the_whole_response(case: Case) -> None:
     check_completion(case)

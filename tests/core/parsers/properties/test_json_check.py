@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from tests.core.parsers.shared.harness import marker_tokenizer, parser, request
+from tests.support.examples import examples
 from worker.core.parsers.arguments import json_check
 from worker.core.parsers.language.state import JsonCheck
 
@@ -45,7 +46,7 @@ def _cuts(text: str) -> hs.SearchStrategy[list[int]]:
     return hs.lists(hs.integers(0, len(text)), max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(hs.data(), _objects, hs.sampled_from([None, 2, "  "]), hs.booleans())
 def test_valid_json_goes_out_as_written(data, value, indent, ascii_only):
     """A whole, valid value: every byte goes out, in any chunking, and nothing is added."""
@@ -53,7 +54,7 @@ def test_valid_json_goes_out_as_written(data, value, indent, ascii_only):
     assert _run(text, data.draw(_cuts(text))) == text
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(hs.data(), _objects)
 def test_a_cut_value_is_closed(data, value):
     """Cut anywhere: what goes out is a prefix of the text plus closers, and it parses."""
@@ -66,7 +67,7 @@ def test_a_cut_value_is_closed(data, value):
     assert _run(text[:cut], []) == out  # chunking changes nothing
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(hs.data(), _objects, hs.sampled_from(list("x}],:\"'\\{[0.e-tn\x01 ")))
 def test_a_broken_value_is_closed_where_it_broke(data, value, junk):
     """A character that is not JSON where it stands: the text before it, closed, parses;
@@ -157,7 +158,7 @@ def test_through_a_call_list(output, args):
         json.loads(got.calls[0][1])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(hs.data(), _objects, hs.integers(0, 2**16))
 def test_a_cut_call_list_call_has_arguments_that_parse(data, value, seed):
     """llama3_json output cut anywhere after the name: the call's arguments parse, are

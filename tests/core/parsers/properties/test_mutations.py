@@ -18,6 +18,7 @@ from hypothesis import strategies as hs
 from tests.core.parsers.properties.test_properties import _spec, _tokenizer
 from tests.core.parsers.shared.harness import Parser, Result, merge, request
 from tests.core.parsers.shared.samples import SETUPS, Call, Conversation, chat_request
+from tests.support.examples import examples
 
 
 def _parser(name: str) -> tuple[Parser, list[int]]:
@@ -57,7 +58,7 @@ def _norm(r: Result) -> tuple[object, ...]:
 # Derandomized: the same 40 mutations per format on every run (a sweep of 12,000 more
 # found the cases pinned below; CI should not be where the next one turns up).
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],

@@ -42,6 +42,7 @@ from tests.core.parsers.shared.samples_blocks import BLOCK_TOKENIZERS
 from tests.core.parsers.shared.samples_cohere import COHERE_TOKENIZERS, cohere_truth
 from tests.core.parsers.shared.samples_families import FAMILY_TOKENIZERS
 from tests.core.parsers.shared.samples_longtail import LONGTAIL_TOKENIZERS
+from tests.support.examples import examples
 from tests.support.vocab import synthetic_tokenizers
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import REASONING_FORMATS, TOOL_FORMATS, compile_parser
@@ -88,7 +89,7 @@ PIECES = [
 ]
 NAMES = ["get_weather", "search", "run_code", "f"]
 _settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

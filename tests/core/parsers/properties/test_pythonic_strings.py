@@ -17,6 +17,7 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import LLAMA_SPECIAL, marker_tokenizer, parser, request, tool
+from tests.support.examples import examples
 
 TOOLS = [tool("f", s="string", n="integer")]
 
@@ -55,7 +56,7 @@ def literal(rng: random.Random, body: str, quote: str) -> str:
     return quote + "".join(out) + quote
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     body=hs.text(hs.sampled_from("ab 東😀'\"\\\n{}[],()=01"), max_size=20),
     seed=hs.integers(0, 2**16),

@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import Parser, Result, Slot, parser, request, tool
 from tests.support import harmony_oracle as oracle
+from tests.support.examples import examples
 from tests.support.vocab.tiktoken_convert import gpt_oss_tokenizer
 from worker.core.parsers import feed
 from worker.core.parsers.machine.prose import FRAME_MAX
@@ -437,7 +438,7 @@ def _same_args(ours: str, theirs: str) -> bool:
         return False
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=conversations(),
     seed=hs.integers(0, 2**16),
@@ -460,7 +461,7 @@ def test_stream_equals_whole_equals_openai_harmony(
         assert r.calls == whole.calls, how  # arguments only append: stream == whole
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=conversations())
 def test_state_stays_bounded(text: str) -> None:
     tok = gpt_oss_tokenizer()

@@ -10,9 +10,12 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import Parser, expect, merge, parser, request, tool
+from tests.support.examples import examples
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers.arguments.held import HOLD_MAX
 from worker.core.parsers.language.state import Unescape
@@ -199,3 +202,43 @@ def test_held_text_goes_out_in_the_models_order(text: str) -> None:
         per_chunk, _ = p.stream_ids(ids, [cut])
         got = merge([e for chunk in per_chunk for e in chunk])
         assert (got.order, got) == (want.order, want), cut
+
+
+# What the recovery reads: escapes, code and math spans and their ends, runs of
+# backslashes (the parser properties' pieces spell none of the spans, nor `\n`).
+_ESCAPY = ["\\", "n", "r", "`", "```", "$", "$$", "(", ")", "[", "]", "\\n", "\n", " ", "x"]
+_escapy = st.lists(st.sampled_from(_ESCAPY), max_size=8).map("".join)
+_CALL = (
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n</function>\n"
+    "</tool_call>"
+)
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    reasoning=_escapy,
+    content=_escapy,
+    call=st.booleans(),
+    thinking=st.booleans(),
+    data=st.data(),
+)
+def test_recovered_text_streams_as_whole_in_the_models_order(
+    reasoning: str, content: str, call: bool, thinking: bool, data: st.DataObject
+) -> None:
+    """Escape-rich reasoning, content and a call, cut anywhere once and at random places,
+    say what the whole says, in the order one record says it (thinking on or off)."""
+    p = _v(chat_template_kwargs={"enable_thinking": thinking})
+    ids = p.ids(f"{reasoning}</think>{content}{_CALL if call else ''}<|im_end|>")
+    whole = p.whole(p.decode(ids), ids)
+    one, _ = p.stream_ids(ids, [])
+    want = merge(one[0])
+    cuts = data.draw(st.lists(st.integers(1, len(ids) - 1)).map(lambda c: sorted(set(c))))
+    for chunking in [cuts, *([c] for c in range(1, len(ids)))]:
+        per_chunk, _ = p.stream_ids(ids, chunking)
+        got = merge([e for chunk in per_chunk for e in chunk])
+        assert (got.reasoning, got.content, got.calls) == (
+            whole.reasoning,
+            whole.content,
+            whole.calls,
+        ), chunking
+        assert got.order == want.order, chunking

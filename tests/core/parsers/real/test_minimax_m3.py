@@ -18,6 +18,7 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import Slot, expect, merge, parser, request, tool
+from tests.support.examples import examples
 from tests.support.vocab.offline_tokenizers import offline_tokenizer
 from worker.core.parsers import ToolCallArgs, feed
 from worker.core.parsers.arguments import elements
@@ -215,7 +216,7 @@ def test_think_markers_written_as_text_still_count(tok: Tokenizer) -> None:
     assert (got.reasoning, got.content) == ("abc", "def")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     city=hs.text(hs.sampled_from("ab <>&\n東😀{}\"'"), max_size=12),
     days=hs.integers(-1000, 1000),
@@ -333,7 +334,7 @@ def test_a_long_invoke_streams_with_the_state_bounded(tok: Tokenizer) -> None:
 _piece = hs.text(hs.sampled_from("ab <>&\n東😀{}\"'"), max_size=40)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     params=hs.lists(hs.tuples(hs.sampled_from(["s", "i", "b"]), _piece), max_size=6),
     pad=hs.sampled_from([0, 3_900, 4_100, 9_000]),

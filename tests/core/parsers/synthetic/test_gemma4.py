@@ -18,6 +18,7 @@ from hypothesis import strategies as hs
 from tokenizers import Tokenizer
 
 from tests.core.parsers.shared.harness import expect, parser, request, tool
+from tests.support.examples import examples
 from tests.support.vocab.synthetic_tokenizers import functiongemma_tokenizer, gemma4_tokenizer
 
 Q = '<|"|>'
@@ -265,7 +266,7 @@ def gemma_value(v: Any, quoted: bool) -> str:
     return Q + v + Q
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     s=TEXT,
     i=hs.integers(-(10**6), 10**6),
