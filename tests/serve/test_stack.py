@@ -106,9 +106,10 @@ def test_the_supervisor_reads_a_process_endpoint_and_gets_its_answer() -> None:
 
 
 def test_close_lets_a_request_in_flight_finish() -> None:
-    gate = asyncio.Event()
+    gate, entered = asyncio.Event(), asyncio.Event()
 
     async def respond(path: str) -> tuple[str, str, bytes]:
+        entered.set()
         await gate.wait()
         return "200 OK", "text/plain", b"late\n"
 
@@ -116,7 +117,8 @@ def test_close_lets_a_request_in_flight_finish() -> None:
         server = await serve_http(respond, "127.0.0.1", 0)
         loop = asyncio.get_running_loop()
         pending = loop.run_in_executor(None, _get, server.port, "/x")
-        await asyncio.sleep(0.2)
+        # Closed once the request is in (not after a fixed sleep a loaded machine outlasts).
+        await asyncio.wait_for(entered.wait(), 30)
         server.close()
         await asyncio.sleep(0.1)
         gate.set()
