@@ -130,6 +130,7 @@ def measure(
     pids: dict[str, int | None],
 ) -> list[Level]:
     meters = {"gateway": gw.pid, "worker": wk.pid, **pids}
+    loop_cpus = set(os.sched_getaffinity(0))  # (the engine's taken out when pinned)
     # Untimed first: a broker started here compiles its hot paths (the JVM's JIT) over its
     # first thousands of requests, on the clients' core, which would weigh on the first level.
     for w in range(args.warmup):
@@ -152,6 +153,7 @@ def measure(
                 wk.check()
                 base = gateway_url if system == GATEWAY else engine_url
                 used0 = {k: stack.usage(pid) for k, pid in meters.items()}
+                busy0 = stack.cpu_busy(loop_cpus)
                 t0 = time.perf_counter()
                 b0 = stack.batches(wk.metrics_url)
                 w0 = stack.reply_wait(gateway_url)
@@ -182,6 +184,9 @@ def measure(
                     lv.wait_count += w1[0] - w0[0]
                     lv.wait_sum += w1[1] - w0[1]
                     lv.wait_p50 = stack.bucket_quantile(w0[2], w1[2], 0.5)
+                busy1 = stack.cpu_busy(loop_cpus)
+                was = lv.busy.get(system, (0.0, 0.0))
+                lv.busy[system] = (was[0] + busy1[0] - busy0[0], was[1] + busy1[1] - busy0[1])
                 lv.timed[system] += done
                 p50[system] = pct(ttfts(done), 0.5) or 0.0
                 errors = [t.error for t in done if t.error]

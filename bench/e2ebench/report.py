@@ -35,6 +35,9 @@ class Level:
     wait_sum: float = 0.0
     wait_p50: float | None = None
     hops: Hops | None = None
+    # Per system, over its waves: busy and total CPU seconds of the cores the loop and the
+    # clients run on (all of them when the engine shares them).
+    busy: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -133,6 +136,22 @@ def render(levels: list[Level], info: dict[str, str], elapsed_s: float) -> str:
             f"| {lv.concurrency} | {added * 1000:+.1f} | {every} | {ratio:.2f} | "
             f"{_verdict(ok)} | {added99 * 1000:+.1f} | {ratio99:.2f} |"
         )
+    out += [
+        "",
+        "How full the cores of the loop and the clients were over each system's waves (busy "
+        "over total CPU time of those cores; the engine's too when it shares them): a core "
+        "near 100 % queues every hop of the loop behind the others.",
+        "",
+        "| streams | " + " | ".join(f"{s} busy %" for s in SYSTEMS) + " |",
+        "|--:|" + "--:|" * len(SYSTEMS),
+    ]
+    for lv in levels:
+        if lv.busy:
+            cells = " | ".join(
+                f"{lv.busy[s][0] / lv.busy[s][1] * 100:.0f}" if lv.busy.get(s, (0, 0))[1] else "–"
+                for s in SYSTEMS
+            )
+            out.append(f"| {lv.concurrency} | {cells} |")
     out += [
         "",
         "## CPU per streamed token",

@@ -202,6 +202,20 @@ def usage(pid: int | None) -> Usage:
     return total
 
 
+def cpu_busy(cpus: set[int]) -> tuple[float, float]:
+    """Busy and total seconds so far, summed over `cpus` (psutil's per-CPU times): over a
+    wave, busy / total is how full the loop's cores were."""
+    per = psutil.cpu_times(percpu=True)
+    busy = total = 0.0
+    for c in cpus:
+        t = per[c]
+        idle = t.idle + getattr(t, "iowait", 0.0)
+        whole = sum(t)
+        busy += whole - idle
+        total += whole
+    return busy, total
+
+
 def reply_wait(url: str) -> tuple[float, float, dict[float, float]]:
     """The gateway's `derender_gateway_reply_wait_seconds`: (count, sum, cumulative buckets)."""
     return histogram(url, "derender_gateway_reply_wait_seconds")

@@ -281,6 +281,20 @@ async def read_all(
     return outputs
 
 
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark now: what is written from here on lies at or past it."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        async with asyncio.timeout(30):  # (without a group: every partition, once known)
+            while not consumer.assignment():
+                await asyncio.sleep(0.05)
+        ends = await consumer.end_offsets(list(consumer.assignment()))
+    finally:
+        await consumer.stop()
+    return {tp.partition: off for tp, off in ends.items()}
+
+
 def done_count(outputs: list[Output]) -> int:
     return len({o.key for o in outputs if o.value == b"[DONE]"})
 
