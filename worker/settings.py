@@ -217,12 +217,15 @@ FLAGS: list[Flag] = [
         "when the broker does not answer a fetch as soon as data arrives",
         int,
     ),
+    # Long: idle, the worker and its broker kept busy on a fetch every --fetch-max-wait-ms,
+    # while Apache Kafka answers a whole fetch as soon as records arrive anyway.
     Flag(
         "fetch-whole-wait-ms",
-        0,
+        500,
         "longest a fetch that asks for every assigned partition waits (0: "
         "--fetch-max-wait-ms): fewer fetches while idle, on a broker that answers a fetch "
-        "as soon as data arrives (Apache Kafka; not tansu)",
+        "as soon as records arrive, as Apache Kafka does; 0 for one that holds them to the "
+        "end of the wait (tansu)",
         int,
     ),
     Flag(

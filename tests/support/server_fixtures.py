@@ -221,7 +221,13 @@ def kafka_bootstrap(pytestconfig: pytest.Config) -> Iterator[str]:
             # Its data dir is thrown away: a clean shutdown would only cost seconds.
             broker.kill()
     else:
-        with servers.TansuBroker() as tansu:
+        # tansu answers a fetch only at the end of its wait: the workers the tests start
+        # (children: they inherit the environment) keep every fetch's wait short.
+        with (
+            servers.TansuBroker() as tansu,
+            pytest.MonkeyPatch.context() as env,
+        ):
+            env.setenv("DERENDER_FETCH_WHOLE_WAIT_MS", "0")
             yield tansu.bootstrap
 
 

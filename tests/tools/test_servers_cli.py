@@ -182,6 +182,8 @@ def test_prints_both_addresses_serves_and_stops_on_sigterm(
         client.close()
     assert servers.terminate() == 0, servers.stderr()
     assert "stopped the broker and redis" in servers.stderr()
+    # (tansu holds fetched records to the end of the wait: the workers must not wait long)
+    assert ("--fetch-whole-wait-ms 0" in servers.stderr()) == (kafka == "tansu")
     for address in (servers.bootstrap, servers.redis_url):
         assert not tcp_accepts(*host_port(address)), f"{address} still accepts connections"
 

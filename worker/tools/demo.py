@@ -175,8 +175,10 @@ def build_requests(registry: Registry) -> list[DemoRequest]:
     return out
 
 
-def _settings(bootstrap: str, redis_url: str) -> Settings:
+def _settings(bootstrap: str, redis_url: str, broker_name: str = "") -> Settings:
     values = {f.attr: f.default for f in FLAGS}
+    if broker_name == "tansu":  # it holds records to the end of a fetch's wait
+        values["fetch_whole_wait_ms"] = 0
     values.update(
         bootstrap_servers=bootstrap,
         redis_url=redis_url,
@@ -304,7 +306,7 @@ async def running_system(out: IO[str], registry: Registry) -> AsyncIterator[Syst
         out.write(f"  redis   redis-server {redis.url}\n")
         topics = [INPUT_TOPIC, OUTPUT_TOPIC, DLQ_TOPIC, CONTROL_TOPIC]
         await create_topics(broker.bootstrap, topics, PARTITIONS)
-        settings = _settings(broker.bootstrap, redis.url)
+        settings = _settings(broker.bootstrap, redis.url, broker_name)
         runner = Runner(
             settings,
             registry,

@@ -152,6 +152,11 @@ def run_servers(options: Options, out: IO[str] = sys.stdout, err: IO[str] = sys.
         else f"a Redis Cluster ({options.redis_cluster} masters with a replica each)"
     )
     note(f"derender-worker servers: {redis_kind} and {_describe(kind)} ({why})")
+    if kind == TANSU:
+        note(
+            "derender-worker servers: tansu answers a fetch only at the end of its wait: "
+            "run workers on it with --fetch-whole-wait-ms 0"
+        )
     previous = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
     try:
         with ExitStack() as stack:

@@ -71,7 +71,8 @@ def wait_longer_when_whole(consumer: AIOKafkaConsumer, whole_wait_ms: int) -> No
     that answers as soon as records arrive (Apache Kafka) answers it no later, and an idle
     consumer sends a fetch per `whole_wait_ms` instead of one per `fetch_max_wait_ms`.
     Not for a broker that answers only at the end of the wait (tansu): its records would
-    wait that long. (`_fetcher` is aiokafka's, as in `fetch_each_partition`.)"""
+    wait that long (`derender-worker demo` and `servers` say so, and the tests set 0 on
+    it). (`_fetcher` is aiokafka's, as in `fetch_each_partition`.)"""
     if whole_wait_ms <= 0:
         return  # (off: aiokafka's fetcher as it is)
     fetcher = consumer._fetcher
