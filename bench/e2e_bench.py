@@ -87,8 +87,10 @@ def servers(
             )
             bootstrap = kafka.bootstrap
             pids["kafka"] = kafka.pid
+            took = asyncio.run(warm_broker(bootstrap, args.broker_warmup))
             info["kafka"] = (
-                f"Apache Kafka {kafka_server.DEFAULT_VERSION}, one KRaft node, started here"
+                f"Apache Kafka {kafka_server.DEFAULT_VERSION}, one KRaft node, started here, "
+                f"then warmed with {args.broker_warmup} produce and fetch requests ({took:.0f} s)"
             )
         else:
             info["kafka"] = f"given: {bootstrap}"
@@ -103,6 +105,40 @@ def servers(
         else:
             info["redis"] = f"given: {redis_url}"
         yield engine_url.rstrip("/"), bootstrap, redis_url
+
+
+async def warm_broker(bootstrap: str, requests: int) -> float:
+    """Send a broker started here `requests` one-record produce requests (acks=all), each
+    fetched by a consumer: the JVM compiles its hot paths over its first thousands of
+    requests, and its compiler threads would otherwise share the loop's core during the
+    first waves. A broker in service long since has. Returns the seconds it took."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from worker.adapters.local.embedded import create_topics
+
+    began = time.perf_counter()
+    if requests <= 0:
+        return 0.0
+    topic = "bench-warmup"
+    await create_topics(bootstrap, [topic], 1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks="all")
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+        fetch_max_wait_ms=10,
+    )  # fmt: skip
+    await producer.start()
+    await consumer.start()
+    try:
+        for i in range(requests):
+            await producer.send_and_wait(topic, b"w" * 200)
+            if i % 4 == 0:
+                await consumer.getmany(timeout_ms=0)
+            if (i + 1) % 10_000 == 0:
+                print(f"broker warm-up: {i + 1} of {requests}", file=sys.stderr, flush=True)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return time.perf_counter() - began
 
 
 def _cpus(cpus: set[int]) -> str:
@@ -228,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda v: {int(c) for c in v.split(",")},
         help="run the engine started here on these CPUs (e.g. 0) and everything else on the"
         " others, as an engine on hardware of its own (default: all share every CPU)",
+    )
+    ap.add_argument(
+        "--broker-warmup",
+        type=int,
+        default=30_000,
+        help="produce requests sent through a Kafka started here before anything is measured, "
+        "so that its JIT has compiled its hot paths (default 30000)",
     )
     ap.add_argument("--worker-args", default="", help="extra `run` flags, space-separated")
     ap.add_argument("--gateway-args", default="", help="extra `gateway` flags, space-separated")
