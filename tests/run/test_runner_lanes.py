@@ -171,6 +171,7 @@ def test_each_lane_sends_through_a_producer_of_its_own(monkeypatch: pytest.Monke
     monkeypatch.setattr(runner_module, "check_access", nothing)
     monkeypatch.setattr(runner_module, "check_bootstrapped", lambda c: None)
     monkeypatch.setattr(runner_module, "fetch_each_partition", lambda c: None)
+    monkeypatch.setattr(runner_module, "wait_longer_when_whole", lambda c, ms: None)
     monkeypatch.setattr(runner_module, "GroupLag", NoGroupLag)
     monkeypatch.setattr(runner_module, "KafkaSink", lambda producer, *a: producer.sink)
 
