@@ -40,7 +40,7 @@ from worker.run.runner import Runner
 from worker.settings import FLAGS, Settings
 from worker.tools.output_reader import OutputReader
 from worker.tools.publisher import Publisher
-from worker.tools.servers import demo_broker
+from worker.tools.servers import TANSU, demo_broker
 from worker.tools.tail import Transcript
 
 CREATED = 1767225600  # fixed: the demo's outputs are deterministic
@@ -175,9 +175,9 @@ def build_requests(registry: Registry) -> list[DemoRequest]:
     return out
 
 
-def _settings(bootstrap: str, redis_url: str, broker_name: str = "") -> Settings:
+def _settings(bootstrap: str, redis_url: str, broker_name: str) -> Settings:
     values = {f.attr: f.default for f in FLAGS}
-    if broker_name == "tansu":  # it holds records to the end of a fetch's wait
+    if broker_name == TANSU:  # it holds records to the end of a fetch's wait
         values["fetch_whole_wait_ms"] = 0
     values.update(
         bootstrap_servers=bootstrap,

@@ -116,7 +116,7 @@ def demo_broker() -> tuple[TansuBroker | ApacheKafka, str]:
 
     if starts_from_cache():
         return ApacheKafka(), f"kafka {DEFAULT_VERSION}"
-    return TansuBroker(), "tansu"
+    return TansuBroker(), TANSU
 
 
 def run_servers(options: Options, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
