@@ -11,9 +11,10 @@ owner did not change has a *pause* (its longest gap between outputs), a partitio
 moved a *stall* (the same, across its move). Owners come from the workers' logged
 assignments. Repeats: outputs read more than once by (request id, seq, part).
 
-Candidates are sets of worker flags (`CANDIDATES`), plus `kip848`: the consumer-protocol
-prototype of bench/rebalance/kip848.py (confluent-kafka, one transactional producer per
-member, offsets sent with the consumer's group metadata).
+Candidates are sets of worker flags (`CANDIDATES`: `confluent` is the worker itself on
+KIP-848's consumer group protocol), plus `kip848`: the consumer-protocol prototype of
+bench/rebalance/kip848.py (confluent-kafka, one transactional producer per member, offsets
+sent with the consumer's group metadata; no processing).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemory
 BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "100",
+    # As the aiokafka workers' --session-timeout-ms (the local broker's is 3 s, for tests).
+    "group.consumer.session.timeout.ms": "10000",
     "group.initial.rebalance.delay.ms": "0",
 }
 # The code as it was (the main checkout's venv, when there is one) and this checkout's.
@@ -57,6 +60,8 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "sticky-3s-heartbeat": ("here", ["--assignor", "sticky", "--heartbeat-interval-ms", "3000"]),
     "sticky-heartbeat": ("here", ["--assignor", "sticky", *HEARTBEAT]),
     "roundrobin-here": ("here", ["--assignor", "roundrobin"]),
+    # The worker on confluent-kafka with KIP-848's consumer group protocol.
+    "confluent": ("here", ["--kafka-client", "confluent"]),
 }
 SETTLE_S = 5.0  # after the last member of an event is assigned: the window's tail
 
