@@ -12,22 +12,19 @@ is a data error: the rest is delivered and `OutputsRefused` names it.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from worker.adapters.broker.confluent_clients import Blocking, translated
+from worker.adapters.broker.outputs import Misrouted
 from worker.constants import CONTROL
 from worker.failures import Kind, classify
 from worker.ports import OutputsRefused, OutRecord
 
-log = logging.getLogger("derender.worker")
-
 # How often a topic's partition count is read again when a record names a partition past
 # the one known (partitions added to the output topic).
 PARTITIONS_REFRESH_S = 10.0
-MISROUTED_WARNED_MAX = 10_000
 
 # A record librdkafka could not deliver: it, where it went (topic, key, partition), why.
 _Failed = tuple[OutRecord, str, bytes | None, int, BaseException]
@@ -52,10 +49,8 @@ class ConfluentSink:
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.control_topic = control_topic
-        self.on_misrouted = on_misrouted
         self.timeout_s = timeout_s
-        self.misrouted = 0
-        self._warned: set[str] = set()
+        self.misrouted = Misrouted(on_misrouted)
         self._counts: dict[str, tuple[int, float]] = {}  # topic → (partitions, read at)
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
@@ -75,7 +70,7 @@ class ConfluentSink:
                 if rec.partition < count:
                     partition = rec.partition
                 else:
-                    self._misrouted(rec, count)
+                    self.misrouted(rec, self.output_topic, count)
             await self._produce(
                 self.output_topic, rec, rec.key.encode(), partition, delivered, refused
             )
@@ -159,24 +154,6 @@ class ConfluentSink:
         count = len(meta.topics[topic].partitions) if topic in meta.topics else 0
         self._counts[topic] = (count, now)
         return count
-
-    def _misrouted(self, rec: OutRecord, count: int) -> None:
-        self.misrouted += 1
-        if self.on_misrouted is not None:
-            self.on_misrouted()
-        if rec.key in self._warned:
-            return
-        if len(self._warned) >= MISROUTED_WARNED_MAX:
-            self._warned.clear()
-        self._warned.add(rec.key)
-        log.warning(
-            "request %s names reply partition %d, which output topic %s does not have "
-            "(%d partitions): its outputs go to the key's partition",
-            rec.key,
-            rec.partition,
-            self.output_topic,
-            count,
-        )
 
 
 def _collect(failed: list[_Failed]) -> _Delivered:

@@ -46,7 +46,8 @@ from worker.adapters.broker.confluent_clients import Blocking, translated
 from worker.adapters.broker.confluent_fetch import Fetcher
 from worker.adapters.broker.confluent_sink import ConfluentSink
 from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone
-from worker.ports import OutputsRefused, OutRecord, Partition
+from worker.adapters.broker.outputs import by_source, raise_refusals
+from worker.ports import OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
 T = TypeVar("T")
@@ -215,13 +216,7 @@ class ConfluentTransactions:
             self._open.add(p)
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
-        outs: dict[Partition, list[OutRecord]] = {}
-        dls: dict[Partition, list[OutRecord]] = {}
-        for rec in outputs:
-            outs.setdefault(rec.source_partition, []).append(rec)
-        for rec in dead_letters:
-            dls.setdefault(rec.source_partition, []).append(rec)
-        parts = list(outs.keys() | dls.keys())
+        parts, outs, dls = by_source(outputs, dead_letters)
         sinks = [self._sink(p) for p in parts]
         results = await asyncio.gather(
             *(
@@ -230,14 +225,7 @@ class ConfluentTransactions:
             ),
             return_exceptions=True,
         )
-        refused: list[tuple[OutRecord, BaseException]] = []
-        for result in results:
-            if isinstance(result, OutputsRefused):
-                refused += result.refused
-            elif isinstance(result, BaseException):
-                raise result
-        if refused:
-            raise OutputsRefused(refused)
+        raise_refusals(results)
 
     async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
         parts = list(offsets)
