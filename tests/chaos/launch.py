@@ -116,8 +116,8 @@ def _install_confluent(points: dict[str, Any], counts: dict[str, int], stalled: 
     commit, a partition's transaction commit, a transactional send and its abort."""
     import asyncio
 
-    from worker.adapters.broker.confluent_source import ConfluentSource
-    from worker.adapters.broker.confluent_txn import ConfluentTransactions
+    from worker.adapters.broker.confluent.source import ConfluentSource
+    from worker.adapters.broker.confluent.txn import ConfluentTransactions
 
     commit_ends = ConfluentSource.commit_ends
     commit_one = ConfluentTransactions._commit_one

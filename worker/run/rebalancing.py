@@ -9,7 +9,7 @@ import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from worker.adapters.broker.confluent_worker import ConfluentClients
+from worker.adapters.broker.confluent.worker import ConfluentClients
 from worker.adapters.broker.kafka_source import names, seek_to_time
 from worker.adapters.broker.kafka_txn import Transactions
 from worker.batch.checkpoint import Checkpoint

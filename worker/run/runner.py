@@ -42,7 +42,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from worker.adapters.broker.confluent_worker import ConfluentClients
+from worker.adapters.broker.confluent.worker import ConfluentClients
 from worker.adapters.broker.kafka import (
     check_access,
     check_bootstrapped,

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka import errors as kerrors
 
-from worker.adapters.broker.confluent_clients import (
+from worker.adapters.broker.confluent.clients import (
     Blocking,
     ConfluentError,
     consumer_config,
@@ -23,9 +23,9 @@ from worker.adapters.broker.confluent_clients import (
     security_config,
     translated,
 )
-from worker.adapters.broker.confluent_fetch import Fetcher
-from worker.adapters.broker.confluent_sink import ConfluentSink
-from worker.adapters.broker.confluent_source import ConfluentSource
+from worker.adapters.broker.confluent.fetch import Fetcher
+from worker.adapters.broker.confluent.sink import ConfluentSink
+from worker.adapters.broker.confluent.source import ConfluentSource
 from worker.failures import HANDLED, Kind, classify
 from worker.ports import Batch, OutputsRefused, OutRecord
 from worker.run.assignment import Assignment, PartitionLease

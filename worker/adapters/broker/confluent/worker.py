@@ -12,15 +12,15 @@ from typing import Any
 import confluent_kafka
 from aiokafka import TopicPartition
 
-from worker.adapters.broker.confluent_clients import (
+from worker.adapters.broker.confluent.clients import (
     Blocking,
     consumer_config,
     producer_config,
 )
-from worker.adapters.broker.confluent_fetch import Fetcher, Rebalance
-from worker.adapters.broker.confluent_sink import ConfluentSink
-from worker.adapters.broker.confluent_source import ConfluentSource
-from worker.adapters.broker.confluent_txn import ConfluentTransactions
+from worker.adapters.broker.confluent.fetch import Fetcher, Rebalance
+from worker.adapters.broker.confluent.sink import ConfluentSink
+from worker.adapters.broker.confluent.source import ConfluentSource
+from worker.adapters.broker.confluent.txn import ConfluentTransactions
 from worker.observe.propagation import carried_names
 from worker.ports import Sink
 from worker.settings import EXACTLY_ONCE, Settings

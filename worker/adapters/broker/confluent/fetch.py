@@ -1,5 +1,5 @@
 """The consumer of `--kafka-client confluent` (KIP-848's group protocol), read by one
-thread, its records handed to the lanes (`confluent_source.ConfluentSource`).
+thread, its records handed to the lanes (`source.ConfluentSource`).
 
 librdkafka's consumer has one queue for all its partitions (the Python client exposes no
 per-partition queue), so a `Fetcher` thread consumes it and files each record under its
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import confluent_kafka
 from aiokafka import TopicPartition
 
-from worker.adapters.broker.confluent_clients import Blocking, ConfluentError, settle, translated
+from worker.adapters.broker.confluent.clients import Blocking, ConfluentError, settle, translated
 from worker.failures import Kind, classify
 from worker.ports import Partition
 

@@ -1,5 +1,5 @@
 """The Kafka source on confluent-kafka (`--kafka-client confluent`): one lane's share of
-the fetcher's partitions (`confluent_fetch.Fetcher`) as `Batch`es, its rewinds (seeks on
+the fetcher's partitions (`fetch.Fetcher`) as `Batch`es, its rewinds (seeks on
 the fetch thread) and its commits."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import confluent_kafka
 from aiokafka import TopicPartition
 
-from worker.adapters.broker.confluent_fetch import Fetcher
+from worker.adapters.broker.confluent.fetch import Fetcher
 from worker.observe.propagation import TRACE_HEADERS, carried
 from worker.ports import Batch, InRecord, Partition
 

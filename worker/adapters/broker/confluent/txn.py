@@ -42,9 +42,9 @@ import confluent_kafka
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
 
-from worker.adapters.broker.confluent_clients import Blocking, translated
-from worker.adapters.broker.confluent_fetch import Fetcher
-from worker.adapters.broker.confluent_sink import ConfluentSink
+from worker.adapters.broker.confluent.clients import Blocking, translated
+from worker.adapters.broker.confluent.fetch import Fetcher
+from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone
 from worker.adapters.broker.outputs import by_source, raise_refusals
 from worker.ports import OutRecord, Partition

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from worker.adapters.broker.confluent_clients import Blocking, translated
+from worker.adapters.broker.confluent.clients import Blocking, translated
 from worker.adapters.broker.outputs import Misrouted
 from worker.constants import CONTROL
 from worker.failures import Kind, classify
