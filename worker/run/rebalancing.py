@@ -41,9 +41,12 @@ class Rebalancing:
         # that comes back must be claimed anew (another owner may have held it meanwhile).
         # No lane polls until the new assignment is ready (`Assignment` says why).
         # (KIP-848's revocations are incremental: only the moved partitions' batches
-        # are fenced, the others go on.)
-        moved = revoked if self.confluent is not None else None
-        await self.assignment.revoke(self.s.session_timeout_ms / 2000, moved)
+        # are fenced, the others go on; the member gives them up after a short wait,
+        # `Fetcher.revoke_wait_s`, whatever is still running.)
+        moved, wait_s = None, self.s.session_timeout_ms / 2000
+        if self.confluent is not None:
+            moved, wait_s = revoked, self.confluent.fetcher.revoke_wait_s
+        await self.assignment.revoke(wait_s, moved)
         self.metrics.rebalances.inc()
         if self.checkpoint is not None:
             # What waits on --commit-interval-ms commits now (the batches are done): open

@@ -8,6 +8,9 @@ The integration and chaos suites run it on the real broker (`kafka_client`)."""
 from __future__ import annotations
 
 import asyncio
+import queue
+import time
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka
@@ -26,6 +29,8 @@ from worker.adapters.broker.confluent.clients import (
 from worker.adapters.broker.confluent.fetch import Fetcher
 from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.confluent.source import ConfluentSource
+from worker.adapters.broker.confluent.txn import _close
+from worker.adapters.broker.kafka_txn import PartitionGone
 from worker.failures import HANDLED, Kind, classify
 from worker.ports import Batch, OutputsRefused, OutRecord
 from worker.run.assignment import Assignment, PartitionLease
@@ -252,6 +257,132 @@ async def _an_incremental_revocation_lets_the_other_lanes_poll_on() -> None:
     assert assignment.settled
     await assignment.revoke(0.1)
     assert not assignment.settled
+
+
+class RebalancingConsumer:
+    """librdkafka's consumer as the fetch thread drives it: `consume` runs the rebalance
+    callbacks the test queues, as librdkafka runs them inside a consume."""
+
+    def __init__(self) -> None:
+        self.events: queue.SimpleQueue[tuple[str, list[int]]] = queue.SimpleQueue()
+        self.unassigned: list[int] = []
+        self.committed: list[list[tuple[int, int]]] = []
+        self.callbacks: dict[str, Callable[..., None]] = {}
+
+    def subscribe(self, topics: list[str], **callbacks: Callable[..., None]) -> None:
+        self.callbacks = callbacks
+
+    def consume(self, n: int, timeout_s: float) -> list[Any]:
+        try:
+            kind, partitions = self.events.get(timeout=timeout_s)
+        except queue.Empty:
+            return []
+        parts = [confluent_kafka.TopicPartition("in", p) for p in partitions]
+        self.callbacks[kind](self, parts)
+        return []
+
+    def incremental_assign(self, parts: list[Any]) -> None:
+        pass
+
+    def incremental_unassign(self, parts: list[Any]) -> None:
+        self.unassigned += [p.partition for p in parts]
+
+    def position(self, parts: list[Any]) -> list[Any]:
+        return []
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        return (0, -1)
+
+    def consumer_group_metadata(self) -> str:
+        return "metadata"
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.committed.append([(p.partition, p.offset) for p in offsets])
+
+    def close(self) -> None:
+        pass
+
+
+async def until(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return check()
+
+
+def test_a_revocation_gives_the_moved_partitions_up_without_waiting_for_the_worker() -> None:
+    asyncio.run(_a_revocation_gives_the_moved_partitions_up_without_waiting_for_the_worker())
+
+
+async def _a_revocation_gives_the_moved_partitions_up_without_waiting_for_the_worker() -> None:
+    consumer = RebalancingConsumer()
+    f = Fetcher({}, Blocking(), max_records=10)
+    f.loop, f.consumer = asyncio.get_running_loop(), consumer
+    f.callback_timeout_s = 30.0
+    release = asyncio.Event()
+    assigned: list[list[TopicPartition]] = []
+
+    async def on_revoked(tps: list[TopicPartition]) -> None:
+        await release.wait()  # (a batch of a moved partition that takes its time)
+
+    async def on_assigned(tps: list[TopicPartition]) -> None:
+        assigned.append(tps)
+
+    f.subscribe("in", on_revoked, on_assigned)
+    try:
+        consumer.events.put(("on_assign", [0, 1]))
+        assert await until(lambda: f.owned == {TP0, TP1}, 2.0)
+        assert await f.assigned_metadata([TP1], 1.0) == "metadata"
+        began = time.monotonic()
+        consumer.events.put(("on_revoke", [1]))
+        # The fetch thread returns to consuming (the unmoved TP0) long before the worker
+        # is done with TP1.
+        assert await until(lambda: f.owned == {TP0}, 2.0)
+        assert time.monotonic() - began < 1.0 and consumer.unassigned == [1]
+        # What the worker still runs for TP1 commits nothing of it: its transaction gets
+        # no group metadata, its offsets are left out.
+        with pytest.raises(PartitionGone):
+            await f.assigned_metadata([TP1], 1.0)
+        assert await f.assigned_metadata([TP0], 1.0) == "metadata"
+        await f.commit([position(TP0, 5), position(TP1, 7)], 1.0)
+        assert consumer.committed == [[(0, 5)]]
+        # TP1 back before its revocation is over here: assigned only after it.
+        consumer.events.put(("on_assign", [1]))
+        await asyncio.sleep(0.3)
+        assert f.owned == {TP0} and assigned == [[TP0, TP1]]
+        release.set()
+        assert await until(lambda: f.owned == {TP0, TP1}, 2.0)
+        assert assigned == [[TP0, TP1], [TP1]]
+    finally:
+        release.set()
+        await f.stop()
+
+
+class AbortRecorder:
+    def __init__(self, open_transaction: bool) -> None:
+        self.open_transaction = open_transaction
+        self.calls: list[str] = []
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        self.calls.append("abort")
+        if not self.open_transaction:
+            raise confluent_kafka.KafkaException(confluent_kafka.KafkaError(E._STATE))
+
+    def purge(self) -> None:
+        self.calls.append("purge")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_a_producer_closed_with_its_transaction_open_aborts_it() -> None:
+    # (Left open, it would hold every read_committed reader of the partitions it wrote
+    # until the broker's transaction timeout.)
+    busy, idle = AbortRecorder(open_transaction=True), AbortRecorder(open_transaction=False)
+    _close(busy)
+    _close(idle)
+    assert busy.calls == ["abort", "close"]
+    assert idle.calls == ["abort", "purge", "close"]
 
 
 class FakeProducer:

@@ -8,12 +8,17 @@ files. A partition holding more than `PAUSE_AT` batches is paused until its lane
 it, so what is buffered stays bounded.
 
 Rebalances are incremental: librdkafka calls `on_revoke` with only the partitions that
-move, on the fetch thread; the thread hands them to the worker's coroutine on the event
-loop and waits (bounded) while their batches finish and commit, then gives them up. The
-other partitions are not revoked, but get only what was fetched before until the
-callback returns (the thread consumes nothing inside it). `on_assign` likewise waits
-for the worker to open the new partitions (under exactly-once: their producers); only
-then are they assigned, each from its committed offset, and polled.
+move, on the fetch thread, which consumes nothing until the callback returns: the other
+partitions get no records meanwhile. So the callback hands the moved partitions to the
+worker's coroutine on the event loop, waits for it only `REVOKE_WAIT_S` (their batches
+finishing and committing, when they can within it), then gives them up and returns; the
+coroutine goes on in the background, fencing what is left of them. What decides that
+nothing moved commits late is on this thread: a commit's group metadata (exactly-once)
+or its offsets (at-least-once) are taken only for partitions still assigned
+(`assigned_metadata`, `commit`), in the same stretch as librdkafka's assignment changes.
+`on_assign` waits for the worker to open the new partitions (under exactly-once: their
+producers, warm ones; and first, a revocation of them still running); only then are they
+assigned, each from its committed offset, and polled.
 
 A lane's partition is fixed by its number (`partition % lanes`), so an incremental change
 never moves a partition between lanes while one of its batches is in flight.
@@ -22,6 +27,7 @@ never moves a partition between lanes while one of its batches is in flight.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import queue
@@ -35,6 +41,7 @@ import confluent_kafka
 from aiokafka import TopicPartition
 
 from worker.adapters.broker.confluent.clients import Blocking, ConfluentError, settle, translated
+from worker.adapters.broker.kafka_txn import PartitionGone
 from worker.failures import Kind, classify
 from worker.ports import Partition
 
@@ -54,6 +61,10 @@ PAUSE_AT = 4
 # The longest a rebalance callback waits for the worker (its batches finish within half
 # the session timeout, then the producers' calls are bounded by the step timeout).
 CALLBACK_TIMEOUT_S = 30.0
+# How long the revocation callback waits for the moved partitions' batches and commits
+# before it gives them up anyway: the unmoved partitions get nothing while it waits, and
+# what it cuts short is aborted and redone by the new owner (docs/design/rebalancing.md).
+REVOKE_WAIT_S = 0.2
 
 Rebalance = Callable[[list[TopicPartition]], Coroutine[Any, Any, Any]]
 T = TypeVar("T")
@@ -103,6 +114,11 @@ class Fetcher:
         self.on_revoked: Rebalance | None = None
         self.on_assigned: Rebalance | None = None
         self.callback_timeout_s = CALLBACK_TIMEOUT_S
+        self.revoke_wait_s = REVOKE_WAIT_S
+        # librdkafka's assignment as of the fetch thread's last callback (read and written
+        # on that thread only), and the revocations still running on the event loop.
+        self._assigned: set[TopicPartition] = set()
+        self._revocations: dict[TopicPartition, concurrent.futures.Future[Any]] = {}
         # A refusal no retry mends (READ on the input revoked), raised by the next poll;
         # librdkafka retries everything else itself.
         self.failure: BaseException | None = None
@@ -212,18 +228,22 @@ class Fetcher:
     # -- rebalance callbacks (on the fetch thread) -----------------------------------
 
     def _call(self, what: str, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run `coro` on the event loop and wait for it here, running the consumer calls
-        it queues meanwhile (librdkafka admits them from inside its callback)."""
+        """Run `coro` on the event loop and wait for it here."""
         assert self.loop is not None
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        deadline = time.monotonic() + self.callback_timeout_s
-        while not future.done() and time.monotonic() < deadline:
-            self._run_ops(CALLBACK_TICK_S)
-        if not future.done():
+        if not self._wait(future, self.callback_timeout_s):
             future.cancel()
             log.warning("%s: not done within %.0fs, going on", what, self.callback_timeout_s)
-        elif (exc := future.exception()) is not None:
-            log.warning("%s: %s: %s", what, type(exc).__name__, exc)
+        else:
+            _logged(what, future)
+
+    def _wait(self, future: concurrent.futures.Future[Any], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for `future`, running the consumer calls the event loop
+        queues meanwhile (librdkafka admits them from inside its callback)."""
+        deadline = time.monotonic() + timeout_s
+        while not future.done() and (left := deadline - time.monotonic()) > 0:
+            self._run_ops(min(CALLBACK_TICK_S, left))
+        return future.done()
 
     def _cb_revoke(self, consumer: Any, parts: list[Any]) -> None:
         tps = [_tp(p) for p in parts]
@@ -231,8 +251,15 @@ class Fetcher:
             return
         assert self.loop is not None and self.on_revoked is not None
         self.loop.call_soon_threadsafe(self.revoking.update, tps)
-        self._call("handling a revocation", self.on_revoked(tps))
+        future = asyncio.run_coroutine_threadsafe(self.on_revoked(tps), self.loop)
+        # (Not cancelled past the wait: it fences and aborts what the wait cut short.)
+        if not self._wait(future, self.revoke_wait_s):
+            log.info("giving up %s with its revocation still under way", _names(parts))
+        future.add_done_callback(lambda f: _logged("handling a revocation", f))
+        for tp in tps:
+            self._revocations[tp] = future
         consumer.incremental_unassign(parts)
+        self._assigned.difference_update(tps)
         self.loop.call_soon_threadsafe(self._forget, tps)
 
     def _cb_lost(self, consumer: Any, parts: list[Any]) -> None:
@@ -244,10 +271,17 @@ class Fetcher:
         if not tps:
             return
         assert self.loop is not None and self.on_assigned is not None
+        # A partition back before its revocation here is over: that one first (it would
+        # close the producer the assignment opens).
+        for tp in tps:
+            if (earlier := self._revocations.pop(tp, None)) is not None:
+                self._wait(earlier, self.callback_timeout_s)
+        self._revocations = {tp: f for tp, f in self._revocations.items() if not f.done()}
         self._call("opening assigned partitions", self.on_assigned(tps))
         # (Each from its committed offset: librdkafka's read_committed fetch of it waits
         # for a transaction still carrying offsets, KIP-447's stable offsets.)
         consumer.incremental_assign(_parts(tuple(tps)))
+        self._assigned.update(tps)
         self.loop.call_soon_threadsafe(self._own, tps)
 
     # -- on the event loop -----------------------------------------------------------
@@ -398,8 +432,29 @@ class Fetcher:
         found = await self.call(lambda c: c.committed(parts, timeout_s), timeout_s + 1)
         return {_tp(p): p.offset for p in found}
 
-    async def group_metadata(self, timeout_s: float) -> Any:
-        return await self.call(lambda c: c.consumer_group_metadata(), timeout_s)
+    async def assigned_metadata(self, tps: list[TopicPartition], timeout_s: float) -> Any:
+        """The consumer's group metadata (member id and epoch), for offsets of `tps`;
+        PartitionGone if one of them is no longer assigned. Read on the fetch thread, so
+        either the partitions were still ours at that epoch (and the coordinator refuses
+        it once the revocation is acknowledged), or the commit goes no further."""
+
+        def read(consumer: Any) -> Any:
+            if gone := [tp for tp in tps if tp not in self._assigned]:
+                raise PartitionGone(f"{_names(_parts(tuple(gone)))} given up in a rebalance")
+            return consumer.consumer_group_metadata()
+
+        return await self.call(read, timeout_s)
+
+    async def commit(self, parts: list[Any], timeout_s: float) -> None:
+        """Commit `parts` (librdkafka TopicPartitions with offsets), leaving out those no
+        longer assigned: their new owner may have started from an older offset already."""
+
+        def commit(consumer: Any) -> None:
+            mine = [p for p in parts if _tp(p) in self._assigned]
+            if mine:
+                consumer.commit(offsets=mine, asynchronous=False)
+
+        await self.call(commit, timeout_s)
 
 
 def _highs(consumer: Any, tps: tuple[TopicPartition, ...]) -> dict[Any, int]:
@@ -418,6 +473,11 @@ def _highs(consumer: Any, tps: tuple[TopicPartition, ...]) -> dict[Any, int]:
 
 def _parts(tps: tuple[TopicPartition, ...]) -> list[Any]:
     return [confluent_kafka.TopicPartition(tp.topic, tp.partition) for tp in tps]
+
+
+def _logged(what: str, future: concurrent.futures.Future[Any]) -> None:
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        log.warning("%s: %s: %s", what, type(exc).__name__, exc)
 
 
 def _done(future: asyncio.Future[None]) -> None:

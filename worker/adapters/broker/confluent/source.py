@@ -97,9 +97,7 @@ class ConfluentSource:
         if not parts:
             return
         try:
-            await self.fetcher.call(
-                lambda c: c.commit(offsets=parts, asynchronous=False), self.commit_timeout_s
-            )
+            await self.fetcher.commit(parts, self.commit_timeout_s)
         except Exception as exc:
             if _moved(exc):  # (a rebalance took them: the new owner redoes the batch)
                 log.warning("commit refused after a rebalance: %s", exc)

@@ -58,6 +58,8 @@ WARM_PRODUCERS = 4
 # After a partition's transaction failed, how long before its producer is started again
 # (when the partition is still ours): a fenced zombie hears of it from the group first.
 REOPEN_AFTER_S = 1.0
+# How long closing a producer waits for the abort of a transaction it left open.
+CLOSE_ABORT_S = 5.0
 
 
 class ConfluentTransactions:
@@ -260,7 +262,8 @@ class ConfluentTransactions:
         assert isinstance(p, TopicPartition)
         at = [confluent_kafka.TopicPartition(p.topic, p.partition, offset)]
         run, t = self.blocking.run, self.timeout_s
-        metadata = await self.fetcher.group_metadata(t)  # (this member, as of now: KIP-447)
+        # (This member as of now, KIP-447; PartitionGone if a rebalance took `p`.)
+        metadata = await self.fetcher.assigned_metadata([p], t)
         await run(producer.send_offsets_to_transaction, at, metadata, t, timeout_s=t + 1)
         await run(producer.commit_transaction, t, timeout_s=t + 1)
 
@@ -357,7 +360,12 @@ class ConfluentTransactions:
 
 
 def _close(producer: Any) -> None:
-    producer.purge()
+    # A transaction left open holds every read_committed reader of the partitions it
+    # wrote until the broker times it out: abort it (no transaction open: refused at once).
+    try:
+        producer.abort_transaction(CLOSE_ABORT_S)
+    except Exception:  # (none open, or the producer is fenced: nothing to abort here)
+        producer.purge()
     producer.close()
 
 
