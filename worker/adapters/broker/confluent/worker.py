@@ -18,6 +18,7 @@ from worker.adapters.broker.confluent.clients import (
     producer_config,
 )
 from worker.adapters.broker.confluent.fetch import Fetcher, Rebalance
+from worker.adapters.broker.confluent.logs import LibrdkafkaLog
 from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.confluent.source import ConfluentSource
 from worker.adapters.broker.confluent.txn import ConfluentTransactions
@@ -26,8 +27,9 @@ from worker.ports import Sink
 from worker.settings import EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
-# librdkafka's own log lines, through Python's logging (it writes to stderr otherwise).
-LIBRDKAFKA_LOG = logging.getLogger("derender.librdkafka")
+# librdkafka's own log lines, through Python's logging (it writes to stderr otherwise),
+# each repeated line rate-limited.
+LIBRDKAFKA_LOG = LibrdkafkaLog(logging.getLogger("derender.librdkafka"))
 
 
 class ConfluentClients:
