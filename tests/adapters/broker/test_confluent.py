@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -379,10 +380,39 @@ def test_a_producer_closed_with_its_transaction_open_aborts_it() -> None:
     # (Left open, it would hold every read_committed reader of the partitions it wrote
     # until the broker's transaction timeout.)
     busy, idle = AbortRecorder(open_transaction=True), AbortRecorder(open_transaction=False)
-    _close(busy)
-    _close(idle)
+    _close(busy, Blocking())
+    _close(idle, Blocking())
     assert busy.calls == ["abort", "close"]
     assert idle.calls == ["abort", "purge", "close"]
+
+
+class StuckFlush(AbortRecorder):
+    def __init__(self) -> None:
+        super().__init__(open_transaction=False)
+        self.release = threading.Event()
+
+    def flush(self, timeout_s: float) -> int:
+        self.calls.append("flush")
+        self.release.wait(timeout_s)
+        self.calls.append("flushed")
+        return 0
+
+
+def test_a_producer_is_closed_only_once_a_call_that_outlasted_its_bound_ends() -> None:
+    asyncio.run(_a_producer_is_closed_only_once_a_call_that_outlasted_its_bound_ends())
+
+
+async def _a_producer_is_closed_only_once_a_call_that_outlasted_its_bound_ends() -> None:
+    # (librdkafka: a handle closed while another thread flushes it breaks that flush.)
+    blocking, producer = Blocking(), StuckFlush()
+    with pytest.raises(TimeoutError):
+        await blocking.run(producer.flush, 10.0, timeout_s=0.05)
+    closing = asyncio.ensure_future(blocking.run(_close, producer, blocking))
+    await asyncio.sleep(0.3)
+    assert producer.calls == ["flush"] and not closing.done()
+    producer.release.set()
+    await asyncio.wait_for(closing, 2.0)
+    assert producer.calls == ["flush", "flushed", "abort", "purge", "close"]
 
 
 class FakeProducer:

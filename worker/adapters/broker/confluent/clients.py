@@ -66,7 +66,12 @@ def translated(exc: BaseException) -> BaseException:
 
 class Blocking:
     """Daemon threads for librdkafka's blocking calls, grown on demand up to `size`
-    (concurrent commits of a lane's partitions each take one), reused after."""
+    (concurrent commits of a lane's partitions each take one), reused after.
+
+    A call that outlasts its awaiter's bound goes on on its thread, so a client is closed
+    only once no call of its own runs (`wait_idle`): closing a librdkafka handle while
+    another thread is inside one of its calls breaks that call (a flush then fails
+    with a SystemError, or never returns)."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
@@ -76,19 +81,47 @@ class Blocking:
         self._threads: list[threading.Thread] = []
         self._idle = 0
         self._lock = threading.Lock()
+        # Calls running per client (by id: a bound method's object), and their ends.
+        self._calls: dict[int, int] = {}
+        self._ended = threading.Condition(self._lock)
 
     async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float | None = None) -> T:
         """`fn(*args)` on a pool thread; librdkafka's errors translated. Past `timeout_s`
         a TimeoutError is raised (the call itself ends within its own librdkafka bound)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._submit((lambda: fn(*args)), loop, future)
+        client = getattr(fn, "__self__", None)
+        if client is None:
+            call: Callable[[], Any] = lambda: fn(*args)  # noqa: E731
+        else:
+            key = id(client)
+            with self._lock:
+                self._calls[key] = self._calls.get(key, 0) + 1
+
+            def call() -> Any:
+                try:
+                    return fn(*args)
+                finally:
+                    with self._lock:
+                        if self._calls[key] <= 1:
+                            del self._calls[key]
+                            self._ended.notify_all()
+                        else:
+                            self._calls[key] -= 1
+
+        self._submit(call, loop, future)
         try:
             if timeout_s is None:
                 return await future
             return await asyncio.wait_for(future, timeout_s)
         except Exception as exc:
             raise translated(exc) from exc
+
+    def wait_idle(self, client: Any, timeout_s: float) -> bool:
+        """On a pool thread: wait until no call of `client`'s runs (False: still one after
+        `timeout_s`)."""
+        with self._ended:
+            return self._ended.wait_for(lambda: id(client) not in self._calls, timeout_s)
 
     def _submit(self, call: Callable[[], Any], loop: Any, future: Any) -> None:
         with self._lock:

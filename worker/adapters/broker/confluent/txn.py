@@ -58,8 +58,10 @@ WARM_PRODUCERS = 4
 # After a partition's transaction failed, how long before its producer is started again
 # (when the partition is still ours): a fenced zombie hears of it from the group first.
 REOPEN_AFTER_S = 1.0
-# How long closing a producer waits for the abort of a transaction it left open.
+# How long closing a producer waits for the abort of a transaction it left open, and
+# before that for the calls still running on it (each ends within its own bound).
 CLOSE_ABORT_S = 5.0
+CLOSE_WAIT_S = 70.0
 
 
 class ConfluentTransactions:
@@ -349,7 +351,9 @@ class ConfluentTransactions:
 
     def _close_later(self, producer: Any) -> None:
         """Close on a pool thread: closing a handle waits for librdkafka's threads."""
-        task = asyncio.ensure_future(self.blocking.run(_close, producer, timeout_s=10))
+        task = asyncio.ensure_future(
+            self.blocking.run(_close, producer, self.blocking, timeout_s=CLOSE_WAIT_S + 10)
+        )
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def _sink(self, p: Partition) -> ConfluentSink:
@@ -359,7 +363,10 @@ class ConfluentTransactions:
         return sink
 
 
-def _close(producer: Any) -> None:
+def _close(producer: Any, blocking: Blocking) -> None:
+    if not blocking.wait_idle(producer, CLOSE_WAIT_S):
+        log.warning("a transactional producer still busy after %.0fs: left open", CLOSE_WAIT_S)
+        return
     # A transaction left open holds every read_committed reader of the partitions it
     # wrote until the broker times it out: abort it (no transaction open: refused at once).
     try:

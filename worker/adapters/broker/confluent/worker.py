@@ -96,7 +96,9 @@ class ConfluentClients:
             dlq_topic=s.dlq_topic,
             control_topic=s.control_topic,
             on_misrouted=self.on_misrouted,
-            timeout_s=s.step_timeout_s,
+            # (A transaction outliving the broker's timeout is aborted there: a librdkafka
+            # call on it waiting longer only holds the partition up.)
+            timeout_s=min(s.step_timeout_s, s.transaction_timeout_ms / 1000),
             reset=s.reset or "earliest",
         )
 
@@ -137,13 +139,17 @@ class ConfluentClients:
         closing: list[Awaitable[Any]] = [self.fetcher.stop()]
         if txns is not None:
             closing.append(txns.close_all())
-        closing += [self.blocking.run(_flush_close, p, 2.0, timeout_s=5) for p in producers]
+        closing += [
+            self.blocking.run(_flush_close, p, self.blocking, 2.0, timeout_s=5) for p in producers
+        ]
         results = await asyncio.gather(*closing, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 log.debug("closing a confluent-kafka client: %s", r)
 
 
-def _flush_close(producer: Any, timeout_s: float) -> None:
+def _flush_close(producer: Any, blocking: Blocking, timeout_s: float) -> None:
+    if not blocking.wait_idle(producer, timeout_s):  # (a send's flush still running)
+        return
     producer.flush(timeout_s)
     producer.close()
