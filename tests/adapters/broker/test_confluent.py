@@ -227,10 +227,12 @@ async def _a_full_partition_is_paused_until_its_lane_drains_it() -> None:
         def resume(self, parts: list[Any]) -> None:
             calls.append("resume")
 
+    f._assigned = {TP0}
+    f._apply_pauses(Consumer())
     f.take([TP0], 7)
     assert TP0 not in f._paused
-    while not f._ops.empty():
-        f._ops.get_nowait()(Consumer())
+    f._apply_pauses(Consumer())
+    f._apply_pauses(Consumer())
     assert calls == ["pause", "resume"]
 
 
@@ -262,10 +264,16 @@ async def _an_incremental_revocation_lets_the_other_lanes_poll_on() -> None:
 
 class RebalancingConsumer:
     """librdkafka's consumer as the fetch thread drives it: `consume` runs the rebalance
-    callbacks the test queues, as librdkafka runs them inside a consume."""
+    callbacks the test queues, as librdkafka runs them inside a consume, then returns the
+    records fed of the assigned partitions that are not paused. As librdkafka's, a
+    partition's pause outlives its unassignment."""
 
     def __init__(self) -> None:
         self.events: queue.SimpleQueue[tuple[str, list[int]]] = queue.SimpleQueue()
+        self.fed: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        self.assigned: set[int] = set()
+        self.paused: set[int] = set()
+        self.held: list[Msg] = []
         self.unassigned: list[int] = []
         self.committed: list[list[tuple[int, int]]] = []
         self.callbacks: dict[str, Callable[..., None]] = {}
@@ -277,16 +285,28 @@ class RebalancingConsumer:
         try:
             kind, partitions = self.events.get(timeout=timeout_s)
         except queue.Empty:
-            return []
-        parts = [confluent_kafka.TopicPartition("in", p) for p in partitions]
-        self.callbacks[kind](self, parts)
-        return []
+            pass
+        else:
+            parts = [confluent_kafka.TopicPartition("in", p) for p in partitions]
+            self.callbacks[kind](self, parts)
+        while not self.fed.empty():
+            self.held.append(self.fed.get_nowait())
+        ready = [m for m in self.held if m.partition() in self.assigned - self.paused]
+        self.held = [m for m in self.held if m not in ready]
+        return ready
 
     def incremental_assign(self, parts: list[Any]) -> None:
-        pass
+        self.assigned |= {p.partition for p in parts}
 
     def incremental_unassign(self, parts: list[Any]) -> None:
         self.unassigned += [p.partition for p in parts]
+        self.assigned -= {p.partition for p in parts}
+
+    def pause(self, parts: list[Any]) -> None:
+        self.paused |= {p.partition for p in parts}
+
+    def resume(self, parts: list[Any]) -> None:
+        self.paused -= {p.partition for p in parts}
 
     def position(self, parts: list[Any]) -> list[Any]:
         return []
@@ -356,6 +376,46 @@ async def _a_revocation_gives_the_moved_partitions_up_without_waiting_for_the_wo
         assert assigned == [[TP0, TP1], [TP1]]
     finally:
         release.set()
+        await f.stop()
+
+
+async def taken(f: Fetcher, tp: TopicPartition, timeout_s: float) -> list[int]:
+    """The offsets of the first records of `tp` a lane takes within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if got := [m.offset() for _, m in f.take([tp], 10)]:
+            return got
+        await asyncio.sleep(0.01)
+    return []
+
+
+def test_a_partition_paused_when_it_was_revoked_is_fetched_again_when_it_comes_back() -> None:
+    asyncio.run(_a_partition_paused_when_revoked_is_fetched_again_when_it_comes_back())
+
+
+async def _a_partition_paused_when_revoked_is_fetched_again_when_it_comes_back() -> None:
+    consumer = RebalancingConsumer()
+    f = Fetcher({}, Blocking(), max_records=2)
+    f.loop, f.consumer = asyncio.get_running_loop(), consumer
+
+    async def nothing(tps: list[TopicPartition]) -> None:
+        pass
+
+    f.subscribe("in", nothing, nothing)
+    try:
+        consumer.events.put(("on_assign", [0]))
+        assert await until(lambda: f.owned == {TP0}, 2.0)
+        for i in range(8):  # (a file full: paused until its lane drains it)
+            consumer.fed.put(Msg(TP0, i))
+        assert await until(lambda: consumer.paused == {0}, 2.0)
+        # Revoked full (a broker restart fences the member), then back, as after a rejoin.
+        consumer.events.put(("on_revoke", [0]))
+        assert await until(lambda: not f.owned, 2.0)
+        consumer.events.put(("on_assign", [0]))
+        assert await until(lambda: f.owned == {TP0}, 2.0)
+        consumer.fed.put(Msg(TP0, 8))
+        assert await taken(f, TP0, 2.0) == [8]
+    finally:
         await f.stop()
 
 

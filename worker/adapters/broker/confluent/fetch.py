@@ -81,7 +81,8 @@ class Fetcher:
     confluent-kafka serializes the calls on a consumer: a call from another thread waits
     until a `consume` under way returns, and one consume after another starves it. So the
     fetch thread makes every call: between two short consumes it runs what the event loop
-    queued (`call`, `_post`: commits, seeks, pauses, offset reads), in order."""
+    queued (`call`, `seek`: commits, seeks, offset reads) in order, and pauses or resumes
+    partitions as their files fill and drain (`_apply_pauses`)."""
 
     def __init__(self, conf: dict[str, Any], blocking: Blocking, max_records: int) -> None:
         self.conf = conf
@@ -94,7 +95,11 @@ class Fetcher:
         # Partitions being revoked: no lane takes their records any more.
         self.revoking: set[TopicPartition] = set()
         self._files: dict[TopicPartition, deque[Any]] = {}
+        # Partitions to keep paused (their files are full), as the event loop wants it,
+        # and as the fetch thread last applied it to librdkafka (`_apply_pauses`).
         self._paused: set[TopicPartition] = set()
+        self._paused_now: frozenset[TopicPartition] = frozenset()
+        self._lib_paused: set[TopicPartition] = set()
         # Per partition: the last offset handed to a lane, and the consumer's position
         # as of the records filed (what a commit may step to over transaction markers).
         self.handed: dict[TopicPartition, int] = {}
@@ -171,17 +176,6 @@ class Fetcher:
         except Exception as exc:
             raise translated(exc) from exc
 
-    def _post(self, fn: Callable[[Any], None]) -> None:
-        """`fn(consumer)` on the fetch thread, not awaited (a failure is logged)."""
-
-        def op(consumer: Any) -> None:
-            try:
-                fn(consumer)
-            except Exception as exc:
-                log.debug("a consumer call failed: %s", exc)
-
-        self._ops.put(op)
-
     def _run_ops(self, wait_s: float = 0.0) -> None:
         try:
             op = self._ops.get(timeout=wait_s) if wait_s > 0 else self._ops.get_nowait()
@@ -201,6 +195,7 @@ class Fetcher:
         try:
             while self._running:
                 self._run_ops()
+                self._apply_pauses(consumer)
                 began = self._applied
                 try:
                     msgs = consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
@@ -224,6 +219,20 @@ class Fetcher:
                 log.debug("closing the consumer: %s", exc)
             if self._closed is not None:
                 loop.call_soon_threadsafe(_done, self._closed)
+
+    def _apply_pauses(self, consumer: Any) -> None:
+        """Pause and resume the assigned partitions as the event loop wants them. Decided
+        here, against the assignment as of now: a pause asked for under an earlier
+        assignment must not outlive it (librdkafka keeps a partition's pause across
+        its unassignment, so a partition back later would never be fetched again)."""
+        want = self._paused_now & self._assigned
+        if want == self._lib_paused:
+            return
+        if pause := want - self._lib_paused:
+            consumer.pause(_parts(tuple(pause)))
+        if resume := self._lib_paused - want:
+            consumer.resume(_parts(tuple(resume)))
+        self._lib_paused = set(want)
 
     # -- rebalance callbacks (on the fetch thread) -----------------------------------
 
@@ -260,6 +269,7 @@ class Fetcher:
             self._revocations[tp] = future
         consumer.incremental_unassign(parts)
         self._assigned.difference_update(tps)
+        self._lib_paused.difference_update(tps)
         self.loop.call_soon_threadsafe(self._forget, tps)
 
     def _cb_lost(self, consumer: Any, parts: list[Any]) -> None:
@@ -281,6 +291,8 @@ class Fetcher:
         # (Each from its committed offset: librdkafka's read_committed fetch of it waits
         # for a transaction still carrying offsets, KIP-447's stable offsets.)
         consumer.incremental_assign(_parts(tuple(tps)))
+        # (A pause of an earlier assignment would hold them: librdkafka keeps it.)
+        consumer.resume(_parts(tuple(tps)))
         self._assigned.update(tps)
         self.loop.call_soon_threadsafe(self._own, tps)
 
@@ -306,6 +318,7 @@ class Fetcher:
             self._position.pop(tp, None)
             self._high.pop(tp, None)
         self._owned_now = tuple(self.owned)
+        self._paused_now = frozenset(self._paused)
 
     def _file(
         self, msgs: list[Any], positions: list[Any], began: int, highs: dict[Any, int] | None
@@ -337,13 +350,9 @@ class Fetcher:
                 full.append(tp)
         if full:
             self._paused.update(full)
-            self._pause(full, True)
+            self._paused_now = frozenset(self._paused)
         if msgs:
             self._wake()
-
-    def _pause(self, tps: list[TopicPartition], pause: bool) -> None:
-        parts = _parts(tuple(tps))
-        self._post(lambda c: (c.pause if pause else c.resume)(parts))
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -372,7 +381,7 @@ class Fetcher:
             if len(out) >= max_records:
                 break
         if resume:
-            self._pause(resume, False)
+            self._paused_now = frozenset(self._paused)
         return out
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -388,7 +397,7 @@ class Fetcher:
         self._position.pop(tp, None)
         if tp in self._paused:
             self._paused.discard(tp)
-            self._pause([tp], False)
+            self._paused_now = frozenset(self._paused)
         at = confluent_kafka.TopicPartition(tp.topic, tp.partition, offset)
 
         def seek(consumer: Any) -> None:
