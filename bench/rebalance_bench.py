@@ -206,7 +206,10 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f" | moved p50 {e['moved_rebalance_p50']:.2f} s max {e['moved_rebalance_max']:.2f} s\n"
             f"  {'':<22} from a revocation to the next output: unmoved max "
             f"{e['unmoved_resume_max']:.2f} s | moved p50 {e['moved_resume_p50']:.2f} s "
-            f"max {e['moved_resume_max']:.2f} s"
+            f"max {e['moved_resume_max']:.2f} s\n"
+            f"  {'':<22} beside a revocation by its owner: unmoved "
+            f"{e.get('unmoved_beside_n', 0)}: p50 {e.get('unmoved_beside_p50', 0):.2f} s "
+            f"max {e.get('unmoved_beside_max', 0):.2f} s"
         )
     return "\n".join(lines)
 

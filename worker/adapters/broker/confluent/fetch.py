@@ -260,10 +260,17 @@ class Fetcher:
             return
         assert self.loop is not None and self.on_revoked is not None
         self.loop.call_soon_threadsafe(self.revoking.update, tps)
+        began = time.monotonic()
         future = asyncio.run_coroutine_threadsafe(self.on_revoked(tps), self.loop)
         # (Not cancelled past the wait: it fences and aborts what the wait cut short.)
-        if not self._wait(future, self.revoke_wait_s):
-            log.info("giving up %s with its revocation still under way", _names(parts))
+        done = self._wait(future, self.revoke_wait_s)
+        # (How long the other partitions got no new records: the rebalance's cost to them.)
+        log.info(
+            "gave %s up after %.3fs%s",
+            _names(parts),
+            time.monotonic() - began,
+            "" if done else ", its revocation still under way",
+        )
         future.add_done_callback(lambda f: _logged("handling a revocation", f))
         for tp in tps:
             self._revocations[tp] = future
