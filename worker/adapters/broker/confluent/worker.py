@@ -96,9 +96,7 @@ class ConfluentClients:
             dlq_topic=s.dlq_topic,
             control_topic=s.control_topic,
             on_misrouted=self.on_misrouted,
-            # (A transaction outliving the broker's timeout is aborted there: a librdkafka
-            # call on it waiting longer only holds the partition up.)
-            timeout_s=min(s.step_timeout_s, s.transaction_timeout_ms / 1000),
+            timeout_s=s.step_timeout_s,
             reset=s.reset or "earliest",
         )
 
