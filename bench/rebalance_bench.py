@@ -182,6 +182,7 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
     }
     (folder / "run.json").write_text(json.dumps({
         "stamps": out.stamps, "timeline": timeline, "events": events, "revoked": revoked,
+        "repeated": out.repeated(),
     }))  # fmt: skip
     for name, at, end in events:
         ev = event_result(
