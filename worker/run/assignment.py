@@ -61,6 +61,12 @@ class PartitionLease(Lease):
             return False
         return all(self._revoked_at.get(p, -1) <= g for p in batch.last)
 
+    def kept(self, batch: Batch) -> list[Partition]:
+        g = batch.generation
+        if g < self._floor:
+            return []
+        return [p for p in batch.last if self._revoked_at.get(p, -1) <= g]
+
 
 class Assignment:
     """The lease on the assigned partitions, the lanes' waiting polls and their batches in

@@ -394,6 +394,7 @@ class Runner(Rebalancing):
         except Fenced as exc:
             self.metrics.fenced.inc()
             log.warning("%s: dropped (their next owner does it again)", exc)
+            await checkpoint.abort(batch)  # (what stays here, after an incremental one)
             return
         except HANDLED as exc:
             await self._failed(batch, exc, checkpoint)
@@ -429,6 +430,7 @@ class Runner(Rebalancing):
                 type(exc).__name__,
                 exc,
             )
+            await checkpoint.abort(batch)  # (what stays here, after an incremental one)
             return
         await checkpoint.abort(batch)  # (rewound: the next poll fetches it again)
         await self.health.failed(exc)
