@@ -67,12 +67,13 @@ SETTLE_S = 5.0  # after the last member of an event is assigned: the window's ta
 
 
 def worker_argv(cand: str, env: dict[str, str], name: str, port: int) -> list[str]:
-    if cand == "kip848":
+    if cand in ("kip848", "kip848-no-callbacks"):
         return [
             sys.executable, str(REPO / "bench" / "rebalance" / "kip848.py"),
             "--bootstrap", env["bootstrap"], "--group", env["group"],
             "--input", env["in"], "--output", env["out"], "--name", name,
             "--transactional-id", f"{env['group']}-{name}",
+            *(["--no-callbacks"] if cand == "kip848-no-callbacks" else []),
         ]  # fmt: skip
     whose, flags = CANDIDATES[cand]
     binary = MAIN_WORKER if whose == "main" and MAIN_WORKER.exists() else BIN / "derender-worker"
@@ -250,7 +251,9 @@ def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--candidate", action="append", choices=[*CANDIDATES, "kip848"])
+    ap.add_argument(
+        "--candidate", action="append", choices=[*CANDIDATES, "kip848", "kip848-no-callbacks"]
+    )
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--steps", default="4,r", help="scale to N, or r (replace one), in order")
     ap.add_argument("--rate", type=float, default=400.0, help="input records a second")
