@@ -1,27 +1,7 @@
 """The consumer of `--kafka-client confluent` (KIP-848's group protocol), read by one
-thread, its records handed to the lanes (`source.ConfluentSource`).
-
-librdkafka's consumer has one queue for all its partitions (the Python client exposes no
-per-partition queue), so a `Fetcher` thread consumes it and files each record under its
-partition, on the event loop; each lane's `ConfluentSource` takes from its own partitions'
-files. A partition holding more than `PAUSE_AT` batches is paused until its lane drains
-it, so what is buffered stays bounded.
-
-Rebalances are incremental: librdkafka calls `on_revoke` with only the partitions that
-move, on the fetch thread, which consumes nothing until the callback returns: the other
-partitions get no records meanwhile. So the callback hands the moved partitions to the
-worker's coroutine on the event loop, waits for it only `REVOKE_WAIT_S` (their batches
-finishing and committing, when they can within it), then gives them up and returns; the
-coroutine goes on in the background, fencing what is left of them. What decides that
-nothing moved commits late is on this thread: a commit's group metadata (exactly-once)
-or its offsets (at-least-once) are taken only for partitions still assigned
-(`assigned_metadata`, `commit`), in the same stretch as librdkafka's assignment changes.
-`on_assign` waits for the worker to open the new partitions (under exactly-once: their
-producers, warm ones; and first, a revocation of them still running); only then are they
-assigned, each from its committed offset, and polled.
-
-A lane's partition is fixed by its number (`partition % lanes`), so an incremental change
-never moves a partition between lanes while one of its batches is in flight.
+thread that files each record under its partition for the lanes (`source.ConfluentSource`)
+and runs librdkafka's incremental rebalance callbacks. Why it is built so (one queue for
+all partitions, bounded revocations, fencing on this thread): docs/design/rebalancing.md.
 """
 
 from __future__ import annotations
