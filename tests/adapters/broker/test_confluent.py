@@ -554,3 +554,32 @@ async def _a_refused_right_in_a_consume_ends_the_lanes_naming_its_topic() -> Non
     f._file([ErrorMsg(TP0, E.TOPIC_AUTHORIZATION_FAILED)], [], began=0, highs=None)
     with pytest.raises(kerrors.TopicAuthorizationFailedError, match="in/0"):
         await src.poll()
+
+
+def test_a_lanes_batches_are_shared_out_among_its_partitions() -> None:
+    asyncio.run(_a_lanes_batches_are_shared_out_among_its_partitions())
+
+
+async def _a_lanes_batches_are_shared_out_among_its_partitions() -> None:
+    # (Taken in order, a backlog of the first partition filled every batch: the others
+    # waited until it was drained.)
+    f = Fetcher({}, Blocking(), max_records=4)
+    f.loop = asyncio.get_running_loop()
+    f._own([TP0, TP1])
+    f._file([Msg(TP0, i) for i in range(100)] + [Msg(TP1, i) for i in range(3)], [], 0, None)
+    first = f.take([TP0, TP1], 4)
+    second = f.take([TP0, TP1], 4)
+    assert sorted((tp.partition, m.offset()) for tp, m in first) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # The rest of TP1 and more of TP0.
+    assert sorted((tp.partition, m.offset()) for tp, m in second) == [
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (1, 2),
+    ]
+    third = f.take([TP0, TP1], 4)
+    assert [(tp.partition, m.offset()) for tp, m in third] == [(0, 5), (0, 6), (0, 7), (0, 8)]
+    # Each partition's records in order throughout.
+    for tp in (TP0, TP1):
+        offsets = [m.offset() for t, m in first + second + third if t == tp]
+        assert offsets == sorted(offsets)

@@ -76,6 +76,7 @@ class Fetcher:
         # Partitions being revoked: no lane takes their records any more.
         self.revoking: set[TopicPartition] = set()
         self._files: dict[TopicPartition, deque[Any]] = {}
+        self._turn = 0  # which partition `take` serves first
         # Partitions to keep paused (their files are full), as the event loop wants it,
         # and as the fetch thread last applied it to librdkafka (`_apply_pauses`).
         self._paused: set[TopicPartition] = set()
@@ -356,18 +357,29 @@ class Fetcher:
             await asyncio.wait_for(w, timeout_s)
 
     def take(self, tps: list[TopicPartition], max_records: int) -> list[tuple[TopicPartition, Any]]:
-        """Up to `max_records` records of `tps`, each partition's in order."""
+        """Up to `max_records` records of `tps`, each partition's in order, shared out
+        among the partitions: each gets an equal share first, starting one partition
+        further on each call, then the rest fill what is left. (Taken in order, the first
+        partition with a backlog would fill every batch while the others waited.)"""
         out: list[tuple[TopicPartition, Any]] = []
+        files = [(tp, f) for tp in tps if (f := self._files.get(tp))]
+        if files:
+            turn = self._turn % len(files)
+            self._turn = turn + 1
+            files = files[turn:] + files[:turn]
+            share = -(-max_records // len(files))  # (rounded up)
+            for limit in (share, max_records):
+                for tp, file in files:
+                    n = min(limit, max_records - len(out))
+                    while file and n > 0:
+                        out.append((tp, file.popleft()))
+                        n -= 1
         resumed = False
         for tp in tps:
-            file = self._files.get(tp)
-            while file and len(out) < max_records:
-                out.append((tp, file.popleft()))
-            if file is not None and tp in self._paused and len(file) < self.max_records:
+            left = self._files.get(tp)
+            if left is not None and tp in self._paused and len(left) < self.max_records:
                 self._paused.discard(tp)
                 resumed = True
-            if len(out) >= max_records:
-                break
         if resumed:
             self._paused_now = frozenset(self._paused)
         return out
