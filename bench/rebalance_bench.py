@@ -26,6 +26,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,7 +67,9 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
 SETTLE_S = 5.0  # after the last member of an event is assigned: the window's tail
 
 
-def worker_argv(cand: str, env: dict[str, str], name: str, port: int) -> list[str]:
+def worker_argv(
+    cand: str, env: dict[str, str], name: str, port: int, extra: Sequence[str] = ()
+) -> list[str]:
     if cand in ("kip848", "kip848-no-callbacks"):
         return [
             sys.executable, str(REPO / "bench" / "rebalance" / "kip848.py"),
@@ -87,6 +90,7 @@ def worker_argv(cand: str, env: dict[str, str], name: str, port: int) -> list[st
         "--guarantee", "exactly-once",
         "--transactional-id-prefix", f"{env['group']}-",
         *flags,
+        *extra,
     ]  # fmt: skip
 
 
@@ -126,7 +130,8 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
 
     def start() -> Member:
         nonlocal n
-        m = fleet.start(f"w{n}", worker_argv(cand, env, f"w{n}", free_port()))
+        argv = worker_argv(cand, env, f"w{n}", free_port(), args.worker_args.split())
+        m = fleet.start(f"w{n}", argv)
         n += 1
         return m
 
@@ -261,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         "--burst", type=int, default=0, help="records published at once at each scale-out"
     )
     ap.add_argument("--steady-s", type=float, default=8.0)
+    ap.add_argument(
+        "--worker-args", default="", help="more flags for every worker (space-separated)"
+    )
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
     ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")

@@ -277,6 +277,8 @@ class RebalancingConsumer:
         self.unassigned: list[int] = []
         self.committed: list[list[tuple[int, int]]] = []
         self.callbacks: dict[str, Callable[..., None]] = {}
+        # What changed the assignment and each request to the leaders, in order.
+        self.calls: list[tuple[str, list[int]]] = []
 
     def subscribe(self, topics: list[str], **callbacks: Callable[..., None]) -> None:
         self.callbacks = callbacks
@@ -296,11 +298,18 @@ class RebalancingConsumer:
         return ready
 
     def incremental_assign(self, parts: list[Any]) -> None:
+        self.calls.append(("assign", sorted(p.partition for p in parts)))
         self.assigned |= {p.partition for p in parts}
 
     def incremental_unassign(self, parts: list[Any]) -> None:
+        self.calls.append(("unassign", sorted(p.partition for p in parts)))
         self.unassigned += [p.partition for p in parts]
         self.assigned -= {p.partition for p in parts}
+
+    def offsets_for_times(self, parts: list[Any], timeout_s: float) -> list[Any]:
+        assert all(p.offset == confluent_kafka.OFFSET_END for p in parts)
+        self.calls.append(("leaders", sorted(p.partition for p in parts)))
+        return parts
 
     def pause(self, parts: list[Any]) -> None:
         self.paused |= {p.partition for p in parts}
@@ -583,3 +592,38 @@ async def _a_lanes_batches_are_shared_out_among_its_partitions() -> None:
     for tp in (TP0, TP1):
         offsets = [m.offset() for t, m in first + second + third if t == tp]
         assert offsets == sorted(offsets)
+
+
+def test_the_leaders_are_woken_after_each_rebalance_callback() -> None:
+    asyncio.run(_the_leaders_are_woken_after_each_rebalance_callback())
+
+
+async def _the_leaders_are_woken_after_each_rebalance_callback() -> None:
+    # librdkafka pauses every assigned partition while a callback runs, and resuming
+    # them does not wake a broker thread that was left with nothing to fetch: it slept
+    # up to a second, and the partitions that stayed got nothing meanwhile. A request to
+    # the leaders after the callback (twice: librdkafka's main thread may resume them
+    # late) wakes them.
+    consumer = RebalancingConsumer()
+    f = Fetcher({}, Blocking(), max_records=10)
+    f.loop, f.consumer = asyncio.get_running_loop(), consumer
+
+    async def nothing(tps: list[TopicPartition]) -> None:
+        pass
+
+    f.subscribe("in", nothing, nothing)
+    try:
+        consumer.events.put(("on_assign", [0, 1]))
+        assert await until(lambda: len(consumer.calls) >= 3, 2.0)
+        assert consumer.calls == [("assign", [0, 1]), ("leaders", [0, 1]), ("leaders", [0, 1])]
+        consumer.events.put(("on_revoke", [1]))
+        assert await until(lambda: len(consumer.calls) >= 6, 2.0)
+        assert consumer.calls[3:] == [("unassign", [1]), ("leaders", [0]), ("leaders", [0])]
+        await asyncio.sleep(0.4)  # (and no more until the next callback)
+        assert len(consumer.calls) == 6
+        consumer.events.put(("on_revoke", [0]))  # (nothing left: no leader to wake)
+        assert await until(lambda: not f.owned, 2.0)
+        await asyncio.sleep(0.4)
+        assert consumer.calls[6:] == [("unassign", [0])]
+    finally:
+        await f.stop()

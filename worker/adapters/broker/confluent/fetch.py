@@ -14,13 +14,22 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import confluent_kafka
 from aiokafka import TopicPartition
 
 from worker.adapters.broker.confluent.clients import Blocking, ConfluentError, settle, translated
+from worker.adapters.broker.confluent.rebalance import (
+    CALLBACK_TIMEOUT_S,
+    REVOKE_WAIT_S,
+    Rebalance,
+    RebalanceCallbacks,
+    lib_parts,
+    part_names,
+    tp_of,
+)
 from worker.adapters.broker.kafka_txn import PartitionGone
 from worker.failures import Kind, classify
 from worker.ports import Partition
@@ -30,32 +39,17 @@ log = logging.getLogger("derender.worker")
 # How long one consume of the fetch thread waits: the longest a queued consumer call
 # (a commit, a seek) waits for it, when no records come.
 CONSUME_WAIT_S = 0.01
-# How often the fetch thread looks for queued calls while a rebalance callback waits.
-CALLBACK_TICK_S = 0.005
 # How often the high watermarks are read (the lag gauge).
 HIGHS_EVERY_S = 1.0
 # Records taken per consume call.
 CONSUME_MAX = 500
 # A partition with this many batches' records buffered is paused until its lane drains it.
 PAUSE_AT = 4
-# The longest a rebalance callback waits for the worker (its batches finish within half
-# the session timeout, then the producers' calls are bounded by the step timeout).
-CALLBACK_TIMEOUT_S = 30.0
-# How long the revocation callback waits for the moved partitions' batches and commits
-# before it gives them up anyway: the fetch thread fetches nothing for the unmoved
-# partitions meanwhile (their lanes work on what is buffered), and what it cuts short is
-# aborted and redone by the new owner (docs/design/rebalancing.md).
-REVOKE_WAIT_S = 1.0
 
-Rebalance = Callable[[list[TopicPartition]], Coroutine[Any, Any, Any]]
 T = TypeVar("T")
 
 
-def _tp(p: Any) -> TopicPartition:
-    return TopicPartition(p.topic, p.partition)
-
-
-class Fetcher:
+class Fetcher(RebalanceCallbacks):
     """The consumer, the one thread that calls it, and the records fetched but not yet
     polled.
 
@@ -106,6 +100,7 @@ class Fetcher:
         # on that thread only), and the revocations still running on the event loop.
         self._assigned: set[TopicPartition] = set()
         self._revocations: dict[TopicPartition, concurrent.futures.Future[Any]] = {}
+        self._wakes: list[float] = []  # when to wake the leaders next (fetch thread only)
         # A refusal no retry mends (READ on the input revoked), raised by the next poll;
         # librdkafka retries everything else itself.
         self.failure: BaseException | None = None
@@ -187,12 +182,15 @@ class Fetcher:
                 # The positions as of these records (past markers and aborted records
                 # too), read on this thread before another consume moves them.
                 owned = self._owned_now
-                positions = consumer.position(_parts(owned)) if owned else []
+                positions = consumer.position(lib_parts(owned)) if owned else []
                 highs = None
                 if owned and (now := time.monotonic()) - highs_at >= HIGHS_EVERY_S:
                     highs_at, highs = now, _highs(consumer, owned)
                 if msgs or positions:
                     loop.call_soon_threadsafe(self._file, msgs, positions, began, highs)
+                if self._wakes and time.monotonic() >= self._wakes[0]:
+                    del self._wakes[0]
+                    self._wake_leaders(consumer)
         finally:
             self._run_ops()
             try:
@@ -211,79 +209,10 @@ class Fetcher:
         if want == self._lib_paused:
             return
         if pause := want - self._lib_paused:
-            consumer.pause(_parts(tuple(pause)))
+            consumer.pause(lib_parts(tuple(pause)))
         if resume := self._lib_paused - want:
-            consumer.resume(_parts(tuple(resume)))
+            consumer.resume(lib_parts(tuple(resume)))
         self._lib_paused = set(want)
-
-    # -- rebalance callbacks (on the fetch thread) -----------------------------------
-
-    def _call(self, what: str, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run `coro` on the event loop and wait for it here."""
-        assert self.loop is not None
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        if not self._wait(future, self.callback_timeout_s):
-            future.cancel()
-            log.warning("%s: not done within %.0fs, going on", what, self.callback_timeout_s)
-        else:
-            _logged(what, future)
-
-    def _wait(self, future: concurrent.futures.Future[Any], timeout_s: float) -> bool:
-        """Wait up to `timeout_s` for `future`, running the consumer calls the event loop
-        queues meanwhile (librdkafka admits them from inside its callback)."""
-        deadline = time.monotonic() + timeout_s
-        while not future.done() and (left := deadline - time.monotonic()) > 0:
-            self._run_ops(min(CALLBACK_TICK_S, left))
-        return future.done()
-
-    def _cb_revoke(self, consumer: Any, parts: list[Any]) -> None:
-        tps = [_tp(p) for p in parts]
-        if not tps:
-            return
-        assert self.loop is not None and self.on_revoked is not None
-        self.loop.call_soon_threadsafe(self.revoking.update, tps)
-        began = time.monotonic()
-        future = asyncio.run_coroutine_threadsafe(self.on_revoked(tps), self.loop)
-        # (Not cancelled past the wait: it fences and aborts what the wait cut short.)
-        done = self._wait(future, self.revoke_wait_s)
-        # (How long the other partitions got no new records: the rebalance's cost to them.)
-        log.info(
-            "gave %s up after %.3fs%s",
-            _names(parts),
-            time.monotonic() - began,
-            "" if done else ", its revocation still under way",
-        )
-        future.add_done_callback(lambda f: _logged("handling a revocation", f))
-        for tp in tps:
-            self._revocations[tp] = future
-        consumer.incremental_unassign(parts)
-        self._assigned.difference_update(tps)
-        self._lib_paused.difference_update(tps)
-        self.loop.call_soon_threadsafe(self._forget, tps)
-
-    def _cb_lost(self, consumer: Any, parts: list[Any]) -> None:
-        log.warning("partitions lost (this member was fenced): %s", _names(parts))
-        self._cb_revoke(consumer, parts)
-
-    def _cb_assign(self, consumer: Any, parts: list[Any]) -> None:
-        tps = [_tp(p) for p in parts]
-        if not tps:
-            return
-        assert self.loop is not None and self.on_assigned is not None
-        # A partition back before its revocation here is over: that one first (it would
-        # close the producer the assignment opens).
-        for tp in tps:
-            if (earlier := self._revocations.pop(tp, None)) is not None:
-                self._wait(earlier, self.callback_timeout_s)
-        self._revocations = {tp: f for tp, f in self._revocations.items() if not f.done()}
-        self._call("opening assigned partitions", self.on_assigned(tps))
-        # (Each from its committed offset: librdkafka's read_committed fetch of it waits
-        # for a transaction still carrying offsets, KIP-447's stable offsets.)
-        consumer.incremental_assign(_parts(tuple(tps)))
-        # (A pause of an earlier assignment would hold them: librdkafka keeps it.)
-        consumer.resume(_parts(tuple(tps)))
-        self._assigned.update(tps)
-        self.loop.call_soon_threadsafe(self._own, tps)
 
     # -- on the event loop -----------------------------------------------------------
 
@@ -315,7 +244,7 @@ class Fetcher:
         sought = self._sought
         for p in positions:
             if p.error is None and p.offset >= 0:
-                tp = _tp(p)
+                tp = tp_of(p)
                 if sought.get(tp, -1) <= began:
                     self._position[tp] = p.offset
         if highs is not None:
@@ -437,9 +366,9 @@ class Fetcher:
         pending transaction carries (read_committed: KIP-447's stable offsets)."""
         if not tps:
             return {}
-        parts = _parts(tuple(tps))
+        parts = lib_parts(tuple(tps))
         found = await self.call(lambda c: c.committed(parts, timeout_s), timeout_s + 1)
-        return {_tp(p): p.offset for p in found}
+        return {tp_of(p): p.offset for p in found}
 
     async def assigned_metadata(self, tps: list[TopicPartition], timeout_s: float) -> Any:
         """The consumer's group metadata (member id and epoch), for offsets of `tps`;
@@ -449,7 +378,7 @@ class Fetcher:
 
         def read(consumer: Any) -> Any:
             if gone := [tp for tp in tps if tp not in self._assigned]:
-                raise PartitionGone(f"{_names(_parts(tuple(gone)))} given up in a rebalance")
+                raise PartitionGone(f"{part_names(lib_parts(tuple(gone)))} given up in a rebalance")
             return consumer.consumer_group_metadata()
 
         return await self.call(read, timeout_s)
@@ -459,7 +388,7 @@ class Fetcher:
         longer assigned: their new owner may have started from an older offset already."""
 
         def commit(consumer: Any) -> None:
-            mine = [p for p in parts if _tp(p) in self._assigned]
+            mine = [p for p in parts if tp_of(p) in self._assigned]
             if mine:
                 consumer.commit(offsets=mine, asynchronous=False)
 
@@ -480,19 +409,6 @@ def _highs(consumer: Any, tps: tuple[TopicPartition, ...]) -> dict[Any, int]:
     return out
 
 
-def _parts(tps: tuple[TopicPartition, ...]) -> list[Any]:
-    return [confluent_kafka.TopicPartition(tp.topic, tp.partition) for tp in tps]
-
-
-def _logged(what: str, future: concurrent.futures.Future[Any]) -> None:
-    if not future.cancelled() and (exc := future.exception()) is not None:
-        log.warning("%s: %s: %s", what, type(exc).__name__, exc)
-
-
 def _done(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _names(parts: list[Any]) -> str:
-    return ", ".join(f"{p.topic}/{p.partition}" for p in parts) or "none"

@@ -17,8 +17,9 @@ from worker.adapters.broker.confluent.clients import (
     consumer_config,
     producer_config,
 )
-from worker.adapters.broker.confluent.fetch import Fetcher, Rebalance
+from worker.adapters.broker.confluent.fetch import Fetcher
 from worker.adapters.broker.confluent.logs import LibrdkafkaLog
+from worker.adapters.broker.confluent.rebalance import Rebalance
 from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.confluent.source import ConfluentSource
 from worker.adapters.broker.confluent.txn import ConfluentTransactions
