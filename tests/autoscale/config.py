@@ -32,6 +32,13 @@ CREATED = 1_767_225_600
 TICK_S = 0.005
 # The broker's JVM: bench/worker_bench.py's (full JIT tiers, a fixed heap, serial GC).
 JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError")
+# KIP-848 groups (`--kafka-client confluent`): the broker sets the members' heartbeat and
+# session (the local broker's 3 s session is for tests; 10 s as the aiokafka workers'
+# --session-timeout-ms).
+BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "10000",
+}
 
 AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
 RUNS = {
