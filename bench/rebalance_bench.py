@@ -50,6 +50,11 @@ BROKER_CONFIG = {
     # As the aiokafka workers' --session-timeout-ms (the local broker's is 3 s, for tests).
     "group.consumer.session.timeout.ms": "10000",
     "group.initial.rebalance.delay.ms": "0",
+    # Kafka's default, not the local broker's 3 s (for tests): starved by a 32-partition
+    # fleet on 2 cores, the broker was fenced by its own controller, and its transaction
+    # coordinator then completed aborts without writing their markers (repeats and stuck
+    # partitions, docs/design/exactly-once.md).
+    "broker.session.timeout.ms": "9000",
 }
 # The code as it was (the main checkout's venv, when there is one) and this checkout's.
 MAIN_WORKER = Path("/work/main/.venv/bin/derender-worker")
@@ -270,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         "--worker-args", default="", help="more flags for every worker (space-separated)"
     )
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--broker-data", type=Path, default=None,
+                    help="keep the broker's log here (for bench/rebalance/txnlog.py)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
     ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")
     ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
@@ -284,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     tok = load_deepseek()
     with contextlib.ExitStack() as stack:
         kafka = stack.enter_context(
-            kafka_server.ApacheKafka(config=BROKER_CONFIG, jvm_options=JVM_OPTIONS)
+            kafka_server.ApacheKafka(
+                config=BROKER_CONFIG, jvm_options=JVM_OPTIONS, data_dir=args.broker_data
+            )
         )
         redis = stack.enter_context(RedisServer())
         for _ in range(args.repeat):

@@ -38,6 +38,8 @@ JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemory
 BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "10000",
+    # Kafka's default (the local broker's 3 s is for tests): see bench/rebalance_bench.py.
+    "broker.session.timeout.ms": "9000",
 }
 
 AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"

@@ -376,3 +376,40 @@ def test_broker_killed_and_restarted_repeats_nothing(
     finally:
         if w.alive:
             w.stop()
+
+
+def test_broker_frozen_past_the_transaction_timeout_repeats_nothing(
+    deepseek: Tokenizer,
+    own_broker: kafka_server.ApacheKafka,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP while transactions are open: their produce requests sit unanswered in the
+    broker's queue past the producer's message timeout (the transaction timeout), so the
+    worker gives those batches up and does them again, while the broker still holds the
+    first attempt's requests and serves them once it runs again."""
+    bootstrap = own_broker.bootstrap
+    gens = make_generations(deepseek, 240, seed=861, prefix="eos-frozen")
+    records = interleave(gens, seed=862)
+    half = len(records) // 2
+    w = own_worker(own_broker, redis_url, tmp_path, *EOS, "--transaction-timeout-ms", "4000")
+    try:
+        wait_log(w, "partitions assigned", 60)
+        asyncio.run(publish(bootstrap, "in", records[:half], FIXED_TS_MS))
+        with Tail(bootstrap, "out", isolation_level="read_committed") as tail:
+            tail.wait(lambda o: len(o) >= 50, 60, "the worker to be busy")
+        own_broker.pause()
+        try:
+            time.sleep(7.0)  # (past the 4 s transaction timeout, and so the messages')
+            assert w.alive, w.log_tail()
+        finally:
+            own_broker.resume()
+        asyncio.run(publish(bootstrap, "in", records[half:], FIXED_TS_MS))
+        with Tail(bootstrap, "out", isolation_level="read_committed") as tail:
+            outputs = wait_done_or_dump(tail, gens, w, 150)
+        exactly_once(outputs, gens, records)
+        assert w.alive, w.log_tail()
+        assert w.stop() == 0, w.log_tail()
+    finally:
+        if w.alive:
+            w.stop()
