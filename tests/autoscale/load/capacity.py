@@ -19,12 +19,7 @@ from worker.constants import DONE
 
 
 def measure_capacity(
-    bootstrap: str,
-    redis_url: str,
-    tok: Any,
-    workdir: Path,
-    records: int,
-    client_flags: tuple[str, ...] = (),
+    bootstrap: str, redis_url: str, tok: Any, workdir: Path, records: int
 ) -> float:
     """One worker's records/s on a backlog: everything published first, then one worker
     consumes it; from its first output to the last [DONE]."""
@@ -47,7 +42,6 @@ def measure_capacity(
                 "--redis-url", redis_url, "--input-topic", tin, "--output-topic", tout,
                 "--dlq-topic", tdlq, "--group-id", f"cap-{tag}", "--state-prefix", f"cap-{tag}:",
                 "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
-                *client_flags,
             ],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f,
         )  # fmt: skip
