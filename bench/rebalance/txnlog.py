@@ -49,19 +49,8 @@ class RecordBatch(NamedTuple):
     body: bytes  # the records
 
 
-def _varint(buf: bytes, at: int) -> tuple[int, int]:
-    """A zigzag varint (record fields) at `at`: its value and where the next field starts."""
-    value, shift = 0, 0
-    while True:
-        byte = buf[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return (value >> 1) ^ -(value & 1), at
-
-
 def _uvarint(buf: bytes, at: int) -> tuple[int, int]:
+    """An unsigned varint at `at`: its value and where the next field starts."""
     value, shift = 0, 0
     while True:
         byte = buf[at]
@@ -70,6 +59,12 @@ def _uvarint(buf: bytes, at: int) -> tuple[int, int]:
         shift += 7
         if not byte & 0x80:
             return value, at
+
+
+def _varint(buf: bytes, at: int) -> tuple[int, int]:
+    """A zigzag varint (record fields)."""
+    value, at = _uvarint(buf, at)
+    return (value >> 1) ^ -(value & 1), at
 
 
 def batches(segment: bytes) -> Iterator[RecordBatch]:
