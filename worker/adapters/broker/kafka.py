@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
 
-from worker.adapters.broker import kafka_access
+from worker.adapters.broker import kafka_access, kafka_join
 from worker.adapters.broker.kafka_assign import assignors
 from worker.settings import EXACTLY_ONCE, KafkaSecurity, Settings
 
@@ -93,6 +93,7 @@ def wait_longer_when_whole(consumer: AIOKafkaConsumer, whole_wait_ms: int) -> No
 
 
 def make_consumer(s: Settings) -> AIOKafkaConsumer:
+    kafka_join.install()  # (one JoinGroup per rejoin, with every assignor)
     reset = s.reset if s.reset in ("earliest", "latest") else "earliest"
     return AIOKafkaConsumer(
         bootstrap_servers=s.bootstrap_servers,

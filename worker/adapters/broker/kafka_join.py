@@ -1,0 +1,109 @@
+"""One JoinGroup per join, offering every assignor at once.
+
+aiokafka 0.14's `CoordinatorGroupRebalance.perform_group_join` sends its JoinGroup inside
+its loop over the assignors: a member that offers two (ours: sticky, then round robin)
+joins twice per rebalance, the first time with sticky alone. The second join changes the
+member's protocols after the group has formed, so the broker starts another generation,
+and that fails the other members' SyncGroup. Two members doing it in turn can keep a
+group rebalancing for a minute.
+
+`OneJoinRebalance` builds the whole protocol list, sends one JoinGroup (again with the
+member id the broker hands a new member), and handles the answer as aiokafka does. aiokafka's
+coordinator builds one of these per rejoin, by its module-level name, so `install` puts
+ours in that name's place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiokafka.errors as Errors
+from aiokafka.consumer import group_coordinator
+from aiokafka.coordinator.protocol import ConsumerProtocol
+from aiokafka.protocol.group import JoinGroupRequest
+
+log = logging.getLogger("derender.worker")
+
+_RETRY_AFTER_BACKOFF = (Errors.GroupLoadInProgressError,)
+_COORDINATOR_MOVED = (Errors.GroupCoordinatorNotAvailableError, Errors.NotCoordinatorForGroupError)
+_FATAL = (
+    Errors.InconsistentGroupProtocolError,
+    Errors.InvalidSessionTimeoutError,
+    Errors.InvalidGroupIdError,
+)
+
+
+class OneJoinRebalance(group_coordinator.CoordinatorGroupRebalance):  # type: ignore[misc]
+    async def perform_group_join(self) -> tuple[str, bytes] | None:
+        """(protocol, this member's assignment) for the new generation; None to try again
+        (aiokafka's coordinator backs off and rejoins)."""
+        log.debug("(re)joining group %s", self.group_id)
+        response = await self._join(self._protocols())
+        if response is None:
+            return None
+        error = Errors.for_code(response.error_code)
+        coordinator = self._coordinator
+        if error is Errors.NoError:
+            coordinator.member_id = response.member_id
+            coordinator.generation = response.generation_id
+            if response.leader_id == response.member_id:
+                assignment = await self._on_join_leader(response)
+            else:
+                assignment = await self._on_join_follower()
+            return None if assignment is None else (response.group_protocol, assignment)
+        if error in _RETRY_AFTER_BACKOFF:
+            await asyncio.sleep(self._retry_backoff_ms / 1000)
+        elif error is Errors.UnknownMemberIdError:
+            coordinator.reset_generation()
+        elif error in _COORDINATOR_MOVED:
+            coordinator.coordinator_dead()
+        elif error in _FATAL:
+            raise error()
+        elif error is Errors.GroupAuthorizationFailedError:
+            raise error(self.group_id)
+        else:
+            raise Errors.KafkaError(repr(error()))
+        log.debug("join of group %s answered %s", self.group_id, error.__name__)
+        return None
+
+    def _protocols(self) -> list[tuple[str, bytes]]:
+        topics = self._subscription.topics
+        protocols = []
+        for assignor in self._assignors:
+            metadata = assignor.metadata(topics)
+            protocols.append(
+                (assignor.name, metadata if isinstance(metadata, bytes) else metadata.encode())
+            )
+        return protocols
+
+    async def _join(self, protocols: list[tuple[str, bytes]]) -> Any:
+        """The broker's JoinGroup answer, or None when the request failed (aiokafka's
+        coordinator lookup then backs off) or the subscription changed meanwhile. A new
+        member's first request is answered only with the id to join with."""
+        coordinator = self._coordinator
+        while True:
+            request = JoinGroupRequest(
+                self.group_id,
+                self._session_timeout_ms,
+                self._rebalance_timeout_ms,
+                coordinator.member_id,
+                coordinator._group_instance_id,
+                ConsumerProtocol.PROTOCOL_TYPE,
+                protocols,
+            )
+            try:
+                response = await coordinator._send_req(request)
+            except Errors.KafkaError:
+                return None
+            if not self._subscription.active:
+                return None
+            if Errors.for_code(response.error_code) is not Errors.MemberIdRequired:
+                return response
+            coordinator.member_id = response.member_id
+
+
+def install() -> None:
+    """Every aiokafka consumer of this process then joins with one request (idempotent)."""
+    group_coordinator.CoordinatorGroupRebalance = OneJoinRebalance
