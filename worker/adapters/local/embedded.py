@@ -414,9 +414,10 @@ async def create_topics(
     names: Iterable[str],
     partitions: int = 1,
     timeout_ms: int = 10_000,
+    replication_factor: int = 1,
 ) -> None:
-    """Create topics (replication factor 1); existing ones are left as they are. Returns
-    once the broker serves every new topic's partitions with a leader."""
+    """Create topics (`replication_factor` replicas each); existing ones are left as they
+    are. Returns once the broker serves every new topic's partitions with a leader."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
@@ -425,7 +426,7 @@ async def create_topics(
     await admin.start()
     try:
         await _await_controller(admin, timeout_ms / 1000)
-        topics = [NewTopic(name, partitions, 1) for name in wanted]
+        topics = [NewTopic(name, partitions, replication_factor) for name in wanted]
         response = await admin.create_topics(topics, timeout_ms=timeout_ms)
         # Errors come back per topic as codes, not as exceptions.
         for topic, code, *rest in response.topic_errors:

@@ -11,8 +11,8 @@ lets mvn copy the runtime classpath into
 The first resolution downloads 45 jars (45 MB, plus Maven's own plugins into ~/.m2, 65 MB
 in all) in about 40 s, reporting progress every few seconds; afterwards it returns at once.
 The broker itself (and the class-data archive recorded on top of these jars) is
-`kafka_server`'s. So are the broker's two small text formats at the end (a KRaft cluster
-id, a .properties file). Only the standard library is imported here.
+`kafka_server`'s. So are the broker's small text formats at the end (a KRaft cluster
+id, a .properties file, its log4j2 configuration). Only the standard library is imported here.
 """
 
 from __future__ import annotations
@@ -317,3 +317,19 @@ def read_properties(path: Path) -> dict[str, str]:
             key, _, value = line.partition("=")
             result[key.strip()] = value.strip()
     return result
+
+
+# Kafka's own console format, at INFO, minus the config dumps: every component logs its
+# full configuration at start (2,000 of a start's 2,300 lines), which would push what
+# matters out of a start error's log tail.
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+"""

@@ -32,6 +32,7 @@ from worker.adapters.broker.kafka_probe import (
 from worker.adapters.local.embedded import LOCALHOST, LocalServer, ServerError, free_port
 from worker.adapters.local.kafka_jars import (
     DEFAULT_VERSION,
+    LOG4J2_PROPERTIES,
     MissingToolError,
     Progress,
     class_archive_path,
@@ -87,21 +88,6 @@ FAST_START_JVM_OPTIONS: tuple[str, ...] = (
 BIND_FAILURE = "Address already in use"
 KAFKA_MAIN = "kafka.Kafka"
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
-
-# Kafka's own console format, at INFO, minus the config dumps: every component logs its
-# full configuration at start (2,000 of a start's 2,300 lines), which would push what
-# matters out of a start error's log tail.
-LOG4J2_PROPERTIES = """\
-status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-"""
 
 
 def resolve(version: str = DEFAULT_VERSION, progress: Progress = print) -> Path:
@@ -205,13 +191,23 @@ class ApacheKafka(LocalServer):
         home: Path | None = None,
         use_class_archive: bool = True,
         progress: Progress = print,
+        node_id: int = NODE_ID,
+        voters: Mapping[int, int] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         """`config` adds to or overrides the server.properties this class writes;
-        `home` is a folder made by `resolve` (default: resolve `version` now)."""
+        `home` is a folder made by `resolve` (default: resolve `version` now). A member of
+        a cluster (kafka_cluster.py) has its `node_id`, the quorum's `voters` (node id →
+        controller port, its own included) and the `cluster_id` to format its storage with."""
         java = java_binary()
         self.home = home if home is not None else resolve(version, progress)
         super().__init__(java, port, host)
+        self.node_id = node_id
+        if voters is not None:
+            controller_port = voters[node_id]
         self.controller_port = controller_port if controller_port is not None else free_port(host)
+        self.voters = dict(voters) if voters is not None else None
+        self._new_cluster_id = cluster_id
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else self.workdir / "data"
         self.config_path = self.workdir / "server.properties"
         self.log4j_path = self.workdir / "log4j2.properties"
@@ -236,11 +232,13 @@ class ApacheKafka(LocalServer):
             # One process is the whole cluster: broker and KRaft controller (4.x has no
             # ZooKeeper mode).
             "process.roles": "broker,controller",
-            "node.id": str(NODE_ID),
-            # A static quorum of one voter. `format --standalone` would make a dynamic
-            # quorum instead, which records the controller's endpoint in the metadata log;
-            # with a static one, a kept data dir also starts on other ports.
-            "controller.quorum.voters": f"{NODE_ID}@{self.host}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            # A static quorum (of one voter alone). `format --standalone` would make a
+            # dynamic quorum instead, which records the controller's endpoint in the
+            # metadata log; with a static one, a kept data dir also starts on other ports.
+            "controller.quorum.voters": ",".join(
+                f"{node}@{self.host}:{port}" for node, port in sorted(self._voters().items())
+            ),
             "listeners": (
                 f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
             ),
@@ -303,7 +301,7 @@ class ApacheKafka(LocalServer):
             meta is not None
             and self.cluster_id is not None
             and meta.cluster_id == self.cluster_id
-            and any(node == NODE_ID and port == self.port for node, _, port in meta.brokers)
+            and any(node == self.node_id and port == self.port for node, _, port in meta.brokers)
         )
 
     # ---------------------------------------------------------------------------------
@@ -324,7 +322,8 @@ class ApacheKafka(LocalServer):
                 if attempt + 1 == attempts or self.running or not taken:
                     raise
                 self.port = free_port(self.host)
-                self.controller_port = free_port(self.host)
+                if self.voters is None:  # (a cluster's voters are fixed: no new port there)
+                    self.controller_port = free_port(self.host)
                 continue
             # From now on the ports are the cluster's address: a restart keeps them.
             self._port_chosen = False
@@ -392,6 +391,9 @@ class ApacheKafka(LocalServer):
             *args,
         ]
 
+    def _voters(self) -> dict[int, int]:
+        return self.voters if self.voters is not None else {self.node_id: self.controller_port}
+
     def _write_config(self) -> None:
         lines = [f"{key}={value}" for key, value in self.properties().items()]
         self.config_path.write_text("\n".join(lines) + "\n")
@@ -412,7 +414,7 @@ class ApacheKafka(LocalServer):
         if self.cluster_id is not None:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cluster_id = new_cluster_id()
+        cluster_id = self._new_cluster_id or new_cluster_id()
         argv = self._java_argv(
             STORAGE_TOOL_MAIN, "format", "-t", cluster_id, "-c", str(self.config_path)
         )
