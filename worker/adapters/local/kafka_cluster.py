@@ -64,7 +64,8 @@ class KafkaCluster:
     quorum) and returns when each serves metadata listing itself and a consumer group
     finds its coordinator. `config` adds to or overrides every node's server.properties.
     Each node's storage lives in its own temporary folder, kept across its kills and
-    restarts and removed by `close()`.
+    restarts and removed by `close()`, which also kills every node (`stop()` shuts them
+    down cleanly).
     """
 
     def __init__(
@@ -146,7 +147,9 @@ class KafkaCluster:
         self._each(self.nodes, lambda n: n.stop(timeout_s))
 
     def close(self) -> None:
-        self.stop()
+        """SIGKILL every node and remove their storage: a clean shutdown would only save
+        what is deleted next (and its quorum's last voter waits seconds for the others)."""
+        self._each(self.nodes, lambda n: n.kill())
         for node in self.nodes:
             node.close()
 
