@@ -27,6 +27,7 @@ from tests.integration.harness import (
 from tests.support.server_fixtures import TANSU, kafka_plan
 from tests.support.servers import create_topics
 from worker.adapters.local import kafka_server
+from worker.adapters.local.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -66,12 +67,17 @@ def in_flight(gens: list[Generation]) -> tuple[list[Generation], list[Generation
 
 
 def own_worker(
-    broker: kafka_server.ApacheKafka, redis_url: str, tmp_path: Path, *extra: str
+    broker: kafka_server.ApacheKafka | KafkaCluster,
+    redis_url: str,
+    tmp_path: Path,
+    *extra: str,
+    replication_factor: int = 1,
 ) -> WorkerProcess:
-    """Topics in, out (4 partitions) and dlq on the test's own broker, and a worker on
-    them that outlasts a broker outage (`--outage-limit-s 120`)."""
-    asyncio.run(create_topics(broker.bootstrap, ["in", "out"], 4))
-    asyncio.run(create_topics(broker.bootstrap, ["dlq"], 1))
+    """Topics in, out (4 partitions) and dlq on the test's own broker or cluster, and a
+    worker on them that outlasts a broker outage (`--outage-limit-s 120`)."""
+    rf = replication_factor
+    asyncio.run(create_topics(broker.bootstrap, ["in", "out"], 4, replication_factor=rf))
+    asyncio.run(create_topics(broker.bootstrap, ["dlq"], 1, replication_factor=rf))
     return WorkerProcess(
         broker.bootstrap,
         redis_url,

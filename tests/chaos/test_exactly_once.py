@@ -49,9 +49,17 @@ from tests.integration.harness import (
     publish,
     verify,
 )
+from tests.support.cluster_tools import (
+    TRANSACTION_STATE,
+    describe,
+    led_by_live_nodes,
+    wait_partitions,
+)
+from tests.support.cluster_tools import own_cluster as own_cluster
 from tests.support.server_fixtures import TANSU, kafka_plan
 from tests.support.servers import free_port
 from worker.adapters.local import kafka_server
+from worker.adapters.local.kafka_cluster import KafkaCluster
 from worker.constants import CONTROL
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -373,6 +381,49 @@ def test_broker_killed_and_restarted_repeats_nothing(
             outputs = tail.wait_done([g.request_id for g in gens], timeout_s=150)
         exactly_once(outputs, gens, records)
         assert w.alive, w.log_tail()
+    finally:
+        if w.alive:
+            w.stop()
+
+
+def test_one_broker_of_three_killed_and_restarted_repeats_nothing(
+    deepseek: Tokenizer,
+    own_cluster: KafkaCluster,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """A replicated cluster loses the node that coordinates the worker's transactions
+    (SIGKILL, mid-stream): leadership of its partitions moves to the live replicas, the
+    worker carries on against two nodes, and the node comes back and catches up. Unlike a
+    single broker's restart, no partition is left without a leader, so every transaction
+    marker is written."""
+    bootstrap = own_cluster.bootstrap
+    gens = make_generations(deepseek, 120, seed=871, prefix="eos-cluster")
+    records = interleave(gens, seed=872)
+    half = len(records) // 2
+    w = own_worker(own_cluster, redis_url, tmp_path, *EOS, replication_factor=3)
+    topics = ["in", "out", TRANSACTION_STATE]
+    try:
+        asyncio.run(publish(bootstrap, "in", records[:half], FIXED_TS_MS))
+        with Tail(bootstrap, "out", isolation_level="read_committed") as tail:
+            tail.wait(lambda o: len(o) >= 50, 60, "the worker to be busy")
+            parts = describe(bootstrap, topics)
+            victim = parts[(TRANSACTION_STATE, 0)]["leader"]
+            led = [key for key, p in parts.items() if p["leader"] == victim]
+            own_cluster.node(victim).kill()
+            at_kill = len(tail.snapshot())
+            live = {n.node_id for n in own_cluster.nodes} - {victim}
+            wait_partitions(bootstrap, topics, led_by_live_nodes(live), 30, "the failover")
+            asyncio.run(publish(bootstrap, "in", records[half:], FIXED_TS_MS))
+            # Committed transactions with the node still down: the failover carried them.
+            tail.wait(lambda o: len(o) >= at_kill + 50, 90, "outputs with a node down")
+            assert w.alive, w.log_tail()
+            own_cluster.node(victim).start()
+            outputs = wait_done_or_dump(tail, gens, w, 150)
+        verdict = exactly_once(outputs, gens, records)
+        print(f"node {victim} killed, leading {led}; at the kill {at_kill} outputs; {verdict}")
+        assert w.alive, w.log_tail()
+        assert w.stop() == 0, w.log_tail()
     finally:
         if w.alive:
             w.stop()
