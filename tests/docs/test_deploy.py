@@ -268,7 +268,13 @@ def test_compose_kafka_sets_what_the_test_broker_needs_for_one_node() -> None:
     (worker/adapters/local/kafka_server.py) is one node too: compose.yaml sets its
     internal topics' replication the same way."""
     node = SimpleNamespace(
-        host="127.0.0.1", port=1, controller_port=2, data_dir=Path("/x"), extra_config={}
+        host="127.0.0.1",
+        port=1,
+        controller_port=2,
+        data_dir=Path("/x"),
+        extra_config={},
+        node_id=1,
+        voters=None,
     )
     tested = ApacheKafka.properties(node)  # the settings alone: no broker started
     one_node = {

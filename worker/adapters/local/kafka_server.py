@@ -228,6 +228,7 @@ class ApacheKafka(LocalServer):
 
     def properties(self) -> dict[str, str]:
         """The server.properties of the next start."""
+        voters = self.voters if self.voters is not None else {self.node_id: self.controller_port}
         props = {
             # One process is the whole cluster: broker and KRaft controller (4.x has no
             # ZooKeeper mode).
@@ -237,7 +238,7 @@ class ApacheKafka(LocalServer):
             # dynamic quorum instead, which records the controller's endpoint in the
             # metadata log; with a static one, a kept data dir also starts on other ports.
             "controller.quorum.voters": ",".join(
-                f"{node}@{self.host}:{port}" for node, port in sorted(self._voters().items())
+                f"{node}@{self.host}:{port}" for node, port in sorted(voters.items())
             ),
             "listeners": (
                 f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
@@ -390,9 +391,6 @@ class ApacheKafka(LocalServer):
             main,
             *args,
         ]
-
-    def _voters(self) -> dict[int, int]:
-        return self.voters if self.voters is not None else {self.node_id: self.controller_port}
 
     def _write_config(self) -> None:
         lines = [f"{key}={value}" for key, value in self.properties().items()]
