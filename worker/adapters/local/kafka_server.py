@@ -162,9 +162,10 @@ def _record_class_archive(home: Path, version: str, archive: Path, progress: Pro
 
 
 class ApacheKafka(LocalServer):
-    """One Apache Kafka 4.x process in KRaft combined mode (broker + controller, node 1)
-    on 127.0.0.1. Transactions, idempotent producers, consumer groups and topic configs
-    work as in production; topics are never created implicitly.
+    """One Apache Kafka 4.x process in KRaft combined mode (broker + controller, node 1
+    unless it is a cluster member) on 127.0.0.1. Transactions, idempotent producers,
+    consumer groups and topic configs work as in production; topics are never created
+    implicitly.
 
     Storage lives in `data_dir`: a temporary folder removed by `close()`, or the given
     folder, which is kept, so a new ApacheKafka on it (on other ports too) finds its topics
@@ -230,8 +231,8 @@ class ApacheKafka(LocalServer):
         """The server.properties of the next start."""
         voters = self.voters if self.voters is not None else {self.node_id: self.controller_port}
         props = {
-            # One process is the whole cluster: broker and KRaft controller (4.x has no
-            # ZooKeeper mode).
+            # One process is a broker and a KRaft controller (4.x has no ZooKeeper mode);
+            # alone, it is the whole cluster.
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             # A static quorum (of one voter alone). `format --standalone` would make a
