@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tests.integration.harness import ROOT
+from tests.support.kafka_io import consume, produce
 from tests.support.server_fixtures import apache_required
 from worker.adapters.local.embedded import create_topics, tcp_accepts
 from worker.adapters.local.kafka_jars import missing_tools
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.integration
 # from the cache a start takes seconds.
 READY_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
-CONSUME_TIMEOUT_S = 30.0
 
 
 def needs_apache() -> None:
@@ -137,32 +136,6 @@ def host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        for value in values:
-            await producer.send_and_wait(topic, value)
-    finally:
-        await producer.stop()
-
-
-async def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
-    )
-    await consumer.start()
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
-        while len(values) < count and time.monotonic() < deadline:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                values.extend(r.value for r in records if r.value is not None)
-    finally:
-        await consumer.stop()
-    return values
-
-
 @pytest.mark.parametrize("kafka", ["apache", "tansu"])
 def test_prints_both_addresses_serves_and_stops_on_sigterm(
     start: Callable[..., Servers], kafka: str
@@ -173,7 +146,7 @@ def test_prints_both_addresses_serves_and_stops_on_sigterm(
     values = [f"v{i}".encode() for i in range(5)]
     # The worker's input topic (4 partitions) is created for it; records go through the
     # printed address.
-    asyncio.run(produce(servers.bootstrap, INPUT_TOPIC, values))
+    asyncio.run(produce(servers.bootstrap, INPUT_TOPIC, values, acks="all"))
     assert sorted(asyncio.run(consume(servers.bootstrap, INPUT_TOPIC, 5))) == values
     client = redis.Redis.from_url(servers.redis_url)
     try:
@@ -197,7 +170,7 @@ def test_a_data_dir_keeps_topics_records_and_keys_after_the_broker_is_killed(
     values = [f"kept{i}".encode() for i in range(10)]
     first = start("--data-dir", str(data)).wait_ready()
     asyncio.run(create_topics(first.bootstrap, [topic], partitions=1))
-    asyncio.run(produce(first.bootstrap, topic, values))
+    asyncio.run(produce(first.bootstrap, topic, values, acks="all"))
     client = redis.Redis.from_url(first.redis_url)
     try:
         client.set("kept-key", b"kept-value")

@@ -9,7 +9,6 @@ import asyncio
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tests.support.cluster_tools import (
     describe,
@@ -19,6 +18,7 @@ from tests.support.cluster_tools import (
     wait_partitions,
 )
 from tests.support.cluster_tools import own_cluster as own_cluster
+from tests.support.kafka_io import consume, produce
 from tests.support.servers import create_topics
 from worker.adapters.broker.kafka_probe import group_coordinator_error, kafka_metadata
 from worker.adapters.local.kafka_cluster import KafkaCluster, cluster_config
@@ -31,31 +31,6 @@ PARTITIONS = 6
 FAILOVER_S = 30.0
 # A restarted node's start, its catching up, and the leaders adding it back to the ISR.
 REJOIN_S = 90.0
-
-
-async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for value in values:
-            await producer.send_and_wait(topic, value)
-    finally:
-        await producer.stop()
-
-
-async def consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    values: list[bytes] = []
-    try:
-        async with asyncio.timeout(30):
-            while len(values) < count:
-                batches = await consumer.getmany(timeout_ms=500)
-                for records in batches.values():
-                    values.extend(r.value for r in records if r.value is not None)
-    finally:
-        await consumer.stop()
-    return values
 
 
 def test_cluster_config_replicates_internal_topics_on_up_to_three_nodes() -> None:
@@ -88,7 +63,7 @@ def test_one_node_of_three_killed_moves_its_leaders_and_rejoins_after_a_restart(
     assert len(parts) == PARTITIONS
     assert all(sorted(p["replicas"]) == [1, 2, 3] for p in parts.values())
     before = [f"before-{i}".encode() for i in range(30)]
-    asyncio.run(produce(bootstrap, topic, before))
+    asyncio.run(produce(bootstrap, topic, before, acks="all", enable_idempotence=True))
 
     victim_id, led = leaders(parts).most_common(1)[0]
     assert led >= 1
@@ -101,14 +76,14 @@ def test_one_node_of_three_killed_moves_its_leaders_and_rejoins_after_a_restart(
     assert all(len(p["isr"]) == 2 for p in moved.values())
     # Two in-sync replicas are min.insync.replicas: acks=all writes still succeed.
     during = [f"during-{i}".encode() for i in range(30)]
-    asyncio.run(produce(bootstrap, topic, during))
-    assert sorted(asyncio.run(consume_all(bootstrap, topic, 60))) == sorted(before + during)
+    asyncio.run(produce(bootstrap, topic, during, acks="all", enable_idempotence=True))
+    assert sorted(asyncio.run(consume(bootstrap, topic, 60))) == sorted(before + during)
 
     victim.start()
     wait_partitions(bootstrap, [topic], fully_in_sync(3), REJOIN_S, "the node back in sync")
     assert kafka_metadata(victim.host, victim.port) is not None
     after = [f"after-{i}".encode() for i in range(10)]
-    asyncio.run(produce(bootstrap, topic, after))
-    got = asyncio.run(consume_all(bootstrap, topic, 70))
+    asyncio.run(produce(bootstrap, topic, after, acks="all", enable_idempotence=True))
+    got = asyncio.run(consume(bootstrap, topic, 70))
     assert sorted(got) == sorted(before + during + after)
     assert set(describe(bootstrap, [topic])) == set(parts)

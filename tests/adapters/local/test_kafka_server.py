@@ -18,18 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import MessageSizeTooLargeError, for_code
 
+from tests.support.kafka_io import consume, produce
 from tests.support.server_fixtures import apache_required
 from worker.adapters.broker.kafka_probe import group_coordinator_error
 from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError, kafka_metadata
 
 pytestmark = pytest.mark.integration
-
-# How long a consumer may take to see records that were acknowledged already.
-CONSUME_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -63,49 +61,6 @@ async def create_topic(
     for topic, code, *_ in response.topic_errors:
         if code != 0:
             raise for_code(code)(f"creating topic {topic!r}")
-
-
-async def produce(bootstrap: str, topic: str, values: list[bytes], **options: object) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **options)
-    await producer.start()
-    try:
-        for value in values:
-            await producer.send_and_wait(topic, value)
-    finally:
-        await producer.stop()
-
-
-async def consume(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    group_id: str | None = None,
-    isolation_level: str = "read_uncommitted",
-) -> list[bytes]:
-    """The first `count` values a consumer gets (in a group: from its committed offsets,
-    which it commits after), failing if fewer arrive in time."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group_id,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        isolation_level=isolation_level,
-    )
-    await consumer.start()
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + CONSUME_TIMEOUT_S
-        while len(values) < count and time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=500)
-            for records in batches.values():
-                values.extend(r.value for r in records if r.value is not None)
-        if group_id is not None:
-            await consumer.commit()
-    finally:
-        await consumer.stop()
-    assert len(values) >= count, f"got {len(values)} of {count} records from {topic}"
-    return values
 
 
 def test_ready_broker_reports_itself(kafka: ApacheKafka) -> None:
