@@ -24,10 +24,10 @@ from tests.integration.harness import (
     publish,
     verify,
 )
+from tests.support.kafka_cluster import KafkaCluster
 from tests.support.server_fixtures import TANSU, kafka_plan
 from tests.support.servers import create_topics
 from worker.adapters.local import kafka_server
-from worker.adapters.local.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

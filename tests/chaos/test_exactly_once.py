@@ -56,10 +56,10 @@ from tests.support.cluster_tools import (
     wait_partitions,
 )
 from tests.support.cluster_tools import own_cluster as own_cluster
+from tests.support.kafka_cluster import KafkaCluster
 from tests.support.server_fixtures import TANSU, kafka_plan
 from tests.support.servers import free_port
 from worker.adapters.local import kafka_server
-from worker.adapters.local.kafka_cluster import KafkaCluster
 from worker.constants import CONTROL
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

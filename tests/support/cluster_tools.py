@@ -1,4 +1,4 @@
-"""A test's own replicated Apache Kafka cluster (worker/adapters/local/kafka_cluster.py) and
+"""A test's own replicated Apache Kafka cluster (tests/support/kafka_cluster.py) and
 what its tests ask of it: which node leads which partition, and which replicas are in sync."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from tests.support.kafka_cluster import KafkaCluster
 from tests.support.server_fixtures import TANSU, apache_required, kafka_plan
-from worker.adapters.local.kafka_cluster import KafkaCluster
 from worker.adapters.local.kafka_server import MissingToolError
 
 # The internal topic whose one partition's leader is every transactional id's coordinator

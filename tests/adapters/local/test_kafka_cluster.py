@@ -1,7 +1,7 @@
-"""A replicated Apache Kafka cluster of three local nodes (worker/adapters/local/
-kafka_cluster.py): topics on three replicas, one node killed (its partitions' leadership
-moves to the live ones, and acks=all writes go on with two in-sync replicas), the node
-restarted (it catches up and is back in every partition's in-sync set)."""
+"""A replicated Apache Kafka cluster of three local nodes (tests/support/kafka_cluster.py):
+topics on three replicas, one node killed (its partitions' leadership moves to the live
+ones, and acks=all writes go on with two in-sync replicas), the node restarted (it
+catches up and is back in every partition's in-sync set)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from tests.support.cluster_tools import (
     wait_partitions,
 )
 from tests.support.cluster_tools import own_cluster as own_cluster
+from tests.support.kafka_cluster import KafkaCluster, cluster_config
 from tests.support.kafka_io import consume, produce
 from tests.support.servers import create_topics
 from worker.adapters.broker.kafka_probe import group_coordinator_error, kafka_metadata
-from worker.adapters.local.kafka_cluster import KafkaCluster, cluster_config
 
 pytestmark = pytest.mark.integration
 

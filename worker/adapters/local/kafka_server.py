@@ -198,7 +198,7 @@ class ApacheKafka(LocalServer):
     ) -> None:
         """`config` adds to or overrides the server.properties this class writes;
         `home` is a folder made by `resolve` (default: resolve `version` now). A member of
-        a cluster (kafka_cluster.py) has its `node_id`, the quorum's `voters` (node id →
+        a cluster (the tests' kafka_cluster.py) has its `node_id`, the quorum's `voters` (node id →
         controller port, its own included) and the `cluster_id` to format its storage with."""
         java = java_binary()
         self.home = home if home is not None else resolve(version, progress)
