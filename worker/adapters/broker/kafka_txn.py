@@ -94,6 +94,9 @@ class Transactions:
         # Producers of revoked partitions, until the next assignment says whether they
         # come back (reused) or not (stopped).
         self._parked: dict[TopicPartition, AIOKafkaProducer] = {}
+        # The offset this member last committed per partition: the floor of its seek when
+        # the partition comes back (`_seek`).
+        self._committed: dict[TopicPartition, int] = {}
         # Calls under way on each producer: one a revocation finds busy (a batch that
         # outlived it) is stopped, not parked, so nothing late lands in a reused one.
         self._busy: Counter[AIOKafkaProducer] = Counter()
@@ -164,6 +167,12 @@ class Transactions:
 
     async def _seek(self, tp: TopicPartition, reset: str) -> None:
         committed = await self.consumer.committed(tp)
+        # A partition back with its parked producer (no InitProducerId to settle what it
+        # left) can be read before its last commit's markers are written, and aiokafka's
+        # OffsetFetch cannot ask for stable offsets: that read gives the offset before it.
+        mine = self._committed.get(tp)
+        if mine is not None and (committed is None or committed < mine):
+            committed = mine
         if committed is not None:
             self.consumer.seek(tp, committed)
         elif reset == "latest":
@@ -274,6 +283,7 @@ class Transactions:
         offsets = await past_markers(self.consumer, {p: offset})
         await producer.send_offsets_to_transaction(offsets, self.group_id)
         await producer.commit_transaction()
+        self._committed.update(offsets)
 
     async def abort(self, partitions: list[Partition]) -> None:
         """Abort the partitions' open transactions (a batch that failed before commit).
