@@ -74,6 +74,17 @@ class Gateway:
         """One sample of the gateway's /metrics (0 when absent)."""
         return _sample(_get(f"{self.url}/metrics"), name, labels)
 
+    def settled_metric(self, name: str, until: Callable[[float], bool], **labels: str) -> float:
+        """The sample once `until` holds, or as it stands after WAIT_TIMEOUT_S.
+
+        The gateway counts a request when it is done with it (engine request stopped,
+        records closed), which can be just after its client read the answer's last byte.
+        """
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        while not until(value := self.metric(name, **labels)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return value
+
 
 def gateway_argv(
     engine_url: str, bootstrap: str, topics: dict[str, str], extra: Sequence[str] = ()
