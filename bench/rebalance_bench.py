@@ -11,9 +11,10 @@ owner did not change has a *pause* (its longest gap between outputs), a partitio
 moved a *stall* (the same, across its move). Owners come from the workers' logged
 assignments. Repeats: outputs read more than once by (request id, seq, part).
 
-Candidates are sets of worker flags (`CANDIDATES`), plus `kip848`: the consumer-protocol
-prototype of bench/rebalance/kip848.py (confluent-kafka, one transactional producer per
-member, offsets sent with the consumer's group metadata).
+Candidates are sets of worker flags (`CANDIDATES`: `confluent` is the worker itself on
+KIP-848's consumer group protocol), plus `kip848`: the consumer-protocol prototype of
+bench/rebalance/kip848.py (confluent-kafka, one transactional producer per member, offsets
+sent with the consumer's group metadata; no processing).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemory
 BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "100",
+    # As the aiokafka workers' --session-timeout-ms (the local broker's is 3 s, for tests).
+    "group.consumer.session.timeout.ms": "10000",
     "group.initial.rebalance.delay.ms": "0",
     # Kafka's default, not the local broker's 3 s (for tests): starved by a 32-partition
     # fleet on 2 cores, the broker was fenced by its own controller, and its transaction
@@ -63,6 +66,8 @@ CANDIDATES: dict[str, tuple[str, list[str]]] = {
     "sticky-3s-heartbeat": ("here", ["--assignor", "sticky", "--heartbeat-interval-ms", "3000"]),
     "sticky-heartbeat": ("here", ["--assignor", "sticky", *HEARTBEAT]),
     "roundrobin-here": ("here", ["--assignor", "roundrobin"]),
+    # The worker on confluent-kafka with KIP-848's consumer group protocol.
+    "confluent": ("here", ["--kafka-client", "confluent"]),
 }
 SETTLE_S = 5.0  # after the last member of an event is assigned: the window's tail
 
@@ -70,12 +75,13 @@ SETTLE_S = 5.0  # after the last member of an event is assigned: the window's ta
 def worker_argv(
     cand: str, env: dict[str, str], name: str, port: int, extra: Sequence[str] = ()
 ) -> list[str]:
-    if cand == "kip848":
+    if cand in ("kip848", "kip848-no-callbacks"):
         return [
             sys.executable, str(REPO / "bench" / "rebalance" / "kip848.py"),
             "--bootstrap", env["bootstrap"], "--group", env["group"],
             "--input", env["in"], "--output", env["out"], "--name", name,
             "--transactional-id", f"{env['group']}-{name}",
+            *(["--no-callbacks"] if cand == "kip848-no-callbacks" else []),
         ]  # fmt: skip
     whose, flags = CANDIDATES[cand]
     binary = MAIN_WORKER if whose == "main" and MAIN_WORKER.exists() else BIN / "derender-worker"
@@ -187,6 +193,7 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
     }
     (folder / "run.json").write_text(json.dumps({
         "stamps": out.stamps, "timeline": timeline, "events": events, "revoked": revoked,
+        "repeated": out.repeated(),
     }))  # fmt: skip
     for name, at, end in events:
         ev = event_result(
@@ -211,7 +218,10 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f" | moved p50 {e['moved_rebalance_p50']:.2f} s max {e['moved_rebalance_max']:.2f} s\n"
             f"  {'':<22} from a revocation to the next output: unmoved max "
             f"{e['unmoved_resume_max']:.2f} s | moved p50 {e['moved_resume_p50']:.2f} s "
-            f"max {e['moved_resume_max']:.2f} s"
+            f"max {e['moved_resume_max']:.2f} s\n"
+            f"  {'':<22} beside a revocation by its owner: unmoved "
+            f"{e.get('unmoved_beside_n', 0)}: p50 {e.get('unmoved_beside_p50', 0):.2f} s "
+            f"max {e.get('unmoved_beside_max', 0):.2f} s"
         )
     return "\n".join(lines)
 
@@ -251,7 +261,9 @@ def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--candidate", action="append", choices=[*CANDIDATES, "kip848"])
+    ap.add_argument(
+        "--candidate", action="append", choices=[*CANDIDATES, "kip848", "kip848-no-callbacks"]
+    )
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--steps", default="4,r", help="scale to N, or r (replace one), in order")
     ap.add_argument("--rate", type=float, default=400.0, help="input records a second")
@@ -259,8 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         "--burst", type=int, default=0, help="records published at once at each scale-out"
     )
     ap.add_argument("--steady-s", type=float, default=8.0)
+    ap.add_argument(
+        "--worker-args", default="", help="more flags for every worker (space-separated)"
+    )
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--worker-args", default="", help="more flags for each worker")
     ap.add_argument("--broker-data", type=Path, default=None,
                     help="keep the broker's log here (for bench/rebalance/txnlog.py)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="append each result here")

@@ -18,9 +18,10 @@ from tokenizers import decoders as tk_decoders
 from tests.support.vocab.sentencepiece_convert import sentencepiece_tokenizer
 from worker.adapters.tokenizers import load_tokenizer
 
-# The server fixtures (Redis, Kafka, topics, workers) for every folder: a plugin rather
-# than a conftest in tests/integration, whose fixtures would apply below that folder only.
-pytest_plugins = ["tests.support.server_fixtures"]
+# The server fixtures (Redis, Kafka, topics, workers; the worker's Kafka client) for
+# every folder: plugins rather than a conftest in tests/integration, whose fixtures would
+# apply below that folder only.
+pytest_plugins = ["tests.support.server_fixtures", "tests.support.kafka_clients"]
 
 # `HYPOTHESIS_PROFILE=explore` (`make explore`) draws EXPLORE_TIMES (30) times as many
 # examples in every property (tests/support/examples.py), to find in advance the rare case

@@ -144,6 +144,10 @@ class Lease:
     def holds(self, batch: Batch) -> bool:
         return batch.generation == self.generation
 
+    def kept(self, batch: Batch) -> list[Partition]:
+        """The batch's partitions not revoked since it was polled (here: all or none)."""
+        return list(batch.last) if self.holds(batch) else []
+
 
 class Source(Protocol):
     async def poll(self) -> Batch | None:

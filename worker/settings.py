@@ -42,6 +42,9 @@ KAFKA_SECURITY_FLAGS = (
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+AIOKAFKA = "aiokafka"
+CONFLUENT = "confluent"
+KAFKA_CLIENTS = (AIOKAFKA, CONFLUENT)
 
 
 def count_or_auto(raw: str) -> int:
@@ -196,6 +199,16 @@ FLAGS: list[Flag] = [
         "exactly-once their producers) or roundrobin (aiokafka's: everything dealt anew)",
         choices=("sticky", "roundrobin"),
     ),
+    Flag(
+        "kafka-client",
+        "aiokafka",
+        "aiokafka (the classic group protocol: every rebalance stops every partition) or "
+        "confluent (experimental: confluent-kafka on librdkafka with KIP-848's consumer "
+        "group protocol, Apache Kafka 4.0+: a rebalance stops only the partitions that "
+        "move; --assignor, --session-timeout-ms and --heartbeat-interval-ms are then the "
+        "broker's group.consumer.* settings)",
+        choices=KAFKA_CLIENTS,
+    ),
     # 0: the worker already hands the producer one full record batch per partition
     # (kafka_sink.py), so waiting for more records only adds latency.
     Flag("linger-ms", 0, "producer linger", int),
@@ -319,6 +332,7 @@ class Settings(KafkaSecurity):
     session_timeout_ms: int
     heartbeat_interval_ms: int
     assignor: str
+    kafka_client: str
     linger_ms: int
     batch_bytes: int
     fetch_max_wait_ms: int
@@ -462,6 +476,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("--processes must be at least 1 (or auto)")
     if s.reset not in (None, "earliest", "latest") and not s.reset.isdigit():
         raise SettingsError(f"--reset: expected earliest, latest or epoch ms, got {s.reset!r}")
+    if s.kafka_client == CONFLUENT and s.reset is not None and s.reset.isdigit():
+        raise SettingsError("--reset <epoch ms> needs --kafka-client aiokafka")
     try:
         pass_header_names(s.pass_headers)
     except ValueError as exc:

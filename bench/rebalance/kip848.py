@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True)
     ap.add_argument("--transactional-id", required=True)
     ap.add_argument("--commit-ms", type=int, default=100)
+    # librdkafka pauses every assigned partition while an application rebalance callback
+    # is pending; without callbacks it applies the changes itself, and the prototype
+    # follows its assignment after each consume.
+    ap.add_argument("--no-callbacks", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -103,11 +107,29 @@ def main(argv: list[str] | None = None) -> int:
         log.info("partitions revoked: %s", ", ".join(str(tp.partition) for tp in parts))
         show()
 
-    consumer.subscribe([args.input], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    if args.no_callbacks:
+        consumer.subscribe([args.input])
+    else:
+        consumer.subscribe(
+            [args.input], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
+        )
+
+    def follow() -> None:
+        now = {tp.partition for tp in consumer.assignment()}
+        if gone := owned - now:
+            commit()  # (refused for the partitions gone: they are done again)
+            owned.difference_update(gone)
+            log.info("partitions revoked: %s", ", ".join(str(p) for p in sorted(gone)))
+        if now != owned or gone:
+            owned.update(now)
+            show()
+
     log.info("consuming %s as group %s", args.input, args.group)
     records = 0
     while not stop:
         msgs = consumer.consume(500, 0.05)
+        if args.no_callbacks:
+            follow()
         for m in msgs:
             if m.error():
                 log.warning("consume error: %s", m.error())

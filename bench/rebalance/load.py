@@ -84,6 +84,14 @@ class Output:
     # input partition → sorted CreateTimes (s) of its outputs
     stamps: dict[int, list[float]] = field(default_factory=dict)
     keys: list[tuple[str, str, str]] = field(default_factory=list)
+    # key → (input partition, CreateTime, output partition, offset) of each copy
+    where: dict[tuple[str, str, str], list[tuple[int, float, int, int]]] = field(
+        default_factory=dict
+    )
+
+    def repeated(self) -> dict[str, list[tuple[int, float, int, int]]]:
+        """The outputs read more than once, each with where its copies were."""
+        return {"/".join(k): v for k, v in self.where.items() if len(v) > 1}
 
 
 async def read_outputs(bootstrap: str, topic: str, partition_of: dict[str, int]) -> Output:
@@ -112,8 +120,12 @@ async def read_outputs(bootstrap: str, topic: str, partition_of: dict[str, int])
                 for m in msgs:
                     h = {k: v.decode() for k, v in m.headers}
                     rid = h.get(H_REQUEST_ID, "")
-                    out.keys.append((rid, h.get(H_SEQ, ""), h.get(H_PART, "")))
+                    key = (rid, h.get(H_SEQ, ""), h.get(H_PART, ""))
+                    out.keys.append(key)
                     p = partition_of.get(rid)
+                    out.where.setdefault(key, []).append(
+                        (-1 if p is None else p, m.timestamp / 1000, m.partition, m.offset)
+                    )
                     if p is not None:
                         out.stamps.setdefault(p, []).append(m.timestamp / 1000)
             for tp in list(left):

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 # owner timeline: partition → [(time s, owner name or None)], in time order
 Timeline = Mapping[int, Sequence[tuple[float, str | None]]]
+# A worker logs a revocation once it is done with it: the window before that line in which
+# an unmoved partition of the same worker may have waited for it.
+BESIDE_S = 0.6
 
 
 def owner_at(timeline: Timeline, partition: int, at: float) -> str | None:
@@ -59,6 +62,9 @@ class EventResult:
     across: dict[int, float] = field(default_factory=dict)
     # partition → the longest wait from a revocation of it to its next output
     resume: dict[int, float] = field(default_factory=dict)
+    # unmoved partition → its longest gap around a revocation of another partition of
+    # its owner (what a revocation costs the partitions that stay)
+    beside: dict[int, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float | int]:
         un = sorted(self.unmoved.values())
@@ -67,7 +73,11 @@ class EventResult:
         mv_r = sorted(self.across[p] for p in self.moved if p in self.across)
         un_s = sorted(self.resume[p] for p in self.unmoved if p in self.resume)
         mv_s = sorted(self.resume[p] for p in self.moved if p in self.resume)
+        bs = sorted(self.beside.values())
         return {
+            "unmoved_beside_n": len(bs),
+            "unmoved_beside_p50": statistics.median(bs) if bs else 0.0,
+            "unmoved_beside_max": bs[-1] if bs else 0.0,
             "unmoved_resume_max": un_s[-1] if un_s else 0.0,
             "moved_resume_p50": statistics.median(mv_s) if mv_s else 0.0,
             "moved_resume_max": mv_s[-1] if mv_s else 0.0,
@@ -107,6 +117,18 @@ def event_result(
             res.across[p] = max(gap_across(s, t) for t in times)
             res.resume[p] = max(resume_after(s, t) for t in times)
         res.baseline = max(res.baseline, longest_gap(s, at - baseline_s, at - 0.001))
+    for p in res.unmoved:
+        owner = owner_at(timeline, p, at)
+        times = [
+            t
+            for q, ts in (revoked or {}).items()
+            if q != p
+            for t in ts
+            if at <= t <= at + window_s and owner_at(timeline, q, t - 0.001) == owner
+        ]
+        if times:
+            s = stamps.get(p, [])
+            res.beside[p] = max(longest_gap(s, t - BESIDE_S, t) for t in times)
     return res
 
 

@@ -32,9 +32,15 @@ CREATED = 1_767_225_600
 TICK_S = 0.005
 # The broker's JVM: bench/worker_bench.py's (full JIT tiers, a fixed heap, serial GC).
 JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError")
-# Kafka's default broker session (the local broker's 3 s is for tests): a broker starved
-# by a fleet on two cores is not fenced by its own controller (see bench/rebalance_bench.py).
-BROKER_CONFIG = {"broker.session.timeout.ms": "9000"}
+# KIP-848 groups (`--kafka-client confluent`): the broker sets the members' heartbeat and
+# session (the local broker's 3 s session is for tests; 10 s as the aiokafka workers'
+# --session-timeout-ms).
+BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "10000",
+    # Kafka's default (the local broker's 3 s is for tests): see bench/rebalance_bench.py.
+    "broker.session.timeout.ms": "9000",
+}
 
 AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
 RUNS = {

@@ -113,6 +113,7 @@ def run_one(
     workdir: Path,
     seed: int,
     replace_every_s: float = REPLACE_EVERY_S,
+    client_flags: tuple[str, ...] = (),
 ) -> RunResult:
     folder = workdir / name.replace("#", "-")
     folder.mkdir(parents=True)
@@ -138,6 +139,7 @@ def run_one(
             "--metrics-host", "127.0.0.1",
             "--guarantee", guarantee,
             "--transactional-id-prefix", f"{group}-",
+            *client_flags,
         ]  # fmt: skip
         if static:
             a += ["--group-instance-id", f"w-{slot}"]
@@ -327,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="while a scale-out's lag lasts, replace a worker this often "
                     "(0: never)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=1, help="run each selected run this often")
+    ap.add_argument("--kafka-client", choices=("aiokafka", "confluent"), default="aiokafka",
+                    help="the workers' Kafka client (confluent: KIP-848)")  # fmt: skip
     args = ap.parse_args(argv)
+    client_flags = ("--kafka-client", args.kafka_client)
 
     if not args.kedalag.is_file():
         raise SystemExit(f"{args.kedalag} is missing: build it with `make autoscale`")
@@ -366,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         capacity = args.capacity
         if capacity is None:
             say("measuring one worker's capacity …")
-            capacity = measure_capacity(kafka.bootstrap, redis.url, tok, workdir, 40_000)
+            capacity = measure_capacity(
+                kafka.bootstrap, redis.url, tok, workdir, 40_000, client_flags
+            )
         say(f"one worker: {capacity:,.0f} records/s")
         plan = [
             (name if args.repeat == 1 else f"{name}#{k + 1}", name)
@@ -381,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                     bootstrap=kafka.bootstrap, redis_url=redis.url, kedalag=args.kedalag,
                     settings=settings, so=so, capacity=capacity, prof=prof, tok=tok,
                     workdir=workdir, seed=args.seed + 10 * i,
-                    replace_every_s=args.replace_every_s,
+                    replace_every_s=args.replace_every_s, client_flags=client_flags,
                 )
             )  # fmt: skip
             r = results[-1]

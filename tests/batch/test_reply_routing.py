@@ -155,7 +155,7 @@ def test_the_sink_writes_each_output_to_its_reply_partition(
     # Per request, in order.
     assert [v for t, _, k, v in producer.sent if k == b"a" and t == "out"] == [b"a0", b"a1"]
     assert [v for t, _, k, v in producer.sent if k == b"c"] == [b"c0", b"c1", b"c2"]
-    assert sink.misrouted == 3 and len(counted) == 3
+    assert sink.misrouted.count == 3 and len(counted) == 3
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         "request c names reply partition 9, which output topic out does not have "

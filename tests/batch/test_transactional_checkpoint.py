@@ -18,6 +18,7 @@ from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import BatchReport, run_batch
 from worker.batch.transactional import TransactionalCheckpoint
 from worker.ports import Batch, OutRecord, Partition, StateWrite, Stored
+from worker.run.assignment import PartitionLease
 
 
 class FakeTransactions:
@@ -186,6 +187,11 @@ class RewindingSource(RecordingSource):
 
     def rewind(self, batch: Batch, partitions: list[Partition] | None = None) -> None:
         self.log.events.append(f"rewind {dict(sorted(batch.first.items()))}")
+        self.rewound.append(sorted(partitions if partitions is not None else batch.first))
+
+    def __init__(self, log: Recorder) -> None:
+        super().__init__(log)
+        self.rewound: list[list[Partition]] = []
 
 
 class FailingSink:
@@ -271,3 +277,43 @@ def test_settle_leaves_a_transaction_with_a_batch_still_in_it() -> None:
     await_(checkpoint.claim(only_a))  # partition 0's next batch is under way
     await_(checkpoint.settle([0, 1]))
     assert txns.committed == {1: 11} and 0 in txns.open
+
+
+def test_a_batch_fenced_by_an_incremental_revocation_is_redone_on_the_partitions_that_stay() -> (
+    None
+):
+    """Partition 1 moves while a batch of partitions 0 and 1 runs (KIP-848): the batch is
+    fenced, and nobody else does partition 0's part again. Its transaction, with what the
+    batch began in it, is aborted and rewound to where it began; partition 1 is left to its
+    producer's close and its new owner."""
+    log, clock = Recorder(), Clock()
+    lease = PartitionLease()
+    txns, source = FakeTransactions(log), RewindingSource(log)
+    checkpoint = TransactionalCheckpoint(
+        source, MemoryStore(), txns, lease, interval_s=10.0, clock=clock
+    )
+    run(SPAN[0], checkpoint, txns)
+    SPAN[1].generation = lease.generation
+    await_(checkpoint.claim(SPAN[1]))  # (the batch is under way)
+    lease.revoke([1])
+    await_(checkpoint.abort(SPAN[1]))
+    assert log.events[-2:] == ["abort [0]", "rewind {0: 10, 1: 11}"]
+    assert source.rewound == [[0]]
+    assert 0 not in txns.open and 1 in txns.open
+    # Eager (everything revoked): the batch touches nothing.
+    events = len(log.events)
+    lease.revoke()
+    await_(checkpoint.abort(SPAN[1]))
+    assert len(log.events) == events and source.rewound == [[0]]
+
+
+def test_at_least_once_a_fenced_batch_is_redone_on_the_partitions_that_stay() -> None:
+    lease, source = PartitionLease(), RewindingSource(Recorder())
+    checkpoint = Checkpoint(source, MemoryStore(), lease)
+    SPAN[1].generation = lease.generation
+    lease.revoke([1])
+    await_(checkpoint.abort(SPAN[1]))
+    assert source.rewound == [[0]]
+    lease.revoke()
+    await_(checkpoint.abort(SPAN[1]))
+    assert source.rewound == [[0]]

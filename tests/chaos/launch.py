@@ -22,8 +22,8 @@ exactly where a test needs them, so the suites do not depend on timing:
 
 The points are given as JSON in `$DERENDER_CHAOS`. Nothing else about the worker changes:
 the hooks wrap `RedisStore.save_many`, `AIOKafkaConsumer.commit` and
-`AIOKafkaProducer.commit_transaction` / `send_batch` / `abort_transaction` and call the
-originals.
+`AIOKafkaProducer.commit_transaction` / `send_batch` / `abort_transaction` (on
+`--kafka-client confluent`, the same seams of its adapter) and call the originals.
 """
 
 from __future__ import annotations
@@ -108,6 +108,57 @@ def install(points: dict[str, Any]) -> None:
     AIOKafkaProducer.abort_transaction = chaotic_abort_transaction  # type: ignore[method-assign]
     RedisStore.save_many = chaotic_save_many  # type: ignore[method-assign]
     AIOKafkaConsumer.commit = chaotic_commit  # type: ignore[method-assign]
+    _install_confluent(points, counts, stalled)
+
+
+def _install_confluent(points: dict[str, Any], counts: dict[str, int], stalled: set[int]) -> None:
+    """The same points on `--kafka-client confluent`, at its adapter's seams: the offset
+    commit, a partition's transaction commit, a transactional send and its abort."""
+    import asyncio
+
+    from worker.adapters.broker.confluent.source import ConfluentSource
+    from worker.adapters.broker.confluent.txn import ConfluentTransactions
+
+    commit_ends = ConfluentSource.commit_ends
+    commit_one = ConfluentTransactions._commit_one
+    txn_send = ConfluentTransactions.send
+    abort = ConfluentTransactions._abort
+
+    async def chaotic_commit_ends(self: ConfluentSource, ends: Any) -> None:
+        counts["commit"] += 1
+        if points.get("kill_before_commit") == counts["commit"]:
+            _announce(f"killed before commit {counts['commit']}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if delay := points.get("delay_commit_s"):
+            await asyncio.sleep(delay)
+        await commit_ends(self, ends)
+
+    async def chaotic_commit_one(self: ConfluentTransactions, producer: Any, *a: Any) -> None:
+        counts["txn_commit"] += 1
+        if points.get("kill_before_txn_commit") == counts["txn_commit"]:
+            _announce(f"killed before transaction commit {counts['txn_commit']}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        await commit_one(self, producer, *a)
+
+    async def chaotic_txn_send(self: ConfluentTransactions, outputs: Any, dls: Any) -> None:
+        counts["txn_send"] += 1
+        if points.get("stall_txn_send") == counts["txn_send"]:
+            _announce(f"stalled transactional send {counts['txn_send']}")
+            parts = {r.source_partition for r in [*outputs, *dls]}
+            stalled.update(id(self._sink(p).producer) for p in parts)
+            await asyncio.Event().wait()  # never acknowledged
+        await txn_send(self, outputs, dls)
+
+    async def chaotic_abort(self: ConfluentTransactions, tp: Any, producer: Any) -> None:
+        if id(producer) in stalled:
+            _announce("stalled transaction abort")
+            await asyncio.Event().wait()
+        await abort(self, tp, producer)
+
+    ConfluentSource.commit_ends = chaotic_commit_ends  # type: ignore[method-assign]
+    ConfluentTransactions._commit_one = chaotic_commit_one  # type: ignore[method-assign]
+    ConfluentTransactions.send = chaotic_txn_send  # type: ignore[method-assign]
+    ConfluentTransactions._abort = chaotic_abort  # type: ignore[method-assign]
 
 
 def _dump_tasks(signum: int, frame: Any) -> None:

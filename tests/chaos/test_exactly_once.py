@@ -62,7 +62,7 @@ from tests.support.servers import free_port
 from worker.adapters.local import kafka_server
 from worker.constants import CONTROL
 
-pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.usefixtures("kafka_client")]
 
 EOS = ("--guarantee", "exactly-once")
 

@@ -20,7 +20,7 @@ from tests.integration.harness import (
 )
 from tests.support.servers import free_port
 
-pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.usefixtures("kafka_client")]
 
 
 def outputs_so_far(port: int) -> float:

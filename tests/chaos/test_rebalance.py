@@ -31,7 +31,7 @@ from tests.integration.harness import (
 from tests.support.servers import free_port
 from worker.core.state import DONE, decode_state
 
-pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.usefixtures("kafka_client")]
 
 
 def all_partitions(topic: str) -> str:

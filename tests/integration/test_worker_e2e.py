@@ -22,7 +22,7 @@ from tests.integration.harness import (
 )
 from tests.support.servers import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("kafka_client")]
 
 
 # Lanes 1: one batch at a time (on asyncio's own loop); 2: two partitions a lane; 5: more

@@ -77,6 +77,7 @@ def test_sigterm_at_every_moment_exits_0_and_loses_or_repeats_nothing(
     kafka_bootstrap: str,
     topics: dict[str, str],
     worker_factory: Callable[..., WorkerProcess],
+    kafka_client: str,
 ) -> None:
     if kafka_plan().kind == TANSU:
         pytest.skip("tansu has no transactions")

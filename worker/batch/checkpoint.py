@@ -310,10 +310,13 @@ class Checkpoint:
             await asyncio.wait(running)
 
     async def abort(self, batch: Batch) -> None:
-        """The batch failed before it was committed: deliver all of it again (unless it
-        was fenced: its partitions' positions are their new assignment's now)."""
-        if self.lease is None or self.lease.holds(batch):
-            self.source.rewind(batch)
+        """The batch failed before it was committed, or was fenced: deliver it again, on
+        the partitions still ours (a revoked one's position is its new owner's now; an
+        incremental revocation leaves the batch's other partitions here, and nobody else
+        does their records again)."""
+        kept = list(batch.last) if self.lease is None else self.lease.kept(batch)
+        if kept:
+            self.source.rewind(batch, kept)
 
     def forget(self, partitions: Iterable[Partition]) -> None:
         """The partitions left us (revoked, or another owner wrote): claim anew if back."""

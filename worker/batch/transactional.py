@@ -184,15 +184,21 @@ class TransactionalCheckpoint(Checkpoint):
 
     async def abort(self, batch: Batch) -> None:
         # The whole transaction goes, so the rewind is to where it began, not to the
-        # batch's first offsets. Revoked, the batch touches nothing: its transactions were
-        # aborted when their producers closed, and what is open now is another batch's.
-        # (Each step re-checks the lease: the abort itself may outlast a revocation.)
-        if self.lease is not None and not self.lease.holds(batch):
+        # batch's first offsets. A revoked partition's part is not touched: its transaction
+        # was aborted when its producer closed, and what is open there now is another
+        # batch's. An incremental revocation leaves the batch's other partitions here,
+        # their transactions holding what the batch began: aborted and rewound as for a
+        # failed batch. (Re-checked after the abort, which may outlast a revocation.)
+        kept = self._kept(batch)
+        if not kept:
             return
-        since = {p: txn.since for p in batch.last if (txn := self._open.pop(p, None))}
-        await self.transactions.abort(list(batch.last))
-        if self.lease is None or self.lease.holds(batch):
-            self.source.rewind(Batch([], {**batch.first, **since}, batch.last))
+        since = {p: txn.since for p in kept if (txn := self._open.pop(p, None))}
+        await self.transactions.abort(kept)
+        if kept := self._kept(batch):
+            self.source.rewind(Batch([], {**batch.first, **since}, batch.last), kept)
+
+    def _kept(self, batch: Batch) -> list[Partition]:
+        return list(batch.last) if self.lease is None else self.lease.kept(batch)
 
     def forget(self, partitions: Iterable[Partition]) -> None:
         partitions = list(partitions)

@@ -28,9 +28,44 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 
-from worker.ports import Batch, Lease
+from worker.ports import Batch, Lease, Partition
 
 log = logging.getLogger("derender.worker")
+
+
+class PartitionLease(Lease):
+    """A lease that an incremental rebalance (KIP-848) takes back partition by partition:
+    a batch is held unless one of its partitions was revoked since it was polled, so the
+    batches of the partitions that stay are never fenced."""
+
+    __slots__ = ("_floor", "_revoked_at")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._floor = 0  # batches polled before this generation: all revoked
+        # The generation each partition was last revoked at (one entry per partition
+        # the worker ever held: bounded by the topic's partitions).
+        self._revoked_at: dict[Partition, int] = {}
+
+    def revoke(self, partitions: list[Partition] | None = None) -> None:
+        self.generation += 1
+        if partitions is None:
+            self._floor = self.generation
+        else:
+            for p in partitions:
+                self._revoked_at[p] = self.generation
+
+    def holds(self, batch: Batch) -> bool:
+        g = batch.generation
+        if g < self._floor:
+            return False
+        return all(self._revoked_at.get(p, -1) <= g for p in batch.last)
+
+    def kept(self, batch: Batch) -> list[Partition]:
+        g = batch.generation
+        if g < self._floor:
+            return []
+        return [p for p in batch.last if self._revoked_at.get(p, -1) <= g]
 
 
 class Assignment:
@@ -38,7 +73,7 @@ class Assignment:
     flight. `on_drop` is called for every batch dropped because of a rebalance."""
 
     def __init__(self, on_drop: Callable[[], None] = lambda: None) -> None:
-        self.lease = Lease()
+        self.lease = PartitionLease()
         self._on_drop = on_drop
         # Set while no rebalance is under way: lanes poll only then.
         self._settled = asyncio.Event()
@@ -75,11 +110,11 @@ class Assignment:
         batch = waiting.result()
         if batch is None:
             return None
-        if generation != self.lease.generation or not self.settled:
+        batch.generation = generation
+        if not self.lease.holds(batch) or not self.settled:
             self._on_drop()
             log.info("dropped a poll of %s fetched before a rebalance", partitions(batch))
             return None
-        batch.generation = generation
         return batch
 
     @contextlib.contextmanager
@@ -99,15 +134,19 @@ class Assignment:
         self.in_flight.add(work)
         work.add_done_callback(self.in_flight.discard)
 
-    async def revoke(self, wait_s: float) -> None:
+    async def revoke(self, wait_s: float, moved: list[Partition] | None = None) -> None:
         """A revocation begins: stop polling, give the batches in flight `wait_s` to
-        finish, then move the lease on (fencing any still running)."""
-        self._settled.clear()
-        for waiting in self._polls:
-            waiting.cancel()
+        finish, then move the lease on (fencing any still running). `moved` (an
+        incremental rebalance): only those partitions go; the lanes poll on (their
+        sources leave out the partitions being revoked) and only batches touching
+        `moved` are fenced."""
+        if moved is None:
+            self._settled.clear()
+            for waiting in self._polls:
+                waiting.cancel()
         if self.in_flight:
             await asyncio.wait(list(self.in_flight), timeout=wait_s)
-        self.lease.revoke()
+        self.lease.revoke(moved)
 
     def assigned(self) -> None:
         """The new assignment is ready (producers opened, positions sought): poll again."""

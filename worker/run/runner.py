@@ -42,6 +42,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from worker.adapters.broker.confluent.worker import ConfluentClients
 from worker.adapters.broker.kafka import (
     check_access,
     check_bootstrapped,
@@ -55,7 +56,7 @@ from worker.adapters.broker.kafka import (
 from worker.adapters.broker.kafka_access import refusal
 from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.broker.kafka_sink import KafkaSink
-from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag, names, seek_to_time
+from worker.adapters.broker.kafka_source import KafkaSource, Rebalances, lag
 from worker.adapters.broker.kafka_txn import Transactions
 from worker.batch.checkpoint import Checkpoint
 from worker.batch.loop import run_batch
@@ -70,8 +71,9 @@ from worker.run.accounts import Accounts
 from worker.run.assignment import Assignment, partitions
 from worker.run.health import Health
 from worker.run.lanes import lane_source, make_checkpoint
+from worker.run.rebalancing import Rebalancing
 from worker.run.stoppable import unless_stopped
-from worker.settings import EXACTLY_ONCE, Settings
+from worker.settings import CONFLUENT, EXACTLY_ONCE, Settings
 
 log = logging.getLogger("derender.worker")
 
@@ -86,7 +88,7 @@ CLOSE_TIMEOUT_S = 5.0
 LAG_SAMPLE_TIMEOUT_S = 1.0
 
 
-class Runner:
+class Runner(Rebalancing):
     """One worker process: `settings` (Kafka, lanes, timeouts), `registry` (the models),
     `store` (request states; closed on stop), `metrics` (exported by the caller)."""
 
@@ -105,6 +107,8 @@ class Runner:
         self.totals = self.accounts.totals
         self.stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
+        # `--kafka-client confluent`: its clients instead of `consumer` and `producers`.
+        self.confluent: ConfluentClients | None = None
         # A producer per lane: aiokafka keeps one produce request in flight per broker.
         self.producers: list[AIOKafkaProducer] = []
         self.sinks: list[Sink] = []  # per lane (exactly-once: the one `Transactions`)
@@ -196,11 +200,14 @@ class Runner:
                 await self.outage.failed("connecting to Kafka", exc)
         if self.stopping.is_set():
             return
-        assert self.consumer is not None
         if fresh:
             self.outage.recovered()
         s, misrouted = self.s, self.metrics.misrouted.inc
-        if exactly_once:
+        if self.confluent is not None:
+            self.sinks = self.confluent.subscribe(self.on_revoked, self.on_assigned)
+            self.transactions = self.confluent.transactions  # type: ignore[assignment]
+        elif exactly_once:
+            assert self.consumer is not None
             self.transactions = Transactions(
                 lambda tid: make_transactional_producer(s, tid),
                 self.consumer,
@@ -217,9 +224,10 @@ class Runner:
                 KafkaSink(p, s.output_topic, s.dlq_topic, s.control_topic, misrouted)
                 for p in self.producers
             ]
-        self.consumer.subscribe(
-            [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
-        )
+        if self.consumer is not None:
+            self.consumer.subscribe(
+                [self.s.input_topic], listener=Rebalances(self.on_revoked, self.on_assigned)
+            )
         self.group_lag = GroupLag(
             self.s.bootstrap_servers,
             self.s.group_id,
@@ -235,6 +243,10 @@ class Runner:
 
     async def _connect(self, exactly_once: bool) -> None:
         await check_access(self.s)  # (a refused login or right: exit 2, not an outage)
+        if self.s.kafka_client == CONFLUENT:
+            self.confluent = ConfluentClients(self.s, self.metrics.misrouted.inc)
+            await self.confluent.connect()
+            return
         if not exactly_once:  # (exactly-once has a producer per partition instead)
             self.producers = [make_producer(self.s) for _ in range(self.s.lanes)]
             await asyncio.gather(*(p.start() for p in self.producers))
@@ -281,15 +293,18 @@ class Runner:
 
     async def _close_clients(self) -> None:
         clients = [("the consumer", self.consumer), *(("a producer", p) for p in self.producers)]
-        self.consumer, self.producers = None, []
-        await asyncio.gather(*(_closed(k, c.stop()) for k, c in clients if c is not None))
+        self.consumer, self.producers, confluent = None, [], self.confluent
+        self.confluent = None
+        closing = [_closed(k, c.stop()) for k, c in clients if c is not None]
+        if confluent is not None:
+            closing.append(_closed("the confluent-kafka clients", confluent.close()))
+        await asyncio.gather(*closing)
 
     # -- the lanes ------------------------------------------------------------------
 
     async def _loop(self) -> None:
         if self.stopping.is_set():
             return
-        assert self.consumer is not None
         sources = [self.lane_source(i) for i in range(self.s.lanes)]
         self.checkpoint = make_checkpoint(
             self.s, sources[0], self.store, self.transactions, self.assignment, self._behind
@@ -334,6 +349,8 @@ class Runner:
 
     def lane_source(self, lane: int) -> KafkaSource:
         """The source of lane `lane`: its share of the assigned partitions."""
+        if self.confluent is not None:
+            return self.confluent.lane_source(lane)  # type: ignore[return-value]
         assert self.consumer is not None
         return lane_source(self.consumer, self.s, lane, self.transactions)
 
@@ -377,6 +394,7 @@ class Runner:
         except Fenced as exc:
             self.metrics.fenced.inc()
             log.warning("%s: dropped (their next owner does it again)", exc)
+            await checkpoint.abort(batch)  # (what stays here, after an incremental one)
             return
         except HANDLED as exc:
             await self._failed(batch, exc, checkpoint)
@@ -412,76 +430,21 @@ class Runner:
                 type(exc).__name__,
                 exc,
             )
+            await checkpoint.abort(batch)  # (what stays here, after an incremental one)
             return
         await checkpoint.abort(batch)  # (rewound: the next poll fetches it again)
         await self.health.failed(exc)
 
-    # -- rebalances and lag ---------------------------------------------------------
-
-    async def on_revoked(self, revoked: list[TopicPartition]) -> None:
-        # The rejoin runs in the background, so lanes may be mid-batch: let those batches
-        # produce, save and commit first (their partitions are still ours until the
-        # rejoin), within half the session timeout so the rebalance is not held up. One
-        # still running after that is fenced: the lease moves on, and its next step raises
-        # `Fenced` (were it let on, it could begin a transaction on a producer that the
-        # new assignment opened for another lane). Then drop the epochs: a partition
-        # that comes back must be claimed anew (another owner may have held it meanwhile).
-        # No lane polls until the new assignment is ready (`Assignment` says why).
-        await self.assignment.revoke(self.s.session_timeout_ms / 2000)
-        self.metrics.rebalances.inc()
-        if self.checkpoint is not None:
-            # What waits on --commit-interval-ms commits now (the batches are done): open
-            # transactions (closed, their producers would abort them) and pending offsets;
-            # else the next owner does those records again.
-            try:
-                await self.checkpoint.settle(revoked)
-            except HANDLED as exc:
-                log.warning("committing the revoked partitions' progress failed: %s", exc)
-        if self.checkpoint is not None:
-            self.checkpoint.forget(revoked)
-        if self.transactions is not None:
-            await self.transactions.close(revoked)
-        for tp in revoked:
-            self.metrics.forget_lag(str(tp.partition))
-        self.metrics.ready = False
-        log.info("partitions revoked: %s", names(revoked))
-
-    async def on_assigned(self, assigned: list[TopicPartition]) -> None:
-        self.metrics.assigned.set(len(assigned))
-        self.metrics.ready = True
-        log.info("partitions assigned: %s", names(assigned))
-        try:
-            await self._open(assigned)
-        finally:
-            self.assignment.assigned()  # the lanes poll again, over the new assignment
-
-    async def _open(self, assigned: list[TopicPartition]) -> None:
-        if self.transactions is not None:
-            try:
-                # Fences the partitions' previous owners and settles their transactions,
-                # then seeks to the committed offsets (kafka_txn's docstring says why).
-                await bounded(
-                    self.transactions.open(assigned, self.s.reset or "earliest"),
-                    self.s.step_timeout_s,
-                    "starting the transactional producers",
-                )
-            except HANDLED as exc:
-                log.warning("starting transactional producers failed, rejoining: %s", exc)
-                await self.transactions.drop(
-                    [tp for tp in assigned if not self.transactions.ready(tp)]
-                )
-        if self.s.reset is not None and self.s.reset.isdigit() and self.consumer is not None:
-            await bounded(
-                seek_to_time(self.consumer, assigned, int(self.s.reset)),
-                self.s.step_timeout_s,
-                "seeking to --reset",
-            )
+    # -- lag (the rebalance callbacks: `Rebalancing`) --------------------------------
 
     async def _sample_lag(self) -> None:
-        assert self.consumer is not None
         self._last_lag = time.monotonic()
         try:
-            behind = await asyncio.wait_for(lag(self.consumer), LAG_SAMPLE_TIMEOUT_S)
+            if self.confluent is not None:
+                behind = self.confluent.lag()
+            else:
+                assert self.consumer is not None
+                behind = await asyncio.wait_for(lag(self.consumer), LAG_SAMPLE_TIMEOUT_S)
         except TimeoutError:  # (positions not known yet, mid-rebalance: next time)
             return
         for partition, n in behind.items():

@@ -19,7 +19,12 @@ from worker.constants import DONE
 
 
 def measure_capacity(
-    bootstrap: str, redis_url: str, tok: Any, workdir: Path, records: int
+    bootstrap: str,
+    redis_url: str,
+    tok: Any,
+    workdir: Path,
+    records: int,
+    client_flags: tuple[str, ...] = (),
 ) -> float:
     """One worker's records/s on a backlog: everything published first, then one worker
     consumes it; from its first output to the last [DONE]."""
@@ -42,6 +47,7 @@ def measure_capacity(
                 "--redis-url", redis_url, "--input-topic", tin, "--output-topic", tout,
                 "--dlq-topic", tdlq, "--group-id", f"cap-{tag}", "--state-prefix", f"cap-{tag}:",
                 "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+                *client_flags,
             ],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f,
         )  # fmt: skip

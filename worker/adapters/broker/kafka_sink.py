@@ -18,23 +18,19 @@ so every other record is delivered, and raises `OutputsRefused` naming the refus
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
+from worker.adapters.broker.outputs import Misrouted
 from worker.constants import CONTROL
 from worker.failures import Kind, classify
 from worker.ports import OutputsRefused, OutRecord
 
-log = logging.getLogger("derender.worker")
-
 # Output keys whose partition is remembered (per topic), about 100 bytes each.
 PARTITION_CACHE_MAX = 100_000
-# Requests already warned about a reply partition the output topic lacks (then cleared).
-MISROUTED_WARNED_MAX = 10_000
 
 _Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
 
@@ -60,9 +56,7 @@ class KafkaSink:
         # topic → (its partitions, key → partition): see _partition.
         self._cache: dict[str, tuple[list[int], dict[bytes | None, int]]] = {}
         # Outputs that named a reply partition the output topic lacks (sent by key instead).
-        self.misrouted = 0
-        self.on_misrouted = on_misrouted  # (the worker's metric)
-        self._warned: set[str] = set()
+        self.misrouted = Misrouted(on_misrouted)
 
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
         controls: list[OutRecord] = []
@@ -110,7 +104,7 @@ class KafkaSink:
             partition = rec.partition if routed else None
             # (Kafka numbers a topic's partitions 0…N-1.)
             if partition is not None and partition >= len(partitions):
-                self._misrouted(rec, topic, len(partitions))
+                self.misrouted(rec, topic, len(partitions))
                 partition = None
             if partition is None:
                 partition = partition_of.get(key)
@@ -132,24 +126,6 @@ class KafkaSink:
             future = await producer.send_batch(batch, topic, partition=partition)
             sent.append((future, (topic, partition, held)))
         return sent
-
-    def _misrouted(self, rec: OutRecord, topic: str, count: int) -> None:
-        self.misrouted += 1
-        if self.on_misrouted is not None:
-            self.on_misrouted()
-        if rec.key in self._warned:
-            return
-        if len(self._warned) >= MISROUTED_WARNED_MAX:
-            self._warned.clear()
-        self._warned.add(rec.key)
-        log.warning(
-            "request %s names reply partition %d, which output topic %s does not have "
-            "(%d partitions): its outputs go to the key's partition",
-            rec.key,
-            rec.partition,
-            topic,
-            count,
-        )
 
     async def _partitions(self, topic: str) -> dict[bytes | None, int]:
         partitions = sorted(await self.producer.partitions_for(topic))

@@ -41,7 +41,8 @@ from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
 
 from worker.adapters.broker.kafka_sink import KafkaSink
 from worker.adapters.broker.kafka_source import past_markers
-from worker.ports import OutputsRefused, OutRecord, Partition
+from worker.adapters.broker.outputs import by_source, raise_refusals
+from worker.ports import OutRecord, Partition
 
 log = logging.getLogger("derender.worker")
 T = TypeVar("T")
@@ -222,13 +223,7 @@ class Transactions:
     async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
         """Each record through the transaction of the input partition it came from (to
         its request's reply partition of the output topic, if it names one: `KafkaSink`)."""
-        outs: dict[Partition, list[OutRecord]] = {}
-        dls: dict[Partition, list[OutRecord]] = {}
-        for rec in outputs:
-            outs.setdefault(rec.source_partition, []).append(rec)
-        for rec in dead_letters:
-            dls.setdefault(rec.source_partition, []).append(rec)
-        parts = list(outs.keys() | dls.keys())
+        parts, outs, dls = by_source(outputs, dead_letters)
         results = await asyncio.gather(
             *(
                 self._use(sink.producer, sink.send(outs.get(p, []), dls.get(p, [])))
@@ -236,14 +231,7 @@ class Transactions:
             ),
             return_exceptions=True,
         )
-        refused: list[tuple[OutRecord, BaseException]] = []
-        for result in results:
-            if isinstance(result, OutputsRefused):
-                refused += result.refused
-            elif isinstance(result, BaseException):
-                raise result
-        if refused:
-            raise OutputsRefused(refused)
+        raise_refusals(results)
 
     async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
         """Add each partition's next offset to its transaction and commit it. Returns the

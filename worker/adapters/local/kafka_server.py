@@ -282,6 +282,13 @@ class ApacheKafka(LocalServer):
             # killed or frozen member leaves the group within seconds; Kafka refuses
             # anything under 6 s by default (INVALID_SESSION_TIMEOUT at JoinGroup).
             "group.min.session.timeout.ms": "1000",
+            # The same for KIP-848 groups (`--kafka-client confluent`), whose session and
+            # heartbeat the broker sets (45 s and 5 s by default): a member hears of a
+            # rebalance at its next heartbeat.
+            "group.consumer.session.timeout.ms": "3000",
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "100",
             "num.partitions": "1",
             # As in production here: the worker's topics are created on purpose, and a
             # typo in a topic name should fail rather than make a new topic.

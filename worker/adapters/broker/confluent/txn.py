@@ -1,0 +1,380 @@
+"""Exactly-once on confluent-kafka: a transactional producer per owned input partition,
+taken from the worker's own warm ones, its offsets sent with the consumer's group
+metadata.
+
+The group fences a zombie (a worker that lost a partition but still runs), as KIP-447
+has it: `send_offsets_to_transaction` sends the consumer's group metadata, member id and
+member epoch included, and the group coordinator refuses the offsets of a member that no
+longer owns the partition: the zombie's transaction fails and is aborted. A new owner
+starts the partition where librdkafka's read_committed offset fetch says, which asks for
+stable offsets: it waits for a transaction still carrying offsets of the partition, so it
+never starts from an offset about to move.
+(aiokafka sends the group id alone, so there the transactional id has to follow the
+partition and do the fencing: `kafka_txn`.)
+
+So the transactional ids are the worker's own (`<prefix><group>-<topic>-w<member>-<n>`),
+not the
+partition's, and producers are made and initialized ahead of need (`WARM_PRODUCERS`,
+before the group is joined): a partition that moves here takes one, with no
+InitProducerId on its way (0.05-1.5 s on the test machine). A revoked partition's
+transaction is committed first, so its producer is clean and goes back to the warm ones.
+The price: a worker that dies with a transaction open no longer has it aborted by the
+partition's next owner; the broker aborts it at `--transaction-timeout-ms`, holding
+read_committed readers of the output partitions it wrote back until then.
+
+Why a producer per partition and not one per worker: the checkpoint
+(`batch.transactional`) keeps a transaction per partition, each committed when its own
+interval is up and aborted (rewound) on its own. One producer has one transaction at a
+time, so partitions sharing it would commit and abort together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import confluent_kafka
+from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
+
+from worker.adapters.broker.confluent.clients import Blocking, translated
+from worker.adapters.broker.confluent.fetch import Fetcher
+from worker.adapters.broker.confluent.sink import ConfluentSink
+from worker.adapters.broker.kafka_txn import ABORT_TIMEOUT_S, PartitionGone
+from worker.adapters.broker.outputs import by_source, raise_refusals
+from worker.ports import OutRecord, Partition
+
+log = logging.getLogger("derender.worker")
+T = TypeVar("T")
+
+# Producers kept initialized ahead of need (and at most twice as many kept after
+# revocations hand theirs back).
+WARM_PRODUCERS = 4
+# After a partition's transaction failed, how long before its producer is started again
+# (when the partition is still ours): a fenced zombie hears of it from the group first.
+REOPEN_AFTER_S = 1.0
+# How long closing a producer waits for the abort of a transaction it left open, and
+# before that for the calls still running on it (each ends within its own bound).
+CLOSE_ABORT_S = 5.0
+CLOSE_WAIT_S = 70.0
+
+
+class ConfluentTransactions:
+    """The producers of the owned input partitions, and their transactions (`ports.
+    Transactions`). `make_producer(transactional_id)` builds a librdkafka producer."""
+
+    def __init__(
+        self,
+        make_producer: Callable[[str], Any],
+        fetcher: Fetcher,
+        blocking: Blocking,
+        *,
+        group_id: str,
+        input_topic: str,
+        id_prefix: str,
+        output_topic: str,
+        dlq_topic: str,
+        control_topic: str | None = None,
+        on_misrouted: Callable[[], object] | None = None,
+        timeout_s: float = 30.0,
+        reset: str = "earliest",
+    ) -> None:
+        self._make = make_producer
+        self.fetcher = fetcher
+        self.blocking = blocking
+        self.group_id = group_id
+        self.input_topic = input_topic
+        self.id_prefix = id_prefix
+        self.sink_args = (output_topic, dlq_topic, control_topic, on_misrouted)
+        self.timeout_s = timeout_s
+        self.reset = reset
+        self._sinks: dict[TopicPartition, ConfluentSink] = {}
+        self._open: set[TopicPartition] = set()  # partitions with a transaction begun
+        self._busy: Counter[int] = Counter()  # calls under way, per producer (by id)
+        self._retiring: dict[int, Any] = {}  # producers closed once no call uses them
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._warm: list[Any] = []  # initialized producers, no partition yet
+        self._member = uuid.uuid4().hex[:12]  # (this worker's transactional ids)
+        self._ids = itertools.count()
+        self._filling: asyncio.Task[None] | None = None
+        self.lost: set[TopicPartition] = set()
+        self.refused: TransactionalIdAuthorizationFailed | None = None
+
+    def ready(self, tp: TopicPartition) -> bool:
+        if self.refused is not None:
+            raise self.refused
+        return tp in self._sinks
+
+    # -- assignment -----------------------------------------------------------------
+
+    async def open(self, partitions: list[TopicPartition], reset: str | None = None) -> None:
+        """A producer for each new partition (a warm one, or started now). librdkafka
+        then starts the partition at its committed offset, which its read_committed
+        offset fetch asks for as stable (waiting for a transaction carrying offsets)."""
+        todo = [tp for tp in partitions if tp not in self._sinks]
+        if not todo:
+            return
+        made = await asyncio.gather(*(self._start(tp) for tp in todo), return_exceptions=True)
+        started = {
+            tp: p for tp, p in zip(todo, made, strict=True) if not isinstance(p, BaseException)
+        }
+        failed = next((p for p in made if isinstance(p, BaseException)), None)
+        for tp, producer in started.items():
+            self._sinks[tp] = ConfluentSink(
+                producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
+            )
+        self.lost.difference_update(started)
+        self._refill()
+        if isinstance(failed, TransactionalIdAuthorizationFailed):
+            self.refused = failed  # (the lanes' next `ready` ends the worker with it)
+            return
+        if failed is not None:
+            raise failed
+
+    async def warm(self) -> None:
+        """Make and initialize the warm producers (before the group is joined)."""
+        need = WARM_PRODUCERS - len(self._warm)
+        if need <= 0:
+            return
+        made = await asyncio.gather(*(self._new() for _ in range(need)), return_exceptions=True)
+        for producer in made:
+            if isinstance(producer, BaseException):
+                log.warning("starting a transactional producer failed: %s", producer)
+            else:
+                self._warm.append(producer)
+
+    def _refill(self) -> None:
+        if self._filling is None or self._filling.done():
+            self._filling = task = asyncio.create_task(self.warm())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, tp: TopicPartition) -> Any:
+        if self._warm:
+            return self._warm.pop()
+        return await self._new()
+
+    async def _new(self) -> Any:
+        # (Under the same prefix as aiokafka's per-partition ids: one prefixed ACL.)
+        tid = (
+            f"{self.id_prefix}{self.group_id}-{self.input_topic}-w{self._member}-{next(self._ids)}"
+        )
+        producer = await self.blocking.run(self._make, tid, timeout_s=10)
+        try:
+            await self.blocking.run(
+                producer.init_transactions, self.timeout_s, timeout_s=self.timeout_s + 1
+            )
+        except BaseException:
+            self._retire(producer)
+            raise
+        return producer
+
+    async def close(self, partitions: list[TopicPartition], abort: bool = True) -> None:
+        """Partitions leave us: abort what is open (unless a call still uses the
+        producer, or `abort` is False) and close their producers."""
+        sinks = [(tp, self._sinks.pop(tp)) for tp in partitions if tp in self._sinks]
+        idle = [(tp, s) for tp, s in sinks if abort and not self._busy[id(s.producer)]]
+        opened = [(tp, s) for tp, s in idle if tp in self._open]
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self._abort(tp, s.producer), ABORT_TIMEOUT_S) for tp, s in opened),
+            return_exceptions=True,
+        )
+        # A producer whose transaction ended (committed before the revocation, or
+        # aborted now) is clean: kept warm for the next partition. Any other is closed.
+        clean = {id(s.producer) for _, s in idle} - {
+            id(s.producer)
+            for (_, s), r in zip(opened, results, strict=True)
+            if isinstance(r, BaseException)
+        }
+        for tp, s in sinks:
+            self._open.discard(tp)
+            if id(s.producer) in clean and len(self._warm) < 2 * WARM_PRODUCERS:
+                self._warm.append(s.producer)
+            else:
+                self._retire(s.producer)
+
+    async def close_all(self) -> None:
+        await self.close(list(self._sinks))
+        warm, self._warm = self._warm, []
+        for producer in warm:
+            self._retire(producer)
+        for task in self._tasks:
+            task.cancel()
+        # Give the retiring producers a moment to close (each bounded on its thread).
+        await asyncio.sleep(0)
+
+    # -- one batch ------------------------------------------------------------------
+
+    async def begin(self, partitions: list[Partition]) -> None:
+        for p in partitions:
+            producer = self._sink(p).producer
+            try:
+                producer.begin_transaction()  # (local: no round trip)
+            except Exception as exc:
+                raise translated(exc) from exc
+            self._open.add(p)
+
+    async def send(self, outputs: list[OutRecord], dead_letters: list[OutRecord]) -> None:
+        parts, outs, dls = by_source(outputs, dead_letters)
+        sinks = [self._sink(p) for p in parts]
+        results = await asyncio.gather(
+            *(
+                self._use(s.producer, s.send(outs.get(p, []), dls.get(p, [])))
+                for p, s in zip(parts, sinks, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        raise_refusals(results)
+
+    async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
+        parts = list(offsets)
+        # (Taken now, in the caller's synchronous stretch after its fence check.)
+        producers = [self._sink(p).producer for p in parts]
+        ends = self.fetcher.past_markers(offsets)
+        results = await asyncio.gather(
+            *(
+                self._use(pr, self._commit_one(pr, p, ends[p]))
+                for pr, p in zip(producers, parts, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        failed: list[Partition] = []
+        failed_producers = []
+        for p, pr, result in zip(parts, producers, results, strict=True):
+            self._open.discard(p)
+            if isinstance(result, BaseException):
+                log.warning(
+                    "the transaction of %s failed (%s: %s): dropping its producer",
+                    _name(p),
+                    type(result).__name__,
+                    result,
+                )
+                failed.append(p)
+                failed_producers.append(pr)
+        if failed:
+            await self.drop(failed, failed_producers)
+        return failed
+
+    async def _commit_one(self, producer: Any, p: Partition, offset: int) -> None:
+        assert isinstance(p, TopicPartition)
+        at = [confluent_kafka.TopicPartition(p.topic, p.partition, offset)]
+        run, t = self.blocking.run, self.timeout_s
+        # (This member as of now, KIP-447; PartitionGone if a rebalance took `p`.)
+        metadata = await self.fetcher.assigned_metadata([p], t)
+        await run(producer.send_offsets_to_transaction, at, metadata, t, timeout_s=t + 1)
+        await run(producer.commit_transaction, t, timeout_s=t + 1)
+
+    async def abort(self, partitions: list[Partition]) -> None:
+        todo = [(p, self._sinks[p]) for p in partitions if p in self._sinks and p in self._open]
+        results = await asyncio.gather(
+            *(
+                self._use(s.producer, asyncio.wait_for(self._abort(p, s.producer), ABORT_TIMEOUT_S))
+                for p, s in todo
+            ),
+            return_exceptions=True,
+        )
+        bad = [
+            (p, s.producer)
+            for (p, s), r in zip(todo, results, strict=True)
+            if isinstance(r, BaseException)
+        ]
+        if bad:
+            await self.drop([p for p, _ in bad], [pr for _, pr in bad])
+
+    async def _abort(self, tp: TopicPartition, producer: Any) -> None:
+        self._open.discard(tp)
+        t = self.timeout_s
+        await self.blocking.run(producer.abort_transaction, t, timeout_s=t + 1)
+
+    async def drop(self, partitions: list[Partition], producers: list[Any] | None = None) -> None:
+        """Give the partitions up for now: their producers closed (a failed commit or
+        abort left them in an unknown state). Still ours after `REOPEN_AFTER_S`, a
+        partition gets a new producer (which fences the old one and settles what it left
+        open) and is read again from its committed offset."""
+        if producers is not None:
+            partitions = [
+                p
+                for p, pr in zip(partitions, producers, strict=True)
+                if (sink := self._sinks.get(p)) is None or sink.producer is pr
+            ]
+        tps = [p for p in partitions if isinstance(p, TopicPartition)]
+        self.lost.update(tps)
+        await self.close(tps, abort=False)
+        task = asyncio.create_task(self._reopen(tps))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reopen(self, tps: list[TopicPartition]) -> None:
+        await asyncio.sleep(REOPEN_AFTER_S)
+        f = self.fetcher
+        again = [tp for tp in tps if tp in self.lost and tp in f.owned and tp not in f.revoking]
+        if not again:
+            return
+        try:
+            await self.open(again)
+            committed = await f.committed(again, self.timeout_s)
+        except KafkaError as exc:
+            log.warning(
+                "restarting the producers of %s failed: %s", ", ".join(map(_name, again)), exc
+            )
+            task = asyncio.create_task(self._reopen(again))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        for tp in again:
+            # (No committed offset: the group's reset policy, as on a first assignment.)
+            start = committed.get(tp, -1001)
+            f.seek(tp, start if start >= 0 else (-1 if self.reset == "latest" else -2))
+
+    async def _use(self, producer: Any, call: Awaitable[T]) -> T:
+        key = id(producer)
+        self._busy[key] += 1
+        try:
+            return await call
+        finally:
+            self._busy[key] -= 1
+            if not self._busy[key]:
+                del self._busy[key]
+                if (retired := self._retiring.pop(key, None)) is not None:
+                    self._close_later(retired)
+
+    def _retire(self, producer: Any) -> None:
+        if self._busy[id(producer)]:
+            self._retiring[id(producer)] = producer  # (closed when its last call ends)
+        else:
+            self._close_later(producer)
+
+    def _close_later(self, producer: Any) -> None:
+        """Close on a pool thread: closing a handle waits for librdkafka's threads."""
+        task = asyncio.ensure_future(
+            self.blocking.run(_close, producer, self.blocking, timeout_s=CLOSE_WAIT_S + 10)
+        )
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def _sink(self, p: Partition) -> ConfluentSink:
+        sink = self._sinks.get(p)
+        if sink is None:
+            raise PartitionGone(f"no transactional producer for {_name(p)} (any more)")
+        return sink
+
+
+def _close(producer: Any, blocking: Blocking) -> None:
+    if not blocking.wait_idle(producer, CLOSE_WAIT_S):
+        log.warning("a transactional producer still busy after %.0fs: left open", CLOSE_WAIT_S)
+        return
+    # A transaction left open holds every read_committed reader of the partitions it
+    # wrote until the broker times it out: abort it (no transaction open: refused at once).
+    try:
+        producer.abort_transaction(CLOSE_ABORT_S)
+    except Exception:  # (none open, or the producer is fenced: nothing to abort here)
+        producer.purge()
+    producer.close()
+
+
+def _name(p: Partition) -> str:
+    return f"{p.topic}/{p.partition}" if isinstance(p, TopicPartition) else str(p)
