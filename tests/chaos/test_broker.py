@@ -6,15 +6,12 @@ request is complete and exact, and every repeat has identical bytes."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import confluent_kafka
 import pytest
 from tokenizers import Tokenizer
 
@@ -30,9 +27,7 @@ from tests.integration.harness import (
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.server_fixtures import TANSU, kafka_plan
 from tests.support.servers import create_topics
-from worker.adapters.broker.confluent.clients import consumer_config, producer_config
 from worker.adapters.local import kafka_server
-from worker.settings import add_flags, from_args
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -136,68 +131,6 @@ def test_broker_killed_mid_run_and_restarted_on_its_log_loses_nothing(
     finally:
         if w.alive:
             w.stop()
-
-
-def test_a_transaction_commits_its_offsets_once_the_killed_broker_is_back(
-    own_broker: kafka_server.ApacheKafka,
-) -> None:
-    """librdkafka (`--kafka-client confluent`) as the worker configures it: a transactional
-    producer that sent offsets before the broker was killed sends them again once it is
-    back. With every broker gone, librdkafka's default re-bootstrap replaced the broker
-    and its cached group coordinator was the replaced one, which never connects: the next
-    `send_offsets_to_transaction` waited for it for ever (its own timeout unenforced), the
-    worker's step timed out, and the broker aborted the transaction at its timeout."""
-    asyncio.run(create_topics(own_broker.bootstrap, ["in", "out"], 1))
-    parser = argparse.ArgumentParser()
-    add_flags(parser, {})
-    s = from_args(
-        parser.parse_args(
-            [
-                *("--bootstrap-servers", own_broker.bootstrap, "--group-id", "g-offsets"),
-                *("--kafka-client", "confluent", "--guarantee", "exactly-once"),
-            ]
-        )
-    )
-    producer = confluent_kafka.Producer(producer_config(s, f"t-{uuid.uuid4().hex[:8]}"))
-    consumer = confluent_kafka.Consumer(consumer_config(s))  # (its group metadata only)
-    timeout_s = 20.0
-
-    def transaction(offset: int) -> None:
-        producer.begin_transaction()
-        producer.produce("out", b"x")
-        producer.send_offsets_to_transaction(
-            [confluent_kafka.TopicPartition("in", 0, offset)],
-            consumer.consumer_group_metadata(),
-            timeout_s,
-        )
-        producer.commit_transaction(timeout_s)
-
-    producer.init_transactions(timeout_s)
-    transaction(1)  # (the group's coordinator is now in the producer's cache)
-    own_broker.kill()
-    time.sleep(DOWN_S)  # (the producer finds every broker gone)
-    own_broker.start()
-    # On a thread of its own: a call that hangs in librdkafka never returns.
-    outcome: list[BaseException | None] = []
-
-    def again() -> None:
-        try:
-            transaction(2)
-            outcome.append(None)
-        except BaseException as exc:  # (the test's failure below)
-            outcome.append(exc)
-
-    began = time.monotonic()
-    t = threading.Thread(target=again, daemon=True)
-    t.start()
-    t.join(3 * timeout_s)
-    took = time.monotonic() - began
-    assert outcome, f"the transaction after the restart still running after {took:.0f}s"
-    assert outcome == [None], f"the transaction after the restart failed: {outcome[0]}"
-    found = consumer.committed([confluent_kafka.TopicPartition("in", 0)], timeout_s)
-    assert found[0].offset == 2
-    consumer.close()
-    producer.flush(timeout_s)
 
 
 def test_broker_frozen_past_the_request_timeout_loses_nothing(

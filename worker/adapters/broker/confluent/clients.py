@@ -154,12 +154,6 @@ def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None
         future.set_result(result)
 
 
-# No re-bootstrap once every known broker is down (a one-broker restart is enough): librdkafka
-# replaces its brokers, but a producer's cached group coordinator stays the replaced one and
-# `send_offsets_to_transaction` waits on it for ever. Brokers that all moved: the outage limit.
-NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
-
-
 def security_config(s: KafkaSecurity) -> dict[str, str]:
     """The TLS/SASL flags as librdkafka properties."""
     out = {"security.protocol": s.security_protocol.lower()}
@@ -197,7 +191,6 @@ def consumer_config(s: Settings) -> dict[str, Any]:
         "isolation.level": "read_committed" if s.guarantee == EXACTLY_ONCE else "read_uncommitted",
         # What librdkafka prefetches per partition, on top of what a lane holds.
         "queued.max.messages.kbytes": 16384,
-        **NO_REBOOTSTRAP,
         **security_config(s),
     }
     if s.group_instance_id:
@@ -218,7 +211,6 @@ def producer_config(s: Settings, transactional_id: str | None = None) -> dict[st
         # murmur2 of the key, as aiokafka and the Java client: a request's outputs land
         # on the same partition whichever client a worker runs.
         "partitioner": "murmur2_random",
-        **NO_REBOOTSTRAP,
         **security_config(s),
     }
     if transactional_id is not None:
