@@ -12,13 +12,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka
 import pytest
 from aiokafka import TopicPartition
 from aiokafka import errors as kerrors
 
+from worker.adapters.broker.confluent import txn as confluent_txn
 from worker.adapters.broker.confluent.clients import (
     Blocking,
     ConfluentError,
@@ -30,7 +31,7 @@ from worker.adapters.broker.confluent.clients import (
 from worker.adapters.broker.confluent.fetch import Fetcher
 from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.confluent.source import ConfluentSource
-from worker.adapters.broker.confluent.txn import _close
+from worker.adapters.broker.confluent.txn import ConfluentTransactions, _close
 from worker.adapters.broker.kafka_txn import PartitionGone
 from worker.failures import HANDLED, Kind, classify
 from worker.ports import Batch, OutputsRefused, OutRecord
@@ -482,6 +483,58 @@ async def _a_producer_is_closed_only_once_a_call_that_outlasted_its_bound_ends()
     producer.release.set()
     await asyncio.wait_for(closing, 2.0)
     assert producer.calls == ["flush", "flushed", "abort", "purge", "close"]
+
+
+class ReopenFetcher:
+    """The fetcher as a dropped partition's restart uses it: the committed offsets, and
+    the seek, which notes whether a lane could poll the partition by then."""
+
+    def __init__(self, txns: Any, committed: int) -> None:
+        self.txns = txns
+        self.owned, self.revoking = {TP0}, set[TopicPartition]()
+        self.offset = committed
+        self.seeks: list[tuple[int, bool]] = []
+
+    async def committed(self, tps: list[TopicPartition], timeout_s: float) -> dict[Any, int]:
+        await asyncio.sleep(0.01)  # (a round trip: the lanes run meanwhile)
+        return {tp: self.offset for tp in tps}
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((offset, self.txns.ready(tp)))
+
+
+class InitRecorder:
+    def init_transactions(self, timeout_s: float) -> None:
+        pass
+
+
+def test_a_dropped_partition_is_sought_to_its_committed_offset_before_it_is_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (Ready first, a lane could take records buffered past the failed transaction into a
+    # new one, its states built on the failed one's: those records then count as done.)
+    monkeypatch.setattr(confluent_txn, "REOPEN_AFTER_S", 0.0)
+    asyncio.run(_a_dropped_partition_is_sought_before_it_is_ready())
+
+
+async def _a_dropped_partition_is_sought_before_it_is_ready() -> None:
+    txns = ConfluentTransactions(
+        lambda tid: InitRecorder(),
+        cast(Any, None),
+        Blocking(),
+        group_id="g",
+        input_topic="in",
+        id_prefix="t-",
+        output_topic="out",
+        dlq_topic="dlq",
+    )
+    fetcher = ReopenFetcher(txns, committed=106)
+    txns.fetcher = cast(Any, fetcher)
+    await txns.drop([TP0])
+    assert not txns.ready(TP0)
+    await asyncio.wait_for(asyncio.gather(*txns._tasks), 5.0)
+    assert fetcher.seeks == [(106, False)]
+    assert txns.ready(TP0)
 
 
 class FakeProducer:

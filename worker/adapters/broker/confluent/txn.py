@@ -316,8 +316,14 @@ class ConfluentTransactions:
         if not again:
             return
         try:
-            await self.open(again)
+            # Sought before a producer makes them ready: a lane would otherwise take records
+            # buffered past the failed transaction, and its states would build on that one's.
             committed = await f.committed(again, self.timeout_s)
+            for tp in again:
+                # (No committed offset: the group's reset policy, as on a first assignment.)
+                start = committed.get(tp, -1001)
+                f.seek(tp, start if start >= 0 else (-1 if self.reset == "latest" else -2))
+            await self.open(again)
         except KafkaError as exc:
             log.warning(
                 "restarting the producers of %s failed: %s", ", ".join(map(_name, again)), exc
@@ -325,11 +331,6 @@ class ConfluentTransactions:
             task = asyncio.create_task(self._reopen(again))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            return
-        for tp in again:
-            # (No committed offset: the group's reset policy, as on a first assignment.)
-            start = committed.get(tp, -1001)
-            f.seek(tp, start if start >= 0 else (-1 if self.reset == "latest" else -2))
 
     async def _use(self, producer: Any, call: Awaitable[T]) -> T:
         key = id(producer)
