@@ -324,7 +324,7 @@ class ConfluentTransactions:
                 start = committed.get(tp, -1001)
                 f.seek(tp, start if start >= 0 else (-1 if self.reset == "latest" else -2))
             await self.open(again)
-        except KafkaError as exc:
+        except (KafkaError, TimeoutError) as exc:  # (the partitions stay unready until done)
             log.warning(
                 "restarting the producers of %s failed: %s", ", ".join(map(_name, again)), exc
             )
