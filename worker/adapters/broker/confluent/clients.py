@@ -12,6 +12,7 @@ librdkafka's errors are turned into aiokafka's error classes (`translated`), so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -140,7 +141,9 @@ class Blocking:
                 result, error = call(), None
             except BaseException as exc:  # (handed to the awaiting coroutine)
                 result, error = None, exc
-            loop.call_soon_threadsafe(settle, future, result, error)
+            # (A loop that has closed meanwhile awaits nothing any more.)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, future, result, error)
             with self._lock:
                 self._idle += 1
 

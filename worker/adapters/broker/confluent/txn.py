@@ -40,7 +40,11 @@ from typing import Any, TypeVar
 
 import confluent_kafka
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    TransactionalIdAuthorizationFailed,
+)
 
 from worker.adapters.broker.confluent.clients import Blocking, translated
 from worker.adapters.broker.confluent.fetch import Fetcher
@@ -101,6 +105,13 @@ class ConfluentTransactions:
         self._warm: list[Any] = []  # initialized producers, no partition yet
         self._member = uuid.uuid4().hex[:12]  # (this worker's transactional ids)
         self._ids = itertools.count()
+        # Per producer (by id): its transactional id and how many broker outages had been
+        # heard of when it was made (`brokers_lost`); per dropped partition, the id its
+        # next producer takes over.
+        self._made: dict[int, tuple[str, int]] = {}
+        self._outages = 0
+        self._outage = asyncio.Event()  # (set and replaced at each outage)
+        self._heir: dict[TopicPartition, str] = {}
         self._filling: asyncio.Task[None] | None = None
         self.lost: set[TopicPartition] = set()
         self.refused: TransactionalIdAuthorizationFailed | None = None
@@ -155,16 +166,24 @@ class ConfluentTransactions:
             task.add_done_callback(self._tasks.discard)
 
     async def _start(self, tp: TopicPartition) -> Any:
+        if (tid := self._heir.pop(tp, None)) is not None:
+            return await self._new(tid)
         if self._warm:
-            return self._warm.pop()
+            producer = self._warm.pop()
+            if not self._stale(producer):
+                return producer
+            tid = self._made[id(producer)][0]
+            self._retire(producer)
+            return await self._new(tid)
         return await self._new()
 
-    async def _new(self) -> Any:
+    async def _new(self, tid: str | None = None) -> Any:
         # (Under the same prefix as aiokafka's per-partition ids: one prefixed ACL.)
-        tid = (
-            f"{self.id_prefix}{self.group_id}-{self.input_topic}-w{self._member}-{next(self._ids)}"
-        )
+        if tid is None:
+            tid = f"{self.id_prefix}{self.group_id}-{self.input_topic}-w{self._member}-"
+            tid += str(next(self._ids))
         producer = await self.blocking.run(self._make, tid, timeout_s=10)
+        self._made[id(producer)] = (tid, self._outages)
         try:
             await self.blocking.run(
                 producer.init_transactions, self.timeout_s, timeout_s=self.timeout_s + 1
@@ -173,6 +192,24 @@ class ConfluentTransactions:
             self._retire(producer)
             raise
         return producer
+
+    def brokers_lost(self) -> None:
+        """Every broker was unreachable (the consumer's librdkafka said so). librdkafka
+        then bootstraps anew, and a producer may keep a retired broker as its group
+        coordinator: its next `send_offsets_to_transaction` would wait for it for ever.
+        So each producer made before now is made again before its next transaction
+        (`_stale`), and a commit under way gives its offsets up (`_commit_one`)."""
+        self._outages += 1
+        self._outage.set()
+        self._outage = asyncio.Event()
+
+    def _stale(self, producer: Any) -> bool:
+        """Made before the last outage: it is made again under its own transactional id
+        before its next transaction. The new one's InitProducerId fences it, and the new
+        one's next commit also settles offsets its last commit left pending, should the
+        restarted broker have skipped that commit's marker."""
+        made = self._made.get(id(producer))
+        return made is not None and made[1] < self._outages
 
     async def close(self, partitions: list[TopicPartition], abort: bool = True) -> None:
         """Partitions leave us: abort what is open (unless a call still uses the
@@ -212,7 +249,21 @@ class ConfluentTransactions:
 
     async def begin(self, partitions: list[Partition]) -> None:
         for p in partitions:
-            producer = self._sink(p).producer
+            sink = self._sink(p)
+            if self._stale(sink.producer):
+                try:
+                    producer = await self._new(self._made[id(sink.producer)][0])
+                except (KafkaError, TimeoutError):
+                    # (Still unreachable: the partition waits for its producer, as after
+                    # a failed commit.)
+                    await self.drop([p], [sink.producer])
+                    raise
+                log.info("%s: its transactional producer made again after an outage", _name(p))
+                self._retire(sink.producer)
+                self._sinks[p] = sink = ConfluentSink(
+                    producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
+                )
+            producer = sink.producer
             try:
                 producer.begin_transaction()  # (local: no round trip)
             except Exception as exc:
@@ -266,7 +317,20 @@ class ConfluentTransactions:
         run, t = self.blocking.run, self.timeout_s
         # (This member as of now, KIP-447; PartitionGone if a rebalance took `p`.)
         metadata = await self.fetcher.assigned_metadata([p], t)
-        await run(producer.send_offsets_to_transaction, at, metadata, t, timeout_s=t + 1)
+        # A producer from before an outage would send its offsets to a retired broker
+        # and wait for ever (`brokers_lost`): the batch is done again on a new one.
+        if self._stale(producer):
+            raise KafkaConnectionError(f"{_name(p)}: its producer predates a broker outage")
+        outage = asyncio.ensure_future(self._outage.wait())
+        send = asyncio.ensure_future(
+            run(producer.send_offsets_to_transaction, at, metadata, t, timeout_s=t + 1)
+        )
+        await asyncio.wait((send, outage), return_when=asyncio.FIRST_COMPLETED)
+        outage.cancel()
+        if not send.done():
+            send.add_done_callback(lambda f: f.cancelled() or f.exception())
+            raise KafkaConnectionError(f"{_name(p)}: every broker was lost as it sent offsets")
+        await send
         await run(producer.commit_transaction, t, timeout_s=t + 1)
 
     async def abort(self, partitions: list[Partition]) -> None:
@@ -303,6 +367,9 @@ class ConfluentTransactions:
                 if (sink := self._sinks.get(p)) is None or sink.producer is pr
             ]
         tps = [p for p in partitions if isinstance(p, TopicPartition)]
+        for tp in tps:  # (the next producer takes the id over, and so fences this one)
+            if (sink := self._sinks.get(tp)) is not None and id(sink.producer) in self._made:
+                self._heir[tp] = self._made[id(sink.producer)][0]
         self.lost.update(tps)
         await self.close(tps, abort=False)
         task = asyncio.create_task(self._reopen(tps))
@@ -352,6 +419,7 @@ class ConfluentTransactions:
 
     def _close_later(self, producer: Any) -> None:
         """Close on a pool thread: closing a handle waits for librdkafka's threads."""
+        self._made.pop(id(producer), None)
         task = asyncio.ensure_future(
             self.blocking.run(_close, producer, self.blocking, timeout_s=CLOSE_WAIT_S + 10)
         )

@@ -40,13 +40,21 @@ class ConfluentClients:
         self.s = s
         self.on_misrouted = on_misrouted
         self.blocking = Blocking()
-        conf = {**consumer_config(s), "logger": LIBRDKAFKA_LOG}
+        conf = {**consumer_config(s), "logger": LIBRDKAFKA_LOG, "error_cb": self._on_error}
         self.fetcher = Fetcher(conf, self.blocking, s.max_batch)
         # (A rebalance callback waits this long for the worker: its batches get half the
         # session timeout, then the producers' calls their step timeout.)
         self.fetcher.callback_timeout_s = s.session_timeout_ms / 2000 + 2 * s.step_timeout_s
         self.producers: list[Any] = []
         self.transactions: ConfluentTransactions | None = None
+
+    def _on_error(self, error: Any) -> None:
+        """The consumer's errors, on the fetch thread (librdkafka logs them too). Every
+        broker unreachable: the transactional producers are made again before their next
+        transaction (`ConfluentTransactions.brokers_lost`)."""
+        txns, loop = self.transactions, self.fetcher.loop
+        if error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN and txns and loop:
+            loop.call_soon_threadsafe(txns.brokers_lost)
 
     def _producer(self, transactional_id: str | None = None) -> Any:
         conf = {**producer_config(self.s, transactional_id), "logger": LIBRDKAFKA_LOG}

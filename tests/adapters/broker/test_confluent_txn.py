@@ -1,0 +1,168 @@
+"""`ConfluentTransactions` after every broker was unreachable: each producer is made
+again under its own transactional id before its next transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+import pytest
+from aiokafka import TopicPartition
+from aiokafka import errors as kerrors
+
+from worker.adapters.broker.confluent.clients import Blocking
+from worker.adapters.broker.confluent.txn import ConfluentTransactions
+
+TP0, TP1 = TopicPartition("in", 0), TopicPartition("in", 1)
+
+
+class TxnProducer:
+    """A transactional producer as `ConfluentTransactions` starts and begins one: its
+    transactional id, whether it was initialized, and whether a transaction began."""
+
+    def __init__(self, tid: str, fail_init: bool = False) -> None:
+        self.tid, self.fail_init = tid, fail_init
+        self.inits = self.begun = 0
+        self.closed = False
+
+    def init_transactions(self, timeout_s: float) -> None:
+        if self.fail_init:
+            raise kerrors.KafkaConnectionError("no broker")
+        self.inits += 1
+
+    def begin_transaction(self) -> None:
+        self.begun += 1
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        pass
+
+    def purge(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_after_every_broker_was_lost_each_producer_is_made_again_under_its_own_id() -> None:
+    # (librdkafka may keep a retired broker as a producer's group coordinator after a
+    # re-bootstrap: its next send_offsets_to_transaction would never return.)
+    asyncio.run(_after_every_broker_was_lost_each_producer_is_made_again())
+
+
+async def _after_every_broker_was_lost_each_producer_is_made_again() -> None:
+    made: list[TxnProducer] = []
+    unreachable = False
+
+    def make(tid: str) -> TxnProducer:
+        made.append(TxnProducer(tid, fail_init=unreachable))
+        return made[-1]
+
+    txns = ConfluentTransactions(
+        make,
+        cast(Any, None),
+        Blocking(),
+        group_id="g",
+        input_topic="in",
+        id_prefix="t-",
+        output_topic="out",
+        dlq_topic="dlq",
+    )
+    await txns.warm()
+    await txns.open([TP0, TP1])
+    before = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
+    warm = list(txns._warm)
+    await txns.begin([TP0])
+    assert txns._sinks[TP0].producer is before[TP0]  # (no outage: the same producer)
+    txns._open.clear()
+
+    txns.brokers_lost()
+    await txns.begin([TP0])
+    renewed = txns._sinks[TP0].producer
+    assert renewed is not before[TP0]
+    assert (renewed.tid, renewed.inits, renewed.begun) == (before[TP0].tid, 1, 1)
+    # A warm producer made before the outage is made again when a partition takes it.
+    taken = TopicPartition("in", 2)
+    await txns.open([taken])
+    got = txns._sinks[taken].producer
+    assert got.tid in {p.tid for p in warm} and got not in warm and got.inits == 1
+
+    # Still unreachable: the partition is dropped, and its next producer takes the id over.
+    txns.brokers_lost()
+    unreachable = True
+    with pytest.raises(kerrors.KafkaConnectionError):
+        await txns.begin([TP1])
+    assert not txns.ready(TP1) and txns._heir[TP1] == before[TP1].tid
+    await txns.close_all()
+    # (Closed on pool threads: done before this loop ends.)
+    for _ in range(200):
+        if all(p.closed for p in made):
+            break
+        await asyncio.sleep(0.01)
+    assert all(p.closed for p in made)
+
+
+class CommitFetcher:
+    """The fetcher as a commit uses it: group metadata, offsets past the markers."""
+
+    async def assigned_metadata(self, tps: list[TopicPartition], timeout_s: float) -> object:
+        return object()
+
+    def past_markers(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return dict(offsets)
+
+
+class SendingProducer(TxnProducer):
+    """`send_offsets_to_transaction` waits until released (a retired coordinator: never)."""
+
+    def __init__(self, tid: str) -> None:
+        super().__init__(tid)
+        self.release = threading.Event()
+        self.committed = 0
+
+    def send_offsets_to_transaction(self, *args: Any) -> None:
+        self.release.wait(5.0)
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        self.committed += 1
+
+
+def test_a_commit_under_way_or_begun_before_every_broker_was_lost_gives_up() -> None:
+    asyncio.run(_a_commit_under_way_or_begun_before_the_outage_gives_up())
+
+
+async def _a_commit_under_way_or_begun_before_the_outage_gives_up() -> None:
+    made: list[SendingProducer] = []
+
+    def make(tid: str) -> SendingProducer:
+        made.append(SendingProducer(tid))
+        return made[-1]
+
+    txns = ConfluentTransactions(
+        make,
+        cast(Any, CommitFetcher()),
+        Blocking(),
+        group_id="g",
+        input_topic="in",
+        id_prefix="t-",
+        output_topic="out",
+        dlq_topic="dlq",
+    )
+    await txns.open([TP0, TP1])
+    first = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
+    await txns.begin([TP0, TP1])
+    # TP0's offsets are on their way when every broker is lost; TP1 began before it.
+    committing = asyncio.ensure_future(txns.commit({TP0: 10}))
+    await asyncio.sleep(0.05)
+    txns.brokers_lost()
+    failed = await asyncio.wait_for(committing, 2.0)
+    assert failed == [TP0] and txns._heir[TP0] == first[TP0].tid
+    assert await txns.commit({TP1: 10}) == [TP1]
+    assert first[TP0].committed == first[TP1].committed == 0
+    for p in made:
+        p.release.set()
+    await txns.close_all()
+    for _ in range(200):
+        if all(p.closed for p in made):
+            break
+        await asyncio.sleep(0.01)
