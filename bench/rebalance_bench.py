@@ -193,12 +193,13 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
     }
     (folder / "run.json").write_text(json.dumps({
         "stamps": out.stamps, "timeline": timeline, "events": events, "revoked": revoked,
-        "repeated": out.repeated(),
+        "repeated": out.repeated(), "inputs": load.inputs, "outputs": out.outputs,
     }))  # fmt: skip
     for name, at, end in events:
         ev = event_result(
-            name, at, end - at, out.stamps, timeline, args.partitions, revoked=revoked
-        )
+            name, at, end - at, out.stamps, timeline, args.partitions, revoked=revoked,
+            inputs=load.inputs, outputs=out.outputs,
+        )  # fmt: skip
         summary = {"name": name, "window_s": round(end - at, 1), **ev.summary()}
         res["events"].append({**summary, "moved": sorted(ev.moved), "gaps": ev.unmoved | ev.moved})
     return res
@@ -221,7 +222,11 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f"max {e['moved_resume_max']:.2f} s\n"
             f"  {'':<22} beside a revocation by its owner: unmoved "
             f"{e.get('unmoved_beside_n', 0)}: p50 {e.get('unmoved_beside_p50', 0):.2f} s "
-            f"max {e.get('unmoved_beside_max', 0):.2f} s"
+            f"max {e.get('unmoved_beside_max', 0):.2f} s\n"
+            f"  {'':<22} while its input waited: unmoved max "
+            f"{e.get('unmoved_waited_max', 0):.2f} s | moved p50 "
+            f"{e.get('moved_waited_p50', 0):.2f} s max {e.get('moved_waited_max', 0):.2f} s"
+            f" | steady before {e.get('baseline_waited', 0):.2f} s"
         )
     return "\n".join(lines)
 
@@ -232,27 +237,35 @@ def reanalyze(folder: Path) -> dict:  # type: ignore[type-arg]
     stamps = {int(p): v for p, v in doc["stamps"].items()}
     timeline = {int(p): [tuple(e) for e in v] for p, v in doc["timeline"].items()}
     revoked = {int(p): v for p, v in doc["revoked"].items()}
+    inputs = {int(p): [tuple(r) for r in v] for p, v in doc.get("inputs", {}).items()}
+    outputs = {int(p): [tuple(o) for o in v] for p, v in doc.get("outputs", {}).items()}
     cand, partitions = folder.name.split("-")[1:-3], int(folder.name.split("-")[-3])
     res: dict = {"candidate": "-".join(cand), "partitions": partitions, "events": []}  # type: ignore[type-arg]
     for name, at, end in doc["events"]:
-        ev = event_result(name, at, end - at, stamps, timeline, partitions, revoked=revoked)  # type: ignore[arg-type]
+        ev = event_result(
+            name, at, end - at, stamps, timeline, partitions, revoked=revoked,  # type: ignore[arg-type]
+            inputs=inputs or None, outputs=outputs or None,  # type: ignore[arg-type]
+        )  # fmt: skip
         res["events"].append({"name": name, "window_s": round(end - at, 1), **ev.summary()})
     return res
 
 
 def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
-    """One row per run and event: the window's longest gaps (pause, stall) and the wait
-    from a revocation to the next output, in seconds."""
+    """One row per run and event: the window's longest gaps (pause, stall), the same
+    while input waited, and the wait from a revocation to the next output, in seconds."""
     out = [
         "| partitions | candidate | event | unmoved pause max | moved stall p50 / max "
+        "| while input waited: unmoved max | moved p50 / max "
         "| revocation → output: unmoved max | moved p50 / max |",
-        "|---:|---|---|---:|---:|---:|---:|",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         for e in r["events"]:
             out.append(
                 f"| {r['partitions']} | {r['candidate']} | {e['name']} | {e['unmoved_max']:.2f} "
                 f"| {e['moved_p50']:.2f} / {e['moved_max']:.2f} "
+                f"| {e.get('unmoved_waited_max', 0):.2f} "
+                f"| {e.get('moved_waited_p50', 0):.2f} / {e.get('moved_waited_max', 0):.2f} "
                 f"| {e['unmoved_resume_max']:.2f} "
                 f"| {e['moved_resume_p50']:.2f} / {e['moved_resume_max']:.2f} |"
             )

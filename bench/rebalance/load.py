@@ -21,6 +21,9 @@ class SteadyLoad:
     def __init__(self, bootstrap: str, topic: str, records: list[tuple[str, bytes]], rate: float):
         self.bootstrap, self.topic, self.records, self.rate = bootstrap, topic, records, rate
         self.partition_of: dict[str, int] = {}
+        # input partition → (request id, seq, CreateTime s) of each record sent there
+        self.inputs: dict[int, list[tuple[str, int, float]]] = {}
+        self._seq: dict[str, int] = {}  # the next seq per request (each is sent in order)
         self.sent = 0
         self.error: BaseException | None = None
         self._burst: list[tuple[str, bytes]] = []
@@ -56,11 +59,13 @@ class SteadyLoad:
                 due = min(len(self.records), int((time.perf_counter() - start) * self.rate) + 1)
                 while i < due:
                     rid, value = self.records[i]
-                    pending.append((rid, await producer.send(self.topic, value, key=rid.encode())))
+                    fut = await producer.send(self.topic, value, key=rid.encode())
+                    pending.append((rid, self._next_seq(rid), fut))
                     i += 1
                 while self._burst:
                     rid, value = self._burst.pop(0)
-                    pending.append((rid, await producer.send(self.topic, value, key=rid.encode())))
+                    fut = await producer.send(self.topic, value, key=rid.encode())
+                    pending.append((rid, self._next_seq(rid), fut))
                     if len(pending) > 2000:
                         await self._note(pending)
                         pending = []
@@ -73,10 +78,16 @@ class SteadyLoad:
         finally:
             await producer.stop()
 
+    def _next_seq(self, rid: str) -> int:
+        seq = self._seq.get(rid, 0)
+        self._seq[rid] = seq + 1
+        return seq
+
     async def _note(self, pending: list) -> None:  # type: ignore[type-arg]
-        for rid, fut in pending:
+        for rid, seq, fut in pending:
             md = await fut
             self.partition_of[rid] = md.partition
+            self.inputs.setdefault(md.partition, []).append((rid, seq, md.timestamp / 1000))
 
 
 @dataclass
@@ -84,6 +95,8 @@ class Output:
     # input partition → sorted CreateTimes (s) of its outputs
     stamps: dict[int, list[float]] = field(default_factory=dict)
     keys: list[tuple[str, str, str]] = field(default_factory=list)
+    # input partition → (CreateTime s, request id, seq) of each output with a numeric seq
+    outputs: dict[int, list[tuple[float, str, int]]] = field(default_factory=dict)
     # key → (input partition, CreateTime, output partition, offset) of each copy
     where: dict[tuple[str, str, str], list[tuple[int, float, int, int]]] = field(
         default_factory=dict
@@ -128,6 +141,9 @@ async def read_outputs(bootstrap: str, topic: str, partition_of: dict[str, int])
                     )
                     if p is not None:
                         out.stamps.setdefault(p, []).append(m.timestamp / 1000)
+                        if key[1].isdigit():
+                            at = m.timestamp / 1000
+                            out.outputs.setdefault(p, []).append((at, rid, int(key[1])))
             for tp in list(left):
                 if await consumer.position(tp) >= ends[tp]:
                     left.discard(tp)

@@ -1,6 +1,11 @@
 """Pause and stall per partition around a scale event, from the output topic's record
 timestamps (CreateTime: when the worker sent the output) and the workers' logged
-assignments. Pure: no I/O."""
+assignments. Pure: no I/O.
+
+Two views of a gap: all of it (`longest_gap`), and only the part during which some input
+of the partition waited (`waited_gaps`, as `make autoscale` measures, with its own
+functions): at a few records a second per partition the first also counts the time the
+partition simply had nothing to do."""
 
 from __future__ import annotations
 
@@ -8,6 +13,10 @@ import itertools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from tests.autoscale.checks.measure import gaps_with_work, pending_intervals
+from tests.autoscale.checks.reader import Out
+from tests.autoscale.load.workload import Rec
 
 # owner timeline: partition → [(time s, owner name or None)], in time order
 Timeline = Mapping[int, Sequence[tuple[float, str | None]]]
@@ -51,6 +60,27 @@ def resume_after(stamps: Sequence[float], at: float) -> float:
     return after[0] - at if after else 0.0
 
 
+# input partition → its records (request id, seq, sent s), and its outputs (at s, request
+# id, seq)
+Inputs = Mapping[int, Sequence[tuple[str, int, float]]]
+Outputs = Mapping[int, Sequence[tuple[float, str, int]]]
+
+
+def waited_gaps(
+    inputs: Sequence[tuple[str, int, float]], outputs: Sequence[tuple[float, str, int]]
+) -> list[tuple[float, float]]:
+    """One partition's gaps between outputs, each cut to the part during which one of its
+    records waited (sent, and no output of its request at or past its seq yet)."""
+    recs = [Rec(rid, seq, b"", "", sent) for rid, seq, sent in inputs]
+    outs = [Out(at, rid, str(seq), "", b"", 0, 0) for at, rid, seq in outputs]
+    return gaps_with_work([o.at for o in outs], pending_intervals(recs, outs))
+
+
+def longest_waited(gaps: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """The longest of `gaps` that overlaps [start, end] (whole, as `longest_gap` counts)."""
+    return max((b - a for a, b in gaps if b >= start and a <= end), default=0.0)
+
+
 @dataclass
 class EventResult:
     name: str
@@ -65,6 +95,9 @@ class EventResult:
     # unmoved partition → its longest gap around a revocation of another partition of
     # its owner (what a revocation costs the partitions that stay)
     beside: dict[int, float] = field(default_factory=dict)
+    # partition → its longest gap in the window while its input waited (when inputs known)
+    waited: dict[int, float] = field(default_factory=dict)
+    baseline_waited: float = 0.0  # the same, any partition, in the steady time before
 
     def summary(self) -> dict[str, float | int]:
         un = sorted(self.unmoved.values())
@@ -74,7 +107,14 @@ class EventResult:
         un_s = sorted(self.resume[p] for p in self.unmoved if p in self.resume)
         mv_s = sorted(self.resume[p] for p in self.moved if p in self.resume)
         bs = sorted(self.beside.values())
+        un_w = sorted(self.waited[p] for p in self.unmoved if p in self.waited)
+        mv_w = sorted(self.waited[p] for p in self.moved if p in self.waited)
         return {
+            "unmoved_waited_max": un_w[-1] if un_w else 0.0,
+            "unmoved_waited_p50": statistics.median(un_w) if un_w else 0.0,
+            "moved_waited_p50": statistics.median(mv_w) if mv_w else 0.0,
+            "moved_waited_max": mv_w[-1] if mv_w else 0.0,
+            "baseline_waited": self.baseline_waited,
             "unmoved_beside_n": len(bs),
             "unmoved_beside_p50": statistics.median(bs) if bs else 0.0,
             "unmoved_beside_max": bs[-1] if bs else 0.0,
@@ -103,12 +143,20 @@ def event_result(
     partitions: int,
     baseline_s: float = 3.0,
     revoked: Mapping[int, Sequence[float]] | None = None,
+    inputs: Inputs | None = None,
+    outputs: Outputs | None = None,
 ) -> EventResult:
     """A partition moved if its owner at the end of the window is not its owner at `at`
-    (an owner that is going away counts as moving it)."""
+    (an owner that is going away counts as moving it). With `inputs` and `outputs`, also
+    each partition's longest gap while its input waited (`waited`)."""
     res = EventResult(name, at)
     for p in range(partitions):
         s = stamps.get(p, [])
+        if inputs is not None and outputs is not None:
+            gaps = waited_gaps(inputs.get(p, ()), outputs.get(p, ()))
+            res.waited[p] = longest_waited(gaps, at, at + window_s)
+            before_s = longest_waited(gaps, at - baseline_s, at - 0.001)
+            res.baseline_waited = max(res.baseline_waited, before_s)
         gap = longest_gap(s, at, at + window_s)
         before, after = owner_at(timeline, p, at), owner_at(timeline, p, at + window_s)
         (res.unmoved if before == after and before is not None else res.moved)[p] = gap
