@@ -290,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--broker-data", type=Path, default=None,
                     help="keep the broker's log here (for bench/rebalance/txnlog.py)")  # fmt: skip
+    ap.add_argument(
+        "--broker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting over the bench's own (e.g. group.consumer.assignment.interval.ms=0)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
     ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")
     ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
@@ -301,11 +308,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     cands = args.candidate or ["today"]
+    config = dict(BROKER_CONFIG)
+    for item in args.broker_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--broker-config: expected KEY=VALUE, got {item!r}")
+        config[key] = value
     tok = load_deepseek()
     with contextlib.ExitStack() as stack:
         kafka = stack.enter_context(
             kafka_server.ApacheKafka(
-                config=BROKER_CONFIG, jvm_options=JVM_OPTIONS, data_dir=args.broker_data
+                config=config, jvm_options=JVM_OPTIONS, data_dir=args.broker_data
             )
         )
         redis = stack.enter_context(RedisServer())
