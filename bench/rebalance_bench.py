@@ -50,6 +50,9 @@ BROKER_CONFIG = {
     # As the aiokafka workers' --session-timeout-ms (the local broker's is 3 s, for tests).
     "group.consumer.session.timeout.ms": "10000",
     "group.initial.rebalance.delay.ms": "0",
+    # A new assignment as soon as a member joins or leaves (Kafka's default: at most one a
+    # second, which a moved partition waited for).
+    "group.consumer.assignment.interval.ms": "0",
     # Kafka's default, not the local broker's 3 s (for tests): starved by a 32-partition
     # fleet on 2 cores, the broker was fenced by its own controller, and its transaction
     # coordinator then completed aborts without writing their markers (repeats and stuck

@@ -38,6 +38,8 @@ JVM_OPTIONS = ("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemory
 BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "10000",
+    # A new assignment as soon as a member joins or leaves, not at most once a second.
+    "group.consumer.assignment.interval.ms": "0",
     # Kafka's default (the local broker's 3 s is for tests): see bench/rebalance_bench.py.
     "broker.session.timeout.ms": "9000",
 }

@@ -289,6 +289,9 @@ class ApacheKafka(LocalServer):
             "group.consumer.min.session.timeout.ms": "1000",
             "group.consumer.heartbeat.interval.ms": "500",
             "group.consumer.min.heartbeat.interval.ms": "100",
+            # The broker computes a KIP-848 group's new assignment at most once per this
+            # interval (1 s by default): a partition waited for it on every move.
+            "group.consumer.assignment.interval.ms": "0",
             "num.partitions": "1",
             # As in production here: the worker's topics are created on purpose, and a
             # typo in a topic name should fail rather than make a new topic.
