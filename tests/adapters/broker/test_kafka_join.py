@@ -79,3 +79,40 @@ def test_each_join_makes_one_generation(
     alone, both = asyncio.run(_joins(kafka_bootstrap, topic, assignor))
     assert alone == 1
     assert both == [2, 2]
+
+
+async def _assigned_with_metadata_lost(bootstrap: str, topic: str) -> list[int]:
+    """A lone consumer whose client drops the metadata answers right after it subscribes, as
+    aiokafka does with a broker that answers with no brokers (one just back from a freeze):
+    its partitions, once assigned."""
+    c = _consumer(bootstrap, topic, f"join-{uuid.uuid4().hex[:8]}", "sticky")
+    await c.start()
+    try:
+        cluster = c._client.cluster
+        assert not cluster.partitions_for_topic(topic)  # (the topic not asked for yet)
+        update, dropped = cluster.update_metadata, []
+
+        def drop_two(metadata: Any) -> None:
+            if len(dropped) < 2:
+                dropped.append(metadata)
+                cluster.failed_update(None)
+                return
+            update(metadata)
+
+        cluster.update_metadata = drop_two
+        c.subscribe([topic])
+        await _assigned([c], 4)
+        assert len(dropped) == 2
+        return sorted(tp.partition for tp in c.assignment())
+    finally:
+        await c.stop()
+
+
+@pytest.mark.integration
+def test_a_leader_without_the_topics_metadata_refreshes_it_before_assigning(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Without the refresh the leader assigned nothing, and nothing changed until aiokafka's
+    next periodic metadata refresh (5 min): `_assigned` gives up after 30 s."""
+    topic = new_topic(partitions=4, prefix="join-md")
+    assert asyncio.run(_assigned_with_metadata_lost(kafka_bootstrap, topic)) == [0, 1, 2, 3]

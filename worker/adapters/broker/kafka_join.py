@@ -11,11 +11,18 @@ group rebalancing for a minute.
 member id the broker hands a new member), and handles the answer as aiokafka does. aiokafka's
 coordinator builds one of these per rejoin, by its module-level name, so `install` puts
 ours in that name's place.
+
+As the group's leader it also assigns only once its metadata knows every subscribed
+topic's partitions. A broker just back from a freeze can answer a metadata request with
+no brokers; aiokafka then keeps what it had (nothing, for a new client) until its next
+periodic refresh, minutes later, and a leader assigning meanwhile gave every member
+nothing until then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -28,6 +35,9 @@ log = logging.getLogger("derender.worker")
 
 _RETRY_AFTER_BACKOFF = (Errors.GroupLoadInProgressError,)
 _COORDINATOR_MOVED = (Errors.GroupCoordinatorNotAvailableError, Errors.NotCoordinatorForGroupError)
+# How long a leader refreshes missing partition metadata before it rejoins instead.
+METADATA_WAIT_S = 5.0
+METADATA_RETRY_S = 0.2
 _FATAL = (
     Errors.InconsistentGroupProtocolError,
     Errors.InvalidSessionTimeoutError,
@@ -49,6 +59,8 @@ class OneJoinRebalance(group_coordinator.CoordinatorGroupRebalance):  # type: ig
             coordinator.member_id = response.member_id
             coordinator.generation = response.generation_id
             if response.leader_id == response.member_id:
+                if not await self._partitions_known():
+                    return None
                 assignment = await self._on_join_leader(response)
             else:
                 assignment = await self._on_join_follower()
@@ -67,6 +79,32 @@ class OneJoinRebalance(group_coordinator.CoordinatorGroupRebalance):  # type: ig
             raise Errors.KafkaError(repr(error()))
         log.debug("join of group %s answered %s", self.group_id, error.__name__)
         return None
+
+    async def _partitions_known(self) -> bool:
+        """True once the metadata has partitions for every subscribed topic, refreshing it
+        (within METADATA_WAIT_S) while some are missing; False: rejoin after a backoff."""
+        # aiokafka has no public way to refresh a consumer's metadata now.
+        client = self._coordinator._client
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + METADATA_WAIT_S
+        while True:
+            missing = sorted(
+                t for t in self._subscription.topics if not client.cluster.partitions_for_topic(t)
+            )
+            if not missing:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning(
+                    "no partition metadata for %s after %.0f s: rejoining the group",
+                    ", ".join(missing),
+                    METADATA_WAIT_S,
+                )
+                return False
+            with contextlib.suppress(TimeoutError, Errors.KafkaError):
+                await asyncio.wait_for(client.force_metadata_update(), left)
+            if any(not client.cluster.partitions_for_topic(t) for t in missing):
+                await asyncio.sleep(min(METADATA_RETRY_S, max(0.0, deadline - loop.time())))
 
     def _protocols(self) -> list[tuple[str, bytes]]:
         topics = self._subscription.topics
