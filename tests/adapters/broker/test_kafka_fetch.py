@@ -30,8 +30,24 @@ async def _buffered(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int)
     from a fetch response, is past it): it now waits in the consumer, not consumed."""
     deadline = time.monotonic() + DEADLINE_S
     while (consumer.highwater(tp) or 0) <= offset:
-        assert time.monotonic() < deadline, f"{tp} never fetched offset {offset}"
+        assert time.monotonic() < deadline, (
+            f"{tp} never fetched offset {offset}: {_view(consumer, tp)}"
+        )
         await asyncio.sleep(0.002)
+
+
+def _view(consumer: AIOKafkaConsumer, tp: TopicPartition) -> dict[str, object]:
+    """What the consumer knew of `tp` (aiokafka's internals: no public call tells), so that a
+    failure says whether it lacked the leader, a position, or a fetch answer."""
+    state = consumer._subscription.subscription.assignment.state_value(tp)
+    return {
+        "leader": consumer._client.cluster.leader_for_partition(tp),
+        "brokers": sorted(b.nodeId for b in consumer._client.cluster.brokers()),
+        "position": state.position if state.has_valid_position else None,
+        "highwater": state.highwater,
+        "buffered": tp in consumer._fetcher._records,
+        "fetches in flight": sorted(consumer._fetcher._in_flight),
+    }
 
 
 @contextlib.asynccontextmanager
