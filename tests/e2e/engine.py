@@ -270,7 +270,11 @@ def start_engine(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            start_new_session=True,  # its own process group: stopped as one
+            # Its own process group (stopped as one, out of reach of a Ctrl-C meant for
+            # pytest), not its own session: Linux schedules each session as one group
+            # (autogroup), and a busy engine in a session of its own starved the whole
+            # loop for seconds at a time (CONTRIBUTING.md, "A CPU engine beside the loop").
+            process_group=0,
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     engine = Engine(port, log_path, proc)

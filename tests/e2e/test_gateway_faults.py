@@ -179,8 +179,12 @@ def test_a_stopped_worker_fleet_fails_the_stream_within_the_reply_timeout(
                 t0 = time.monotonic()
     errored = time.monotonic()
     waited = errored - t0
+    (rid,) = impatient.served[before:]
     assert not isinstance(failure.value, openai.APIStatusError)  # (an event in the stream)
-    assert REPLY_TIMEOUT_S / 2 < waited < REPLY_TIMEOUT_S + 5, waited
+    # (The gateway's own line says how far the worker got; the engine log, whether the
+    # machine was starved: see engine.py on the engine's session.)
+    said = [line for line in impatient.process.log_text().splitlines() if rid in line]
+    assert REPLY_TIMEOUT_S / 2 < waited < REPLY_TIMEOUT_S + 5, (waited, said)
     # The engine request was aborted: the engine stopped soon after the client's error,
     # short of the whole answer. (How many tokens it made by then is its decode speed
     # times the reply timeout: about 1,000 on an idle machine, 130 on a loaded one.)
@@ -194,7 +198,6 @@ def test_a_stopped_worker_fleet_fails_the_stream_within_the_reply_timeout(
             f"the engine stopped {took:.1f} s later, after {generated:.0f} of {LONG} tokens",
         )
     )
-    (rid,) = impatient.served[before:]
     inputs = topic_watch.wait(rid, lambda rs: bool(aborts(rs)), topic_watch.topics[0])
     assert aborts(inputs)[0]["reason"] == "reply timeout"
 

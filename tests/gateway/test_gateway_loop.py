@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -254,6 +255,8 @@ def test_no_output_within_the_reply_timeout_is_an_error_and_aborts_the_engine(
     (abort,) = aborts(records)
     assert abort["request_id"] == rid and abort["reason"] == "reply timeout"
     assert ENGINE_PREFIX + rid in loop.engine.aborted
+    assert f"{rid}: no output from the worker for 1.5 s" in g.log_text()
+    assert re.search(rf"{rid}: .*; nothing answered of [1-9]\d* records published", g.log_text())
     with pytest.raises(openai.APIStatusError) as whole:
         chat(c, "a whole answer nobody derenders", False)
     assert whole.value.status_code == 504
@@ -278,6 +281,13 @@ def test_a_worker_that_stalls_mid_stream_ends_the_stream_with_an_error(loop: Loo
     (abort,) = aborts(records)
     assert abort["reason"] == "reply timeout"
     assert ENGINE_PREFIX + abort["request_id"] in loop.engine.aborted
+    # The log says how far the worker got: it had answered what the client saw.
+    said = re.search(
+        rf"{abort['request_id']}: .*; answered up to seq (\d+) of (\d+) records published",
+        g.log_text(),
+    )
+    assert said is not None, g.log_text()[-2000:]
+    assert 0 <= int(said[1]) < int(said[2])
 
 
 def test_the_api_key_guards_the_v1_paths(loop: Loop) -> None:

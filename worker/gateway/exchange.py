@@ -117,6 +117,7 @@ class Exchange:
         self.first_published: float | None = None
         self.unanswered_since: float | None = None  # a record the worker has not answered
         self.last_published = -1
+        self.answered_seq = -1  # the highest seq the worker's outputs answered
         self.first_output = True
         # The control topic's stop: the record, and the engine abort it started.
         self.halted: ControlRecord | None = None
@@ -330,6 +331,7 @@ class Exchange:
                 if since is not None and since == self.unanswered_since:
                     self.stop_reason = "reply timeout"
                     message = f"no output from the worker for {limit:g} s (--reply-timeout-s)"
+                    log.warning("%s: %s; %s", self.request_id, message, self._progress())
                     await self._fail(504, self.dialect.error_body(message, 504))
                     return outcome.TIMEOUT
                 continue
@@ -359,8 +361,17 @@ class Exchange:
                 await self._write(b"", more=False)
                 return outcome.OK
 
+    def _progress(self) -> str:
+        """How far the worker got: what an operator needs to tell a fleet that is down
+        (nothing answered) from one that lags (answers stopped midway)."""
+        published = self.last_published + 1
+        if self.answered_seq < 0:
+            return f"nothing answered of {published} records published"
+        return f"answered up to seq {self.answered_seq} of {published} records published"
+
     def _answered(self, out: Output) -> None:
         now = time.monotonic()
+        self.answered_seq = max(self.answered_seq, out.seq)
         if self.first_output and self.first_published is not None:
             self.first_output = False
             self.s.metrics.reply_wait.observe(now - self.first_published)
