@@ -218,9 +218,9 @@ FLAGS: list[Flag] = [
     Flag(
         "batch-bytes",
         262144,
-        "largest record batch the producer builds for one partition (outputs, dead letters): "
-        "keep it at most the topics' max.message.bytes (1 MiB by default), or batches the "
-        "broker refuses as too large are sent again one record each",
+        "largest record batch the producer builds for one partition (outputs, dead letters); "
+        "cut at start-up to the smallest max.message.bytes of the topics written, when the "
+        "broker tells it",
         int,
     ),
     Flag(

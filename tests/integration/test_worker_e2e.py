@@ -189,6 +189,9 @@ def test_an_output_the_broker_refuses_fails_its_request_and_the_partition_moves_
     assert "refused by the broker" in json.loads(err.value)["error"]["message"]
     assert worker.stop() == 0
     assert "refused by the broker" in worker.log_tail()
+    # Its batches were kept to the topic's limit: a refused batch held the big response
+    # alone, so no other request's outputs were sent again out of their order.
+    assert "record batches are kept to 12000 bytes" in worker.log_text()
 
 
 def _with_one_big_response(

@@ -52,6 +52,7 @@ from worker.adapters.broker.kafka import (
     make_transactional_producer,
     security_kwargs,
     wait_longer_when_whole,
+    within_limit,
 )
 from worker.adapters.broker.kafka_access import refusal
 from worker.adapters.broker.kafka_lag import GroupLag
@@ -242,7 +243,8 @@ class Runner(Rebalancing):
         log.info("consuming %s as group %s", self.s.input_topic, self.s.group_id)
 
     async def _connect(self, exactly_once: bool) -> None:
-        await check_access(self.s)  # (a refused login or right: exit 2, not an outage)
+        # (A refused login or right: exit 2, not an outage.)
+        self.s = within_limit(self.s, await check_access(self.s))
         if self.s.kafka_client == CONFLUENT:
             self.confluent = ConfluentClients(self.s, self.metrics.misrouted.inc)
             await self.confluent.connect()

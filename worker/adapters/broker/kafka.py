@@ -3,6 +3,8 @@ transactional producers of exactly-once."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -12,6 +14,8 @@ from aiokafka.helpers import create_ssl_context
 from worker.adapters.broker import kafka_access, kafka_join
 from worker.adapters.broker.kafka_assign import assignors
 from worker.settings import EXACTLY_ONCE, KafkaSecurity, Settings
+
+log = logging.getLogger("derender.worker")
 
 
 def security_kwargs(s: KafkaSecurity) -> dict[str, Any]:
@@ -149,7 +153,24 @@ def make_transactional_producer(s: Settings, transactional_id: str) -> AIOKafkaP
     )
 
 
-async def check_access(s: Settings) -> None:
+async def check_access(s: Settings) -> int | None:
     """Before the clients start: a refused login, an untrusted certificate, a missing
-    topic or ACL is a ConfigError naming the fix (`kafka_access`)."""
-    await kafka_access.check_access(s, security_kwargs(s))
+    topic or ACL is a ConfigError naming the fix (`kafka_access`). Returns the smallest
+    `max.message.bytes` of the topics the worker writes (None: the broker did not say)."""
+    return await kafka_access.check_access(s, security_kwargs(s))
+
+
+def within_limit(s: Settings, limit: int | None) -> Settings:
+    """`--batch-bytes` cut to the written topics' `max.message.bytes` (`limit`; None:
+    unknown, unchanged), with a warning: a batch over it would be refused whole, and
+    records of other requests sent again after their requests' later outputs."""
+    if limit is None or s.batch_bytes <= limit:
+        return s
+    log.warning(
+        "--batch-bytes %d is over the max.message.bytes of the topics written (%d): "
+        "record batches are kept to %d bytes",
+        s.batch_bytes,
+        limit,
+        limit,
+    )
+    return dataclasses.replace(s, batch_bytes=limit)

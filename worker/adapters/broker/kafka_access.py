@@ -19,6 +19,11 @@ every answer that waiting cannot change into a `ConfigError` naming what to fix:
   DescribeGroups v3's `authorized_operations`): READ on the input topic, WRITE on the
   output, dead-letter and control topics, READ on the group; a topic that does not exist.
 
+It also reads the smallest `max.message.bytes` of the topics the worker writes
+(`message_limit`): the producers' batches are kept under it (`runner`), so a batch the
+broker refuses as too large holds one record, too large by itself, and never the outputs
+of other requests (sent again, those would land after their requests' later outputs).
+
 A broker that does not answer at all stays what it was: a transient error, retried.
 WRITE on the transactional ids of exactly-once cannot be asked without taking them (an
 InitProducerId would fence their owners), so it is checked where it is first used
@@ -33,7 +38,11 @@ from typing import Any
 
 from aiokafka import errors
 from aiokafka.conn import AIOKafkaConnection, create_conn
-from aiokafka.protocol.admin import DescribeGroupsRequest_v3, DescribeGroupsResponse_v3
+from aiokafka.protocol.admin import (
+    DescribeConfigsRequest,
+    DescribeGroupsRequest_v3,
+    DescribeGroupsResponse_v3,
+)
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest_v4, MetadataRequest_v5
@@ -347,20 +356,42 @@ async def _check_group(s: Settings, conn: AIOKafkaConnection, kw: dict[str, Any]
         raise errors.for_code(code)(f"describing group {s.group_id!r}")
 
 
-async def check_access(s: Settings, kw: dict[str, Any]) -> None:
+async def check_access(s: Settings, kw: dict[str, Any]) -> int | None:
     """Raise ConfigError when the worker, as configured, cannot log in or lacks a right
     (the module docstring lists which); a KafkaError when no broker answers. `kw` are
-    the clients' `security_kwargs`."""
+    the clients' `security_kwargs`. Returns the written topics' `message_limit`."""
     client_id = f"derender-worker-{s.group_id}"
     conn, _ = await connect(s.bootstrap_servers, s, kw, s.request_timeout_ms, client_id)
     try:
-        topics = [s.input_topic, s.output_topic, s.dlq_topic]
-        topics += [s.control_topic] if s.control_topic else []
-        meta = await conn.send(Metadata(topics))
+        written = [s.output_topic, s.dlq_topic] + ([s.control_topic] if s.control_topic else [])
+        meta = await conn.send(Metadata([s.input_topic, *written]))
         _check_topics(s, meta)
         await _check_group(s, conn, kw)
+        return await message_limit(conn, written)
     finally:
         conn.close()
+
+
+_TOPIC = 2  # (DescribeConfigs' resource type for a topic)
+MAX_MESSAGE_BYTES = "max.message.bytes"
+
+
+async def message_limit(conn: AIOKafkaConnection, topics: list[str]) -> int | None:
+    """The smallest `max.message.bytes` of `topics` (the largest record batch the broker
+    accepts there); None when the broker does not tell (no DESCRIBE_CONFIGS right, an
+    old broker): the batches stay as configured."""
+    try:
+        answer = await conn.send(
+            DescribeConfigsRequest([(_TOPIC, t, [MAX_MESSAGE_BYTES]) for t in topics])
+        )
+    except errors.KafkaError:
+        return None
+    limits = []
+    for code, _message, _kind, _name, entries, *_ in answer.resources:
+        if code:
+            return None
+        limits += [int(e[1]) for e in entries if e[0] == MAX_MESSAGE_BYTES and e[1]]
+    return min(limits, default=None)
 
 
 def refusal(s: Settings, exc: BaseException) -> ConfigError | None:

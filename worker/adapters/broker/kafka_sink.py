@@ -13,6 +13,8 @@ batch), with a warning naming the request and the partition, once per request.
 An output the broker refuses for itself (larger than the topic's `max.message.bytes`) is
 a data error, not an outage: the sink sends that partition's records again one per batch,
 so every other record is delivered, and raises `OutputsRefused` naming the refused ones.
+(The batches are kept under the topics' limit (`kafka.within_limit`), so a refused batch
+holds that one record: sending others again would put them after later outputs.)
 """
 
 from __future__ import annotations
