@@ -12,7 +12,7 @@ from aiokafka import TopicPartition
 from aiokafka import errors as kerrors
 
 from worker.adapters.broker.confluent.clients import Blocking
-from worker.adapters.broker.confluent.txn import ConfluentTransactions
+from worker.adapters.broker.confluent.txn import WARM_PRODUCERS, ConfluentTransactions
 
 TP0, TP1 = TopicPartition("in", 0), TopicPartition("in", 1)
 
@@ -71,7 +71,12 @@ async def _after_every_broker_was_lost_each_producer_is_made_again() -> None:
     await txns.warm()
     await txns.open([TP0, TP1])
     before = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
+    # (`open` refills the warm producers in the background: every one of them is made
+    # before the outage below, so wait for the refill before noting which they are.)
+    assert txns._filling is not None
+    await txns._filling
     warm = list(txns._warm)
+    assert len(warm) == WARM_PRODUCERS
     await txns.begin([TP0])
     assert txns._sinks[TP0].producer is before[TP0]  # (no outage: the same producer)
     txns._open.clear()
