@@ -179,6 +179,7 @@ def test_the_handler_ends_start_up_but_only_marks_a_stop_once_the_loop_runs(
     # In-process, on the phases alone (its own state: runners in other tests ask it).
     fresh = {"requested": False, "starting": False, "installed": False}
     monkeypatch.setattr(stop_signal, "_state", fresh)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # (install chains it)
     old = signal.getsignal(signal.SIGTERM)
     try:
         stop_signal.install()
@@ -195,3 +196,39 @@ def test_the_handler_ends_start_up_but_only_marks_a_stop_once_the_loop_runs(
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+# A SIGTERM whose handler runs inside code whose exceptions the interpreter only reports
+# (a weakref callback, as an import lock's is, or a `__del__`): the start-up must end
+# there all the same, with exit 0 and no traceback.
+SWALLOWED = {
+    "weakref callback": """
+import weakref
+class Thing: pass
+thing = Thing()
+def gone(_):
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(100_000): pass
+ref = weakref.ref(thing, gone)
+del thing
+""",
+    "__del__": """
+class Thing:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000): pass
+Thing()
+""",
+}
+
+
+@pytest.mark.parametrize("where", list(SWALLOWED))
+def test_a_sigterm_in_code_that_swallows_exceptions_still_ends_start_up(where: str) -> None:
+    script = "import os, signal\nfrom worker.run import stop_signal\nstop_signal.install()\n"
+    script += SWALLOWED[where] + "print('start-up went on', flush=True)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "start-up went on" not in done.stdout
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr

@@ -6,7 +6,9 @@ imported before anything else).
 
 Three phases:
 - starting (imports, models, tokenizers, settings): nothing is owned yet, so a SIGTERM
-  ends the process at once with exit 0 (`SystemExit`, so `finally` blocks still run);
+  ends the process at once with exit 0 (`SystemExit`, so `finally` blocks still run;
+  where the interpreter swallows it, in a weakref callback or a `__del__` that the
+  signal happened to interrupt, the unraisable hook ends the process instead);
 - running: the event loop's own handler (`Runner.run`, `Supervisor.run`) stops the
   worker; it asks `requested()` once installed, for a SIGTERM that came in between;
 - finishing (the loop's work done): SIGTERM is ignored and the exit goes on (ignored, not
@@ -20,7 +22,9 @@ and a SIGTERM held meanwhile is delivered to the handler then.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -34,11 +38,29 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(0)  # nothing is owned yet: nothing to finish or hand over
 
 
+def _chain_unraisable(previous: Callable[[sys.UnraisableHookArgs], object]) -> None:
+    def on_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+        if (
+            _state["starting"]
+            and _state["requested"]
+            and isinstance(unraisable.exc_value, SystemExit)
+        ):
+            # The handler's exit raised where exceptions are only reported (it interrupted
+            # an import lock's weakref callback, say): start-up would go on. End it here.
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os._exit(0)
+        previous(unraisable)
+
+    sys.unraisablehook = on_unraisable
+
+
 def install() -> None:
     """The handler, in its starting phase (from the main thread: elsewhere, nothing)."""
     if threading.current_thread() is not threading.main_thread():
         return
     _state["starting"] = _state["installed"] = True
+    _chain_unraisable(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
