@@ -103,11 +103,16 @@ def worker_argv(
 
 
 def wait_assigned(fleet: Fleet, members: list[Member], timeout_s: float) -> bool:
+    """Whether every one of `members` got partitions in time; each back to niceness 0 as
+    soon as it has them."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
+        for m in members:
+            if m.niced and fleet.assigned(m):
+                fleet.unnice(m)
         if all(fleet.assigned(m) for m in members):
             return True
-        fleet.sleep(0.2)
+        fleet.sleep(0.05)
     return False
 
 
@@ -139,7 +144,7 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
     def start() -> Member:
         nonlocal n
         argv = worker_argv(cand, env, f"w{n}", free_port(), args.worker_args.split())
-        m = fleet.start(f"w{n}", argv)
+        m = fleet.start(f"w{n}", argv, args.joiner_nice if n else 0)
         n += 1
         return m
 
@@ -188,6 +193,7 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         "partitions": args.partitions,
         "rate": args.rate,
         "burst": args.burst,
+        "joiner_nice": args.joiner_nice,
         "outputs": len(out.keys),
         "repeats": repeats(out.keys),
         "exits": {m.name: (m.rc, round(m.exit_s or 0, 2)) for m in fleet.members},
@@ -289,6 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-s", type=float, default=8.0)
     ap.add_argument(
         "--worker-args", default="", help="more flags for every worker (space-separated)"
+    )
+    ap.add_argument(
+        "--joiner-nice",
+        type=int,
+        default=0,
+        help="start each joining worker at this niceness, back to 0 once it has partitions"
+        " (its start-up then takes only spare CPU, as on a node of its own)",
     )
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--broker-data", type=Path, default=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import signal
 import subprocess
 import time
@@ -26,6 +27,7 @@ class Member:
     term_at: float | None = None
     rc: int | None = None
     exit_s: float | None = None
+    niced: bool = False
 
 
 class Fleet:
@@ -34,13 +36,30 @@ class Fleet:
         self.cwd = cwd
         self.members: list[Member] = []
 
-    def start(self, name: str, argv: list[str]) -> Member:
+    def start(self, name: str, argv: list[str], nice: int = 0) -> Member:
+        """`nice`: the process starts at that niceness (its threads inherit it) until
+        `unnice`: a joiner's start-up (imports, models) then takes CPU only where the
+        working members leave some, as on a node of its own."""
         log = self.logs / f"{name}.log"
         with open(log, "ab") as f:
             proc = subprocess.Popen(argv, cwd=self.cwd, stdout=f, stderr=f, start_new_session=True)
-        m = Member(name, log, proc)
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
+            _autogroup_nice(proc.pid, nice)
+        m = Member(name, log, proc, niced=bool(nice))
         self.members.append(m)
         return m
+
+    def unnice(self, m: Member) -> None:
+        """Every thread of `m` back to niceness 0 (lowering it needs root)."""
+        if not m.niced:
+            return
+        m.niced = False
+        _autogroup_nice(m.proc.pid, 0)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{m.proc.pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, int(task.name), 0)
 
     def term(self, m: Member) -> None:
         m.term_at = time.time()
@@ -123,3 +142,11 @@ def revocations(fleet: Fleet) -> dict[int, list[float]]:
 
 def as_timeline(t: dict[int, list[tuple[float, str | None]]]) -> Timeline:
     return t
+
+
+def _autogroup_nice(pid: int, nice: int) -> None:
+    """With autogroup scheduling on, each session (every member starts its own) shares the
+    CPU with the others by its autogroup's niceness; a thread's own niceness only ranks
+    it within its session."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))

@@ -70,10 +70,12 @@ def waited_gaps(
     inputs: Sequence[tuple[str, int, float]], outputs: Sequence[tuple[float, str, int]]
 ) -> list[tuple[float, float]]:
     """One partition's gaps between outputs, each cut to the part during which one of its
-    records waited (sent, and no output of its request at or past its seq yet)."""
+    records waited: sent, and no output yet of its request at or past its seq, nor of a
+    record sent to the partition after it."""
     recs = [Rec(rid, seq, b"", "", sent) for rid, seq, sent in inputs]
     outs = [Out(at, rid, str(seq), "", b"", 0, 0) for at, rid, seq in outputs]
-    return gaps_with_work([o.at for o in outs], pending_intervals(recs, outs))
+    one_partition = {r.rid: 0 for r in recs}
+    return gaps_with_work([o.at for o in outs], pending_intervals(recs, outs, one_partition))
 
 
 def longest_waited(gaps: Sequence[tuple[float, float]], start: float, end: float) -> float:

@@ -61,3 +61,30 @@ def test_an_event_reports_both_views(measure: ModuleType) -> None:
     assert summary["baseline_waited"] == pytest.approx(0.1)  # (1.9-2.0 crosses 1.95)
     without = measure.event_result("1 → 2", 1.95, 3.0, stamps, timeline, 1, baseline_s=1.0)
     assert without.waited == {}
+
+
+def test_a_record_without_output_is_done_once_a_later_record_of_its_partition_is(
+    measure: ModuleType,
+) -> None:
+    # r's seq 0 yields no output (a reasoning marker, say); s's record, published after it
+    # on the same partition, is answered at 1.12: r's was done by then (a partition is
+    # processed in order), not at 3.02 when r's next chunk is answered.
+    inputs = [("r", 0, 1.0), ("s", 0, 1.1), ("r", 1, 3.0)]
+    outputs = [(1.12, "s", 0), (3.02, "r", 1)]
+    gaps = measure.waited_gaps(inputs, outputs)
+    assert measure.longest_waited(gaps, 0.0, 4.0) == pytest.approx(0.02)
+    # The record's own request alone would have kept it waiting to 3.02.
+    assert measure.longest_gap([o[0] for o in outputs], 0.0, 4.0) == pytest.approx(1.9)
+
+
+def test_only_a_later_record_of_the_same_partition_cuts_a_wait() -> None:
+    from tests.autoscale.checks.measure import pending_intervals
+    from tests.autoscale.checks.reader import Out
+    from tests.autoscale.load.workload import Rec
+
+    recs = [Rec("r", 0, b"", "", 1.0), Rec("s", 0, b"", "", 1.1), Rec("r", 1, b"", "", 3.0)]
+    outs = [Out(1.12, "s", "0", "", b"", 0, 0), Out(3.02, "r", "1", "", b"", 0, 0)]
+    same = pending_intervals(recs, outs, {"r": 0, "s": 0})
+    apart = pending_intervals(recs, outs, {"r": 0, "s": 1})
+    assert same[0] == pytest.approx((1.0, 1.12))
+    assert apart[0] == pytest.approx((1.0, 3.02)) == pending_intervals(recs, outs)[0]

@@ -26,10 +26,47 @@ def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def pending_intervals(recs: list[Rec], outs: list[Out]) -> list[tuple[float, float]]:
+def pending_intervals(
+    recs: list[Rec], outs: list[Out], partition_of: dict[str, int] | None = None
+) -> list[tuple[float, float]]:
     """When each input record was waiting: from its send to the first output of its
     request with a seq at or past its own (a record that yields no output of its own, e.g.
-    half of a multi-byte character, is served by the next one that does)."""
+    half of a multi-byte character, is served by the next one that does). With
+    `partition_of`, also to the first output of a record sent later to its partition
+    (`cut_in_partition_order`; send times in order, ties in `recs`' order)."""
+    waits = _request_waits(recs, outs)
+    if partition_of is None:
+        return waits
+    order = sorted(range(len(recs)), key=lambda i: recs[i].sent)
+    cut = cut_in_partition_order(
+        [waits[i] for i in order], [partition_of.get(recs[i].rid, -1) for i in order]
+    )
+    out = list(waits)
+    for i, wait in zip(order, cut, strict=True):
+        out[i] = wait
+    return out
+
+
+def cut_in_partition_order(
+    waits: list[tuple[float, float]], partitions: list[int]
+) -> list[tuple[float, float]]:
+    """Each record's wait (records in publish order, each in `partitions[i]`) cut at the
+    first output served to a later record of its partition: a partition is processed in
+    order, so that output shows the record was done. Without the cut, a record that yields
+    no output (a reasoning marker, half a character) waits for its request's next chunk,
+    which may come seconds later on an idle request: not a pause of the worker's."""
+    out = list(waits)
+    earliest: dict[int, float] = {}
+    for i in range(len(waits) - 1, -1, -1):
+        sent, served = waits[i]
+        p = partitions[i]
+        served = min(served, earliest.get(p, math.inf))
+        earliest[p] = served
+        out[i] = (sent, max(served, sent))
+    return out
+
+
+def _request_waits(recs: list[Rec], outs: list[Out]) -> list[tuple[float, float]]:
     arrivals: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for o in outs:
         with contextlib.suppress(ValueError):
@@ -97,7 +134,7 @@ def longest_in(gaps: list[tuple[float, float]], lo: float, hi: float) -> float:
 def pauses(
     events: list[ScaleEvent], recs: list[Rec], outs: list[Out], partition_of: dict[str, int]
 ) -> list[EventPause]:
-    pend = pending_intervals(recs, outs)
+    pend = pending_intervals(recs, outs, partition_of)
     all_gaps = gaps_with_work([o.at for o in outs], pend)
     per_part: dict[int, tuple[list[float], list[tuple[float, float]]]] = {}
     by_part_outs: dict[int, list[float]] = defaultdict(list)

@@ -81,7 +81,7 @@ def measure_moves(
     waiting: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for o in outs:
         arrivals[partition_of.get(o.rid, -1)].append(o.at)
-    for r, iv in zip(recs, pending_intervals(recs, outs), strict=True):
+    for r, iv in zip(recs, pending_intervals(recs, outs, partition_of), strict=True):
         waiting[partition_of.get(r.rid, -1)].append(iv)
     for xs in arrivals.values():
         xs.sort()
