@@ -171,3 +171,73 @@ async def _a_commit_under_way_or_begun_before_the_outage_gives_up() -> None:
         if all(p.closed for p in made):
             break
         await asyncio.sleep(0.01)
+
+
+class HeldProducer(TxnProducer):
+    """One whose `init_transactions` waits for `gate` (a producer made again while the
+    partition's revocation runs)."""
+
+    def __init__(self, tid: str, gate: threading.Event) -> None:
+        super().__init__(tid)
+        self.gate = gate
+
+    def init_transactions(self, timeout_s: float) -> None:
+        assert self.gate.wait(10)
+        super().init_transactions(timeout_s)
+
+
+def test_a_partition_revoked_while_its_producer_is_made_again_is_given_up_cleanly() -> None:
+    # Seen on a fleet under load: the revocation kept the partition's old producer warm,
+    # the remaking `begin` then closed that one and put the new one on the revoked
+    # partition; the next partition took the closed producer from the warm ones and its
+    # `begin_transaction` ended the worker ("Producer has been closed").
+    asyncio.run(_a_partition_revoked_while_its_producer_is_made_again())
+
+
+async def _a_partition_revoked_while_its_producer_is_made_again() -> None:
+    made: list[TxnProducer] = []
+    gate = threading.Event()
+    hold = False
+
+    def make(tid: str) -> TxnProducer:
+        made.append(HeldProducer(tid, gate) if hold else TxnProducer(tid))
+        return made[-1]
+
+    txns = ConfluentTransactions(
+        make,
+        cast(Any, None),
+        Blocking(),
+        group_id="g",
+        input_topic="in",
+        id_prefix="t-",
+        output_topic="out",
+        dlq_topic="dlq",
+    )
+    await txns.warm()
+    await txns.open([TP0])
+    assert txns._filling is not None
+    await txns._filling
+    old = txns._sinks[TP0].producer
+    txns.brokers_lost()
+    hold = True
+    begin = asyncio.create_task(txns.begin([TP0]))
+    while not any(isinstance(p, HeldProducer) for p in made):
+        await asyncio.sleep(0.001)
+    await txns.close([TP0])  # (the revocation, while the new producer initializes)
+    gate.set()
+    with pytest.raises(kerrors.KafkaError, match="given up"):
+        await begin
+    assert not txns.ready(TP0)
+    renewed = next(p for p in made if isinstance(p, HeldProducer))
+    for _ in range(200):  # (closed on a pool thread)
+        if renewed.closed:
+            break
+        await asyncio.sleep(0.01)
+    assert renewed.closed and not old.closed
+    # Every partition that comes next gets an open producer and begins.
+    hold = False
+    nexts = [TopicPartition("in", n) for n in range(2, 2 + 2 * WARM_PRODUCERS)]
+    await txns.open(nexts)
+    await txns.begin(nexts)
+    assert not any(txns._sinks[tp].producer.closed for tp in nexts)
+    await txns.close_all()

@@ -258,6 +258,11 @@ class ConfluentTransactions:
                     # a failed commit.)
                     await self.drop([p], [sink.producer])
                     raise
+                if self._sinks.get(p) is not sink:
+                    # Revoked (its old producer maybe kept warm) or dropped meanwhile: the
+                    # new one is not the partition's, nor is the old one ours to close.
+                    self._retire(producer)
+                    raise PartitionGone(f"{_name(p)} given up as its producer was made again")
                 log.info("%s: its transactional producer made again after an outage", _name(p))
                 self._retire(sink.producer)
                 self._sinks[p] = sink = ConfluentSink(
@@ -420,6 +425,7 @@ class ConfluentTransactions:
     def _close_later(self, producer: Any) -> None:
         """Close on a pool thread: closing a handle waits for librdkafka's threads."""
         self._made.pop(id(producer), None)
+        self._warm = [w for w in self._warm if w is not producer]  # (never handed out)
         task = asyncio.ensure_future(
             self.blocking.run(_close, producer, self.blocking, timeout_s=CLOSE_WAIT_S + 10)
         )
