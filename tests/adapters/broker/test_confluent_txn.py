@@ -44,6 +44,20 @@ class TxnProducer:
         self.closed = True
 
 
+def transactions(make: Any, fetcher: Any = None) -> ConfluentTransactions:
+    """`ConfluentTransactions` over fake producers made by `make(tid)`."""
+    return ConfluentTransactions(
+        make,
+        cast(Any, fetcher),
+        Blocking(),
+        group_id="g",
+        input_topic="in",
+        id_prefix="t-",
+        output_topic="out",
+        dlq_topic="dlq",
+    )
+
+
 def test_after_every_broker_was_lost_each_producer_is_made_again_under_its_own_id() -> None:
     # (librdkafka may keep a retired broker as a producer's group coordinator after a
     # re-bootstrap: its next send_offsets_to_transaction would never return.)
@@ -58,16 +72,7 @@ async def _after_every_broker_was_lost_each_producer_is_made_again() -> None:
         made.append(TxnProducer(tid, fail_init=unreachable))
         return made[-1]
 
-    txns = ConfluentTransactions(
-        make,
-        cast(Any, None),
-        Blocking(),
-        group_id="g",
-        input_topic="in",
-        id_prefix="t-",
-        output_topic="out",
-        dlq_topic="dlq",
-    )
+    txns = transactions(make)
     await txns.warm()
     await txns.open([TP0, TP1])
     before = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
@@ -143,16 +148,7 @@ async def _a_commit_under_way_or_begun_before_the_outage_gives_up() -> None:
         made.append(SendingProducer(tid))
         return made[-1]
 
-    txns = ConfluentTransactions(
-        make,
-        cast(Any, CommitFetcher()),
-        Blocking(),
-        group_id="g",
-        input_topic="in",
-        id_prefix="t-",
-        output_topic="out",
-        dlq_topic="dlq",
-    )
+    txns = transactions(make, CommitFetcher())
     await txns.open([TP0, TP1])
     first = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
     await txns.begin([TP0, TP1])
@@ -203,16 +199,7 @@ async def _a_partition_revoked_while_its_producer_is_made_again() -> None:
         made.append(HeldProducer(tid, gate) if hold else TxnProducer(tid))
         return made[-1]
 
-    txns = ConfluentTransactions(
-        make,
-        cast(Any, None),
-        Blocking(),
-        group_id="g",
-        input_topic="in",
-        id_prefix="t-",
-        output_topic="out",
-        dlq_topic="dlq",
-    )
+    txns = transactions(make)
     await txns.warm()
     await txns.open([TP0])
     assert txns._filling is not None
