@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rebalance.fleet import Fleet, Member, revocations
 from rebalance.load import SteadyLoad, read_outputs
-from rebalance.measure import event_result, repeats
+from rebalance.measure import caught_up, event_result, repeats
 from workerbench.workload import load_deepseek, make_workload
 
 from worker.adapters.local import kafka_server
@@ -148,7 +148,8 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         n += 1
         return m
 
-    events: list[tuple[str, float, float]] = []
+    # name, when, end of its window, the request-id prefix of its burst ("" without one)
+    events: list[tuple[str, float, float, str]] = []
     print(f"[{cand} P={args.partitions}] logs in {folder}", flush=True)
     try:
         load.start()
@@ -159,8 +160,10 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         live = [first]
         for step in steps:
             at = time.time()
+            prefix = ""
             if args.burst and step != "r":
-                extra = make_workload(tok, args.burst // 41 + 1, 40, 2, f"rb{tag}b{step}", 11)
+                prefix = f"rb{tag}b{step}"
+                extra = make_workload(tok, args.burst // 41 + 1, 40, 2, prefix, 11)
                 load.burst([(rid, value) for rid, _, value in extra.records])
             if step == "r":
                 new = [start()]
@@ -176,7 +179,9 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
             ok = wait_assigned(fleet, new, 90)
             fleet.sleep(SETTLE_S)
             end = time.time()
-            events.append((name if ok else name + " (a joiner never got partitions)", at, end))
+            events.append(
+                (name if ok else name + " (a joiner never got partitions)", at, end, prefix)
+            )
             print(f"  {name}: {end - at:.1f} s", flush=True)
         fleet.sleep(2)
     finally:
@@ -204,12 +209,14 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         "stamps": out.stamps, "timeline": timeline, "events": events, "revoked": revoked,
         "repeated": out.repeated(), "inputs": load.inputs, "outputs": out.outputs,
     }))  # fmt: skip
-    for name, at, end in events:
+    for name, at, end, prefix in events:
         ev = event_result(
             name, at, end - at, out.stamps, timeline, args.partitions, revoked=revoked,
             inputs=load.inputs, outputs=out.outputs,
         )  # fmt: skip
         summary = {"name": name, "window_s": round(end - at, 1), **ev.summary()}
+        if prefix:
+            summary["caught_up_s"] = caught_up(load.inputs, out.outputs, prefix + "-", at)
         res["events"].append({**summary, "moved": sorted(ev.moved), "gaps": ev.unmoved | ev.moved})
     return res
 
@@ -237,6 +244,8 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f"{e.get('moved_waited_p50', 0):.2f} s max {e.get('moved_waited_max', 0):.2f} s"
             f" | steady before {e.get('baseline_waited', 0):.2f} s"
         )
+        if "caught_up_s" in e:
+            lines.append(f"  {'':<22} burst answered in full after {e['caught_up_s']:.2f} s")
     return "\n".join(lines)
 
 
@@ -250,12 +259,15 @@ def reanalyze(folder: Path) -> dict:  # type: ignore[type-arg]
     outputs = {int(p): [tuple(o) for o in v] for p, v in doc.get("outputs", {}).items()}
     cand, partitions = folder.name.split("-")[1:-3], int(folder.name.split("-")[-3])
     res: dict = {"candidate": "-".join(cand), "partitions": partitions, "events": []}  # type: ignore[type-arg]
-    for name, at, end in doc["events"]:
+    for name, at, end, *rest in doc["events"]:
         ev = event_result(
             name, at, end - at, stamps, timeline, partitions, revoked=revoked,  # type: ignore[arg-type]
             inputs=inputs or None, outputs=outputs or None,  # type: ignore[arg-type]
         )  # fmt: skip
-        res["events"].append({"name": name, "window_s": round(end - at, 1), **ev.summary()})
+        summary = {"name": name, "window_s": round(end - at, 1), **ev.summary()}
+        if rest and rest[0]:
+            summary["caught_up_s"] = caught_up(inputs, outputs, rest[0] + "-", at)  # type: ignore[arg-type]
+        res["events"].append(summary)
     return res
 
 

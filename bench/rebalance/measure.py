@@ -78,6 +78,24 @@ def waited_gaps(
     return gaps_with_work([o.at for o in outs], pending_intervals(recs, outs, one_partition))
 
 
+def caught_up(inputs: Inputs, outputs: Outputs, prefix: str, at: float) -> float:
+    """From `at` until every record whose request id starts with `prefix` (a burst) was
+    answered, over all partitions; inf if one never was."""
+    last = at
+    for p, recs in inputs.items():
+        mine = [r for r in recs if r[0].startswith(prefix)]
+        if mine:
+            rows = [Rec(rid, seq, b"", "", sent) for rid, seq, sent in recs]
+            outs = [
+                Out(o_at, rid, str(seq), "", b"", 0, 0) for o_at, rid, seq in outputs.get(p, ())
+            ]
+            waits = pending_intervals(rows, outs, {r.rid: 0 for r in rows})
+            last = max(
+                last, max(w[1] for r, w in zip(recs, waits, strict=True) if r[0].startswith(prefix))
+            )
+    return last - at
+
+
 def longest_waited(gaps: Sequence[tuple[float, float]], start: float, end: float) -> float:
     """The longest of `gaps` that overlaps [start, end] (whole, as `longest_gap` counts)."""
     return max((b - a for a, b in gaps if b >= start and a <= end), default=0.0)

@@ -88,3 +88,18 @@ def test_only_a_later_record_of_the_same_partition_cuts_a_wait() -> None:
     apart = pending_intervals(recs, outs, {"r": 0, "s": 1})
     assert same[0] == pytest.approx((1.0, 1.12))
     assert apart[0] == pytest.approx((1.0, 3.02)) == pending_intervals(recs, outs)[0]
+
+
+def test_a_burst_is_caught_up_when_its_last_record_is_answered(measure: ModuleType) -> None:
+    # A burst "b-…" of three records at 2.0 over two partitions, beside steady "s-…"
+    # records: the last burst record (partition 1) is answered at 3.5; the steady record
+    # answered at 6.0 does not count.
+    inputs = {
+        0: [("b-1", 0, 2.0), ("b-1", 1, 2.0), ("s-1", 0, 5.0)],
+        1: [("b-2", 0, 2.0), ("s-2", 0, 2.5)],
+    }
+    outputs = {0: [(2.4, "b-1", 0), (2.6, "b-1", 1), (6.0, "s-1", 0)], 1: [(3.5, "b-2", 0)]}
+    assert measure.caught_up(inputs, outputs, "b-", 2.0) == pytest.approx(1.5)
+    # A burst record never answered: never caught up.
+    unanswered = {0: outputs[0], 1: []}
+    assert measure.caught_up(inputs, unanswered, "b-", 2.0) == float("inf")

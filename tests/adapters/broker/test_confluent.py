@@ -99,6 +99,9 @@ def test_consumer_and_producer_configs() -> None:
     # (KIP-848: the broker's settings, refused by librdkafka under this protocol)
     assert not {"session.timeout.ms", "heartbeat.interval.ms"} & c.keys()
     assert "partition.assignment.strategy" not in c
+    # The rebalance timeout (a member that never gives up what it should is fenced then)
+    # outlasts the longest rebalance callback: 5 s of batches + 2 × 30 s of producer calls.
+    assert c["max.poll.interval.ms"] == (5 + 60 + 10) * 1000
     p = producer_config(s, "tid")
     assert p["transactional.id"] == "tid" and p["acks"] == "all"
     assert p["partitioner"] == "murmur2_random"

@@ -175,6 +175,10 @@ def security_config(s: KafkaSecurity) -> dict[str, str]:
     return out
 
 
+# The rebalance timeout's margin over the longest rebalance callback.
+POLL_MARGIN_S = 10.0
+
+
 def consumer_config(s: Settings) -> dict[str, Any]:
     """KIP-848: the broker assigns, and a rebalance revokes only the partitions that move.
     Its session and heartbeat intervals are the broker's (`group.consumer.*`), not ours."""
@@ -194,11 +198,29 @@ def consumer_config(s: Settings) -> dict[str, Any]:
         "isolation.level": "read_committed" if s.guarantee == EXACTLY_ONCE else "read_uncommitted",
         # What librdkafka prefetches per partition, on top of what a lane holds.
         "queued.max.messages.kbytes": 16384,
+        # KIP-848's rebalance timeout: a member that has not given up what it should by
+        # then is fenced. Above the longest rebalance callback; the last resort of a
+        # member that missed its new assignment (`group_watch`), 300 s by default.
+        "max.poll.interval.ms": int((callback_timeout_s(s) + POLL_MARGIN_S) * 1000),
         **security_config(s),
     }
     if s.group_instance_id:
         conf["group.instance.id"] = s.group_instance_id
     return conf
+
+
+def callback_timeout_s(s: Settings) -> float:
+    """How long a rebalance callback waits for the worker: its batches get half the
+    session timeout, then the producers' calls their step timeout."""
+    return s.session_timeout_ms / 2000 + 2 * s.step_timeout_s
+
+
+def admin_config(s: Settings) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": s.bootstrap_servers,
+        "client.id": f"derender-worker-{s.group_id}",
+        **security_config(s),
+    }
 
 
 def producer_config(s: Settings, transactional_id: str | None = None) -> dict[str, Any]:

@@ -94,6 +94,8 @@ class Fetcher(RebalanceCallbacks):
         self._closed: asyncio.Future[None] | None = None
         self.on_revoked: Rebalance | None = None
         self.on_assigned: Rebalance | None = None
+        self.topic = ""
+        self.callbacks = 0  # rebalance callbacks run (`group_watch`)
         self.callback_timeout_s = CALLBACK_TIMEOUT_S
         self.revoke_wait_s = REVOKE_WAIT_S
         # librdkafka's assignment as of the fetch thread's last callback (read and written
@@ -113,15 +115,36 @@ class Fetcher(RebalanceCallbacks):
         self.consumer = await self.blocking.run(confluent_kafka.Consumer, self.conf, timeout_s=10)
 
     def subscribe(self, topic: str, on_revoked: Rebalance, on_assigned: Rebalance) -> None:
-        self.on_revoked, self.on_assigned = on_revoked, on_assigned
-        self.consumer.subscribe(
-            [topic], on_assign=self._cb_assign, on_revoke=self._cb_revoke, on_lost=self._cb_lost
-        )
+        self.on_revoked, self.on_assigned, self.topic = on_revoked, on_assigned, topic
+        self._subscribe(self.consumer)
         assert self.loop is not None
         self._closed = self.loop.create_future()
         self._running = True
         self._thread = threading.Thread(target=self._fetch, name="librdkafka-fetch", daemon=True)
         self._thread.start()
+
+    def _subscribe(self, consumer: Any) -> None:
+        consumer.subscribe(
+            [self.topic],
+            on_assign=self._cb_assign,
+            on_revoke=self._cb_revoke,
+            on_lost=self._cb_lost,
+        )
+
+    def rejoin(self) -> None:
+        """Leave the group and join it again, on the fetch thread: every partition is
+        revoked (the callbacks run in the next consumes) and the join asks the
+        coordinator for this member's whole assignment (`group_watch`)."""
+
+        def rejoin(consumer: Any) -> None:
+            consumer.unsubscribe()
+            self._subscribe(consumer)
+
+        self._ops.put(rejoin)
+
+    def held(self) -> set[int]:
+        """The partitions this member holds (revocations under way included)."""
+        return {tp.partition for tp in self.owned}
 
     async def stop(self) -> None:
         """Leave the group (its partitions move at once) and close the consumer, on the

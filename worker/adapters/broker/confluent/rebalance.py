@@ -59,6 +59,7 @@ class RebalanceCallbacks:
     on_revoked: Rebalance | None
     on_assigned: Rebalance | None
     revoking: set[TopicPartition]
+    callbacks: int
     callback_timeout_s: float
     revoke_wait_s: float
     # librdkafka's assignment as of the fetch thread's last callback (read and written
@@ -109,6 +110,7 @@ class RebalanceCallbacks:
         tps = [tp_of(p) for p in parts]
         if not tps:
             return
+        self.callbacks += 1
         assert self.loop is not None and self.on_revoked is not None
         self.loop.call_soon_threadsafe(self.revoking.update, tps)
         began = time.monotonic()
@@ -143,6 +145,7 @@ class RebalanceCallbacks:
         tps = [tp_of(p) for p in parts]
         if not tps:
             return
+        self.callbacks += 1
         assert self.loop is not None and self.on_assigned is not None
         # A partition back before its revocation here is over: that one first (it would
         # close the producer the assignment opens).

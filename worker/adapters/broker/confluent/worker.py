@@ -10,14 +10,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 from aiokafka import TopicPartition
 
 from worker.adapters.broker.confluent.clients import (
     Blocking,
+    admin_config,
+    callback_timeout_s,
     consumer_config,
     producer_config,
 )
 from worker.adapters.broker.confluent.fetch import Fetcher
+from worker.adapters.broker.confluent.group_watch import (
+    GroupView,
+    GroupWatch,
+    HeartbeatLog,
+    group_view,
+)
 from worker.adapters.broker.confluent.logs import LibrdkafkaLog
 from worker.adapters.broker.confluent.rebalance import Rebalance
 from worker.adapters.broker.confluent.sink import ConfluentSink
@@ -31,6 +40,8 @@ log = logging.getLogger("derender.worker")
 # librdkafka's own log lines, through Python's logging (it writes to stderr otherwise),
 # each repeated line rate-limited.
 LIBRDKAFKA_LOG = LibrdkafkaLog(logging.getLogger("derender.librdkafka"))
+# How long a look at the group's coordinator may take (`GroupWatch`).
+DESCRIBE_TIMEOUT_S = 5.0
 
 
 class ConfluentClients:
@@ -40,11 +51,12 @@ class ConfluentClients:
         self.s = s
         self.on_misrouted = on_misrouted
         self.blocking = Blocking()
-        conf = {**consumer_config(s), "logger": LIBRDKAFKA_LOG, "error_cb": self._on_error}
+        logger = HeartbeatLog(LIBRDKAFKA_LOG, lambda: self.watch.heartbeat_timed_out())
+        conf = {**consumer_config(s), "logger": logger, "error_cb": self._on_error}
         self.fetcher = Fetcher(conf, self.blocking, s.max_batch)
-        # (A rebalance callback waits this long for the worker: its batches get half the
-        # session timeout, then the producers' calls their step timeout.)
-        self.fetcher.callback_timeout_s = s.session_timeout_ms / 2000 + 2 * s.step_timeout_s
+        self.fetcher.callback_timeout_s = callback_timeout_s(s)
+        self.watch = GroupWatch(self.fetcher, self._group_view)
+        self._admin: Any = None
         self.producers: list[Any] = []
         self.transactions: ConfluentTransactions | None = None
 
@@ -55,6 +67,21 @@ class ConfluentClients:
         txns, loop = self.transactions, self.fetcher.loop
         if error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN and txns and loop:
             loop.call_soon_threadsafe(txns.brokers_lost)
+
+    async def _group_view(self) -> GroupView | None:
+        """The coordinator's view of this member (`GroupWatch`), by an admin client made
+        the first time it is needed."""
+        if self._admin is None:
+            self._admin = await self.blocking.run(
+                confluent_kafka.admin.AdminClient, admin_config(self.s), timeout_s=10
+            )
+        member_id = await self.fetcher.call(lambda c: c.memberid(), DESCRIBE_TIMEOUT_S)
+        if not member_id:
+            return None
+        s, t = self.s, DESCRIBE_TIMEOUT_S
+        return await self.blocking.run(
+            group_view, self._admin, s.group_id, member_id, s.input_topic, t, timeout_s=t + 1
+        )
 
     def _producer(self, transactional_id: str | None = None) -> Any:
         conf = {**producer_config(self.s, transactional_id), "logger": LIBRDKAFKA_LOG}
@@ -141,6 +168,7 @@ class ConfluentClients:
 
     async def close(self) -> None:
         """Leave the group, then close the producers (each on a pool thread)."""
+        await self.watch.stop()
         producers, self.producers = self.producers, []
         txns, self.transactions = self.transactions, None
         closing: list[Awaitable[Any]] = [self.fetcher.stop()]
