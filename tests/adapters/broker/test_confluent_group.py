@@ -157,6 +157,10 @@ def test_a_member_that_missed_its_revocation_joins_again_and_the_group_settles(
             )
             # The group settled by the watch's doing.
             assert clients.watch.rejoins == 1, (took, settled)
+            # And the coordinator's view (ConsumerGroupDescribe) is what the members hold.
+            seen = await clients._group_view()
+            assert seen is not None
+            assert (seen.target, seen.others) == (mine(), joiner.owned)
             return True
         finally:
             if own_broker.paused:

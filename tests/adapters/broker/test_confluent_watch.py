@@ -1,15 +1,19 @@
 """`group_watch` without a broker: which members missed a change of their assignment,
-the heartbeat timeout that sets the watch off, and when it makes the member join again.
+the heartbeat timeout that sets the watch off, when it makes the member join again, and
+the coordinator's answer read (`describe`).
 On a real broker, paused: test_confluent_group.py."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import Iterator
 
 import pytest
+from aiokafka.errors import NotCoordinatorForGroupError
 
+from worker.adapters.broker.confluent.describe import ConsumerGroupDescribeResponse_v0, view_of
 from worker.adapters.broker.confluent.group_watch import (
     GroupView,
     GroupWatch,
@@ -147,3 +151,40 @@ def test_a_joiner_waiting_for_others_is_left_alone() -> None:
     watch = watched(member, iter([view({2, 3}, {0, 1, 2, 3})] * 100))
     asyncio.run(run(watch, member))
     assert member.rejoined == 0
+
+
+def described(members: list[tuple[str, dict[str, list[int]], dict[str, list[int]]]]) -> object:
+    """A ConsumerGroupDescribe v0 answer, encoded and decoded again: (member id, its
+    assignment, its target) per member."""
+
+    def assignment(topics: dict[str, list[int]]) -> tuple[object, ...]:
+        return ([(bytes(16), name, parts, {}) for name, parts in topics.items()], {})
+
+    rows = [
+        (mid, None, None, 3, "c", "/h", ["in"], None, assignment(a), assignment(t), {})
+        for mid, a, t in members
+    ]
+    group = (0, None, "g", "Stable", 5, 5, "uniform", rows, -2147483648, {})
+    encoded = ConsumerGroupDescribeResponse_v0(0, [group], {}).encode()
+    return ConsumerGroupDescribeResponse_v0.decode(io.BytesIO(encoded))
+
+
+def test_the_coordinators_answer_gives_the_members_target_and_what_the_others_hold() -> None:
+    answer = described(
+        [
+            ("me", {"in": [0, 1, 2, 3], "other": [9]}, {"in": [0, 1]}),
+            ("them", {"in": [4]}, {"in": [2, 3, 4]}),
+            ("more", {"in": [5], "other": [7]}, {"in": [5]}),
+        ]
+    )
+    assert view_of(answer, "me", "in") == view({0, 1}, {4, 5})
+    assert view_of(answer, "gone", "in") is None
+
+
+def test_a_group_error_is_raised() -> None:
+    group = (16, "not the coordinator", "g", "", 0, 0, "", [], 0, {})
+    answer = ConsumerGroupDescribeResponse_v0.decode(
+        io.BytesIO(ConsumerGroupDescribeResponse_v0(0, [group], {}).encode())
+    )
+    with pytest.raises(NotCoordinatorForGroupError):
+        view_of(answer, "me", "in")

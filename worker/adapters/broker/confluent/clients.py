@@ -215,14 +215,6 @@ def callback_timeout_s(s: Settings) -> float:
     return s.session_timeout_ms / 2000 + 2 * s.step_timeout_s
 
 
-def admin_config(s: Settings) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": s.bootstrap_servers,
-        "client.id": f"derender-worker-{s.group_id}",
-        **security_config(s),
-    }
-
-
 def producer_config(s: Settings, transactional_id: str | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": s.bootstrap_servers,

@@ -48,24 +48,6 @@ def astray(mine: set[int], view: GroupView) -> tuple[frozenset[int], frozenset[i
     return frozenset(mine) - view.target, view.target - frozenset(mine) - view.others
 
 
-def group_view(
-    admin: Any, group: str, member_id: str, topic: str, timeout_s: float
-) -> GroupView | None:
-    """The coordinator's view of `member_id` in `group` (blocking: on a pool thread);
-    None when the coordinator does not know the member."""
-    found = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    members = found.result(timeout_s).members
-    target: frozenset[int] | None = None
-    others: set[int] = set()
-    for m in members:
-        if m.member_id == member_id:
-            mine = m.target_assignment.topic_partitions if m.target_assignment else []
-            target = frozenset(p.partition for p in mine if p.topic == topic)
-        elif m.assignment is not None:
-            others.update(p.partition for p in m.assignment.topic_partitions if p.topic == topic)
-    return None if target is None else GroupView(target, frozenset(others))
-
-
 class Member(Protocol):
     """What the watch needs of the consumer (`fetch.Fetcher`)."""
 

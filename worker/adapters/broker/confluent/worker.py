@@ -5,33 +5,30 @@ the sinks (a producer per lane) or exactly-once's transactions, the lag, and the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import confluent_kafka
-import confluent_kafka.admin
 from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from worker.adapters.broker.confluent.clients import (
     Blocking,
-    admin_config,
     callback_timeout_s,
     consumer_config,
     producer_config,
 )
+from worker.adapters.broker.confluent.describe import describe_member
 from worker.adapters.broker.confluent.fetch import Fetcher
-from worker.adapters.broker.confluent.group_watch import (
-    GroupView,
-    GroupWatch,
-    HeartbeatLog,
-    group_view,
-)
+from worker.adapters.broker.confluent.group_watch import GroupView, GroupWatch, HeartbeatLog
 from worker.adapters.broker.confluent.logs import LibrdkafkaLog
 from worker.adapters.broker.confluent.rebalance import Rebalance
 from worker.adapters.broker.confluent.sink import ConfluentSink
 from worker.adapters.broker.confluent.source import ConfluentSource
 from worker.adapters.broker.confluent.txn import ConfluentTransactions
+from worker.adapters.broker.kafka import security_kwargs
 from worker.observe.propagation import carried_names
 from worker.ports import Sink
 from worker.settings import EXACTLY_ONCE, Settings
@@ -71,17 +68,25 @@ class ConfluentClients:
     async def _group_view(self) -> GroupView | None:
         """The coordinator's view of this member (`GroupWatch`), by an admin client made
         the first time it is needed."""
-        if self._admin is None:
-            self._admin = await self.blocking.run(
-                confluent_kafka.admin.AdminClient, admin_config(self.s), timeout_s=10
-            )
+        s = self.s
         member_id = await self.fetcher.call(lambda c: c.memberid(), DESCRIBE_TIMEOUT_S)
         if not member_id:
             return None
-        s, t = self.s, DESCRIBE_TIMEOUT_S
-        return await self.blocking.run(
-            group_view, self._admin, s.group_id, member_id, s.input_topic, t, timeout_s=t + 1
-        )
+        async with asyncio.timeout(DESCRIBE_TIMEOUT_S):
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(
+                    bootstrap_servers=s.bootstrap_servers,
+                    client_id=f"derender-worker-{s.group_id}",
+                    request_timeout_ms=int(DESCRIBE_TIMEOUT_S * 1000),
+                    **security_kwargs(s),
+                )
+                try:
+                    await admin.start()
+                except BaseException:
+                    await admin.close()
+                    raise
+                self._admin = admin
+            return await describe_member(self._admin, s.group_id, member_id, s.input_topic)
 
     def _producer(self, transactional_id: str | None = None) -> Any:
         conf = {**producer_config(self.s, transactional_id), "logger": LIBRDKAFKA_LOG}
@@ -169,6 +174,10 @@ class ConfluentClients:
     async def close(self) -> None:
         """Leave the group, then close the producers (each on a pool thread)."""
         await self.watch.stop()
+        if self._admin is not None:
+            closing_admin, self._admin = self._admin, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closing_admin.close(), 5)
         producers, self.producers = self.producers, []
         txns, self.transactions = self.transactions, None
         closing: list[Awaitable[Any]] = [self.fetcher.stop()]
