@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rebalance.fleet import Fleet, Member, revocations
 from rebalance.load import SteadyLoad, read_outputs
 from rebalance.measure import caught_up, event_result, repeats
+from rebalance.warm import warm
 from workerbench.workload import load_deepseek, make_workload
 
 from worker.adapters.local import kafka_server
@@ -325,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a broker setting over the bench's own (e.g. group.consumer.assignment.interval.ms=0)",
     )
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="measure on a fresh broker, without warming it first (rebalance/warm.py)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="append each result here")
     ap.add_argument("--markdown", action="store_true", help="with --reanalyze: one table")
     ap.add_argument("--reanalyze", type=Path, nargs="*", help="saved runs' folders: measure again")
@@ -350,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         redis = stack.enter_context(RedisServer())
+        if not args.cold:
+            took = warm(kafka.bootstrap, args.partitions)
+            print(f"broker warmed in {took:.1f} s", flush=True)
         for _ in range(args.repeat):
             for cand in cands:
                 res = run_one(args, cand, kafka.bootstrap, redis.url, tok)
