@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,6 +85,22 @@ def _choice(name: str, allowed: tuple[str, ...]) -> str:
 def apache_required() -> bool:
     """DERENDER_REQUIRE_APACHE_KAFKA is set: no Kafka test may skip or run on tansu."""
     return os.environ.get(ENV_REQUIRE_APACHE, "").strip().lower() in ("1", "true", "yes")
+
+
+def own_apache_kafka(what: str, config: dict[str, str] | None = None) -> Iterator[Any]:
+    """A broker of a test's own (to pause or kill without stalling other tests' clients),
+    for a fixture to `yield from`; skipped on tansu, which lacks `what`."""
+    if kafka_plan().kind == TANSU:
+        pytest.skip(f"tansu lacks {what}")
+    try:
+        broker = kafka_server.ApacheKafka(progress=lambda _: None, config=config)
+    except kafka_server.MissingToolError as e:
+        if apache_required():
+            raise
+        pytest.skip(str(e))
+    with broker:
+        yield broker
+        broker.kill()
 
 
 @cache

@@ -20,10 +20,10 @@ import confluent_kafka.admin
 import pytest
 from aiokafka import TopicPartition
 
-from tests.support.server_fixtures import TANSU, apache_required, kafka_plan
+from tests.support.server_fixtures import own_apache_kafka
 from tests.support.servers import create_topics
 from worker.adapters.broker.confluent.worker import ConfluentClients
-from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError
+from worker.adapters.local.kafka_server import ApacheKafka
 from worker.settings import add_flags, from_args
 
 integration = pytest.mark.integration
@@ -50,17 +50,7 @@ ATTEMPTS = 4
 @pytest.fixture
 def own_broker() -> Iterator[ApacheKafka]:
     """Pausing the session's broker would stall other tests' clients: one of its own."""
-    if kafka_plan().kind == TANSU:
-        pytest.skip("tansu lacks KIP-848 groups and a process to pause")
-    try:
-        broker = ApacheKafka(progress=lambda _: None, config=BROKER_CONFIG)
-    except MissingToolError as e:
-        if apache_required():
-            raise
-        pytest.skip(str(e))
-    with broker:
-        yield broker
-        broker.kill()
+    yield from own_apache_kafka("KIP-848 groups and a process to pause", BROKER_CONFIG)
 
 
 class Joiner:

@@ -26,11 +26,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
-from tests.support.server_fixtures import TANSU, apache_required, kafka_plan
+from tests.support.server_fixtures import TANSU, kafka_plan, own_apache_kafka
 from tests.support.servers import create_topics
 from worker.adapters.broker.kafka_lag import GroupLag
 from worker.adapters.local.embedded import free_port
-from worker.adapters.local.kafka_server import ApacheKafka, MissingToolError
+from worker.adapters.local.kafka_server import ApacheKafka
 
 integration = pytest.mark.integration
 
@@ -436,16 +436,7 @@ def test_an_unreachable_broker_gives_nothing_quickly() -> None:
 @pytest.fixture
 def own_broker() -> Iterator[ApacheKafka]:
     """Pausing the session's broker would stall other tests' clients: one of its own."""
-    needs_apache_kafka("a process to pause")
-    try:
-        broker = ApacheKafka(progress=lambda _: None)
-    except MissingToolError as e:
-        if apache_required():
-            raise
-        pytest.skip(str(e))
-    with broker:
-        yield broker
-        broker.kill()
+    yield from own_apache_kafka("a process to pause")
 
 
 @integration
