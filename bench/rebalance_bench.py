@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rebalance.fleet import Fleet, Member, revocations
+from rebalance.fleet import Fleet, Member, autogroup_nice, revocations
 from rebalance.load import SteadyLoad, read_outputs
 from rebalance.measure import caught_up, event_result, repeats
 from rebalance.warm import warm
@@ -200,6 +200,7 @@ def run_one(args: argparse.Namespace, cand: str, kafka_bs: str, redis_url: str, 
         "rate": args.rate,
         "burst": args.burst,
         "joiner_nice": args.joiner_nice,
+        "servers_nice": args.servers_nice,
         "outputs": len(out.keys),
         "repeats": repeats(out.keys),
         "exits": {m.name: (m.rc, round(m.exit_s or 0, 2)) for m in fleet.members},
@@ -316,6 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         help="start each joining worker at this niceness, back to 0 once it has partitions"
         " (its start-up then takes only spare CPU, as on a node of its own)",
     )
+    ap.add_argument(
+        "--servers-nice",
+        type=int,
+        default=0,
+        help="run the broker and Redis at this niceness (below 0: CPU first, as on nodes of"
+        " their own; a starved broker stops every partition at once)",
+    )
+    ap.add_argument(
+        "--broker-gc-log", type=Path, default=None, help="the broker's GC pauses, logged here"
+    )
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--broker-data", type=Path, default=None,
                     help="keep the broker's log here (for bench/rebalance/txnlog.py)")  # fmt: skip
@@ -348,14 +359,19 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not key:
             ap.error(f"--broker-config: expected KEY=VALUE, got {item!r}")
         config[key] = value
+    jvm = list(JVM_OPTIONS)
+    if args.broker_gc_log is not None:
+        jvm.append(f"-Xlog:gc*:file={args.broker_gc_log}:time,uptime")
     tok = load_deepseek()
     with contextlib.ExitStack() as stack:
         kafka = stack.enter_context(
-            kafka_server.ApacheKafka(
-                config=config, jvm_options=JVM_OPTIONS, data_dir=args.broker_data
-            )
+            kafka_server.ApacheKafka(config=config, jvm_options=jvm, data_dir=args.broker_data)
         )
         redis = stack.enter_context(RedisServer())
+        if args.servers_nice:
+            for server in (kafka, redis):
+                if server.pid is None or not autogroup_nice(server.pid, args.servers_nice):
+                    sys.exit(f"--servers-nice {args.servers_nice}: refused (root needed?)")
         if not args.cold:
             took = warm(kafka.bootstrap, args.partitions)
             print(f"broker warmed in {took:.1f} s", flush=True)

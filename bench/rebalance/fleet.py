@@ -45,7 +45,7 @@ class Fleet:
             proc = subprocess.Popen(argv, cwd=self.cwd, stdout=f, stderr=f, start_new_session=True)
         if nice:
             os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
-            _autogroup_nice(proc.pid, nice)
+            autogroup_nice(proc.pid, nice)
         m = Member(name, log, proc, niced=bool(nice))
         self.members.append(m)
         return m
@@ -55,7 +55,7 @@ class Fleet:
         if not m.niced:
             return
         m.niced = False
-        _autogroup_nice(m.proc.pid, 0)
+        autogroup_nice(m.proc.pid, 0)
         with contextlib.suppress(OSError):
             for task in Path(f"/proc/{m.proc.pid}/task").iterdir():
                 with contextlib.suppress(OSError):
@@ -144,9 +144,12 @@ def as_timeline(t: dict[int, list[tuple[float, str | None]]]) -> Timeline:
     return t
 
 
-def _autogroup_nice(pid: int, nice: int) -> None:
+def autogroup_nice(pid: int, nice: int) -> bool:
     """With autogroup scheduling on, each session (every member starts its own) shares the
     CPU with the others by its autogroup's niceness; a thread's own niceness only ranks
-    it within its session."""
-    with contextlib.suppress(OSError):
+    it within its session. False: refused (below 0 needs root) or no autogroups."""
+    try:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True

@@ -77,6 +77,19 @@ def test_a_record_without_output_is_done_once_a_later_record_of_its_partition_is
     assert measure.longest_gap([o[0] for o in outputs], 0.0, 4.0) == pytest.approx(1.9)
 
 
+def test_a_record_without_output_does_not_wait_for_the_next_input(measure: ModuleType) -> None:
+    # q answered at 0.55; r's seq 0 (at 1.0) yields no output; s, the partition's next
+    # record, comes 0.3 s later and is answered at 1.32. When r's record was done is
+    # unknown: the partition's silence does not count as its wait, s's own 0.02 s does.
+    inputs = [("q", 0, 0.5), ("r", 0, 1.0), ("s", 0, 1.3), ("r", 1, 3.0)]
+    outputs = [(0.55, "q", 0), (1.32, "s", 0), (3.02, "r", 1)]
+    gaps = measure.waited_gaps(inputs, outputs)
+    assert gaps == [(1.3, 1.32), (3.0, 3.02)]
+    # A partition that stops shows in the records that do have outputs.
+    late = [(0.55, "q", 0), (1.9, "s", 0), (3.02, "r", 1)]
+    assert measure.longest_waited(measure.waited_gaps(inputs, late), 0.0, 4.0) == pytest.approx(0.6)
+
+
 def test_only_a_later_record_of_the_same_partition_cuts_a_wait() -> None:
     from tests.autoscale.checks.measure import pending_intervals
     from tests.autoscale.checks.reader import Out
