@@ -173,6 +173,12 @@ class Metrics:
             "Kafka clients replaced after Kafka steps kept timing out (stalled clients)",
             registry=r,
         )
+        self.group_rejoins = Counter(
+            "derender_group_rejoins",
+            "times the worker left its consumer group and joined again because its consumer "
+            "missed a change of its assignment (--kafka-client confluent)",
+            registry=r,
+        )
         self.fenced = Counter(
             "derender_batches_fenced",
             "batches dropped because their partitions were revoked while they ran (a "

@@ -246,7 +246,8 @@ class Runner(Rebalancing):
         # (A refused login or right: exit 2, not an outage.)
         self.s = within_limit(self.s, await check_access(self.s))
         if self.s.kafka_client == CONFLUENT:
-            self.confluent = ConfluentClients(self.s, self.metrics.misrouted.inc)
+            m = self.metrics
+            self.confluent = ConfluentClients(self.s, m.misrouted.inc, m.group_rejoins.inc)
             await self.confluent.connect()
             return
         if not exactly_once:  # (exactly-once has a producer per partition instead)

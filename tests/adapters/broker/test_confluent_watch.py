@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from aiokafka.errors import NotCoordinatorForGroupError
@@ -88,14 +88,20 @@ class FakeMember:
         self.rejoined += 1
 
 
-def watched(member: FakeMember, views: Iterator[GroupView | Exception | None]) -> GroupWatch:
+def watched(
+    member: FakeMember,
+    views: Iterator[GroupView | Exception | None],
+    on_rejoin: Callable[[], object] = lambda: None,
+) -> GroupWatch:
     async def describe() -> GroupView | None:
         v = next(views)
         if isinstance(v, Exception):
             raise v
         return v
 
-    return GroupWatch(member, describe, first_look_s=0, look_every_s=0.01, watch_for_s=0.3)
+    return GroupWatch(
+        member, describe, on_rejoin, first_look_s=0, look_every_s=0.01, watch_for_s=0.3
+    )
 
 
 async def run(watch: GroupWatch, member: FakeMember) -> None:
@@ -108,9 +114,10 @@ async def run(watch: GroupWatch, member: FakeMember) -> None:
 
 def test_a_member_that_still_holds_what_it_gave_up_joins_again_once() -> None:
     member = FakeMember({0, 1, 2, 3})
-    watch = watched(member, iter([view({0, 1})] * 100))
+    counted: list[int] = []  # (the worker's derender_group_rejoins_total)
+    watch = watched(member, iter([view({0, 1})] * 100), lambda: counted.append(1))
     asyncio.run(run(watch, member))
-    assert (member.rejoined, watch.rejoins) == (1, 1)
+    assert (member.rejoined, watch.rejoins, len(counted)) == (1, 1, 1)
 
 
 def test_a_rebalance_callback_between_two_looks_is_a_member_still_at_work() -> None:

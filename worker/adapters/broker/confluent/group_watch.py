@@ -82,12 +82,14 @@ class GroupWatch:
         self,
         member: Member,
         describe: Callable[[], Awaitable[GroupView | None]],
+        on_rejoin: Callable[[], object] = lambda: None,
         first_look_s: float = FIRST_LOOK_S,
         look_every_s: float = LOOK_EVERY_S,
         watch_for_s: float = WATCH_FOR_S,
     ) -> None:
         self.member = member
         self.describe = describe
+        self.on_rejoin = on_rejoin
         self.first_look_s = first_look_s
         self.look_every_s = look_every_s
         self.watch_for_s = watch_for_s
@@ -129,6 +131,7 @@ class GroupWatch:
                         sorted(missing) or "nothing",
                     )
                     self.rejoins += 1
+                    self.on_rejoin()
                     self.member.rejoin()
                     return
                 suspect = seen

@@ -44,7 +44,12 @@ DESCRIBE_TIMEOUT_S = 5.0
 class ConfluentClients:
     """One consumer (its `Fetcher`) and the producers, for one `Runner`."""
 
-    def __init__(self, s: Settings, on_misrouted: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        s: Settings,
+        on_misrouted: Callable[[], object] | None = None,
+        on_rejoin: Callable[[], object] = lambda: None,
+    ) -> None:
         self.s = s
         self.on_misrouted = on_misrouted
         self.blocking = Blocking()
@@ -52,7 +57,7 @@ class ConfluentClients:
         conf = {**consumer_config(s), "logger": logger, "error_cb": self._on_error}
         self.fetcher = Fetcher(conf, self.blocking, s.max_batch)
         self.fetcher.callback_timeout_s = callback_timeout_s(s)
-        self.watch = GroupWatch(self.fetcher, self._group_view)
+        self.watch = GroupWatch(self.fetcher, self._group_view, on_rejoin)
         self._admin: Any = None
         self.producers: list[Any] = []
         self.transactions: ConfluentTransactions | None = None
