@@ -198,6 +198,13 @@ class Transactions(Protocol):
 
     async def abort(self, partitions: list[Partition]) -> None: ...
 
+    def hold(self, partitions: list[Partition]) -> None:
+        """No lane polls the partitions until `release` (their transactions are being
+        committed in the background)."""
+        ...
+
+    def release(self, partitions: list[Partition]) -> None: ...
+
     async def drop(self, partitions: list[Partition]) -> None:
         """Give the partitions up until the group is rejoined."""
         ...

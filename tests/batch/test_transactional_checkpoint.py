@@ -32,6 +32,16 @@ class FakeTransactions:
         self.visible: list[OutRecord] = []
         self.committed: dict[Partition, int] = {}
         self.dropped: list[Partition] = []
+        self.held: set[Partition] = set()
+        # Per partition, an event its commit waits for (a slow broker), when set here.
+        self.slow: dict[Partition, asyncio.Event] = {}
+
+    def hold(self, partitions: list[Partition]) -> None:
+        assert not self.held & set(partitions), "held twice"
+        self.held.update(partitions)
+
+    def release(self, partitions: list[Partition]) -> None:
+        self.held.difference_update(partitions)
 
     async def begin(self, partitions: list[Partition]) -> None:
         self.log.events.append(f"begin {sorted(partitions)}")
@@ -46,6 +56,9 @@ class FakeTransactions:
 
     async def commit(self, offsets: Mapping[Partition, int]) -> list[Partition]:
         self.log.events.append(f"commit {dict(sorted(offsets.items()))}")
+        for p in offsets:
+            if p in self.slow:
+                await self.slow[p].wait()
         failed = []
         for p, offset in offsets.items():
             records = self.open.pop(p)
@@ -317,3 +330,104 @@ def test_at_least_once_a_fenced_batch_is_redone_on_the_partitions_that_stay() ->
     lease.revoke()
     await_(checkpoint.abort(SPAN[1]))
     assert source.rewound == [[0]]
+
+
+# -- commits in the background (`track`, as `run` makes it) ------------------------------
+
+
+def _only(partition: int, batch: Batch) -> Batch:
+    return Batch(
+        [r for r in batch.records if r.partition == partition],
+        {partition: batch.first[partition]},
+        {partition: batch.last[partition]},
+    )
+
+
+def test_in_the_background_a_commit_holds_its_partition_while_the_others_go_on() -> None:
+    """Partition 0's commit waits on a slow broker: it is held (no lane polls it), and a
+    batch of partition 1 runs, commits and is released meanwhile. When the broker answers,
+    partition 0 is released and its outputs are visible, the same as committed inline."""
+    clean = _clean_outputs()
+
+    async def scenario() -> None:
+        log, tracked = Recorder(), []
+        txns = FakeTransactions(log)
+        txns.slow[0] = asyncio.Event()
+        checkpoint = TransactionalCheckpoint(
+            RecordingSource(log), MemoryStore(), txns, track=tracked.append
+        )
+        for batch in SPAN:
+            for p in (0, 1):
+                if p == 0 and batch is not SPAN[0]:
+                    continue  # (partition 0 is held: its next batches wait)
+                await run_batch(
+                    _only(p, batch),
+                    registry=REGISTRY,
+                    sink=txns,
+                    checkpoint=checkpoint,
+                    max_record_bytes=1 << 20,
+                )
+        await asyncio.sleep(0.01)  # (partition 1's last commit ends)
+        assert txns.held == {0} and 0 not in txns.committed
+        assert txns.committed == {1: 13} and 0 in txns.open and txns.visible != []
+        txns.slow[0].set()
+        await asyncio.wait(tracked)
+        assert txns.held == set() and txns.committed == {0: 11, 1: 13}
+        for batch in SPAN[1:]:
+            await run_batch(
+                _only(0, batch),
+                registry=REGISTRY,
+                sink=txns,
+                checkpoint=checkpoint,
+                max_record_bytes=1 << 20,
+            )
+        await checkpoint.settle([0, 1])
+        assert txns.committed == {0: 13, 1: 13} and txns.open == {} and not txns.held
+        assert sorted(triples(txns.visible)) == clean
+
+    asyncio.run(scenario())
+
+
+def test_settle_waits_for_the_commits_in_the_background() -> None:
+    """A revocation or a stop must not close a producer whose commit is still running."""
+
+    async def scenario() -> None:
+        log, tracked = Recorder(), []
+        txns = FakeTransactions(log)
+        txns.slow[1] = asyncio.Event()
+        checkpoint = TransactionalCheckpoint(
+            RecordingSource(log), MemoryStore(), txns, track=tracked.append
+        )
+        await run_batch(
+            SPAN[0], registry=REGISTRY, sink=txns, checkpoint=checkpoint, max_record_bytes=1 << 20
+        )
+        settling = asyncio.ensure_future(checkpoint.settle([0, 1]))
+        await asyncio.sleep(0.01)
+        assert not settling.done() and txns.held == {0, 1}
+        txns.slow[1].set()
+        await asyncio.wait_for(settling, 1)
+        assert txns.committed == {0: 11, 1: 11} and not txns.held
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_in_the_background_that_never_ends_gives_its_partitions_up() -> None:
+    """Past its bound the commit's partitions are forgotten and dropped (their producers
+    are in doubt), and released: their next assignment starts them afresh."""
+
+    async def scenario() -> None:
+        log, tracked = Recorder(), []
+        txns = FakeTransactions(log)
+        txns.slow[0] = asyncio.Event()  # (never set)
+        checkpoint = TransactionalCheckpoint(
+            RecordingSource(log), MemoryStore(), txns, timeout_s=0.05, track=tracked.append
+        )
+        await run_batch(
+            SPAN[0], registry=REGISTRY, sink=txns, checkpoint=checkpoint, max_record_bytes=1 << 20
+        )
+        assert checkpoint.epochs.keys() == {0, 1}
+        await asyncio.wait(tracked)
+        assert sorted(txns.dropped) == [0, 1] and not txns.held
+        assert checkpoint.epochs == {} and txns.committed == {}
+
+    asyncio.run(scenario())

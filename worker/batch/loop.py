@@ -8,8 +8,9 @@ Per batch, in this order (docs/integrate/contract.md, "Guarantees", "State"):
   4. produce all outputs and dead letters, and await every ack; an output the broker
      refuses for itself fails its request (an `error` output takes its place);
   5. save every state: one round trip, compare-and-set on seq and owner epoch;
-  6. commit `offset + 1` per partition (`Checkpoint.commit`; in `run`, at-least-once, the
-     commit runs in the background while the lane polls on: `checkpoint.Behind`).
+  6. commit `offset + 1` per partition (`Checkpoint.commit`; in `run` the commit runs in
+     the background while the lane polls on: `checkpoint.Behind` at-least-once, the
+     transactions' `track` exactly-once).
 A crash anywhere before 6 redelivers the batch; the seq check then turns what was already
 applied into no-ops and the rest produces the same bytes again. Errors are raised to the
 driver, which decides (`failures.classify`) whether to rewind and retry or to stop.

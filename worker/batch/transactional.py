@@ -20,7 +20,11 @@ one per input partition (`ports.Transactions`), each spanning batches for up to
       asks `due` after every poll, so a quiet partition commits within one poll timeout
       of it), and `settle` commits a lane's open transactions when it stops and a
       revocation's before its partitions leave (a transaction left open would be aborted
-      by the next owner's producer, its batches done again). A partition with a refused
+      by the next owner's producer, its batches done again). With `track` (what `run`
+      uses) a commit runs in the background: its partitions are held
+      (`Transactions.hold`, no lane polls them) until it ends, and the lane goes on with
+      its other partitions; each commit is handed to `track`, so that a revocation or a
+      stop waits for it as for a batch in flight. A partition with a refused
       write is aborted, like one whose commit fails: both mean another owner may hold
       it, so its producer is dropped until the group is rejoined (a zombie must not start
       another producer: it would fence the real owner).
@@ -37,6 +41,7 @@ both; the default is chosen there).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -63,8 +68,9 @@ class _Open:
 class TransactionalCheckpoint(Checkpoint):
     """Exactly-once: the steps of the loop over one Kafka transaction per input partition,
     each open for up to `interval_s` (0: a transaction per batch). `timeout_s` bounds the
-    commits made between batches (`commit_due`, `settle`), as `step_timeout_s` bounds a
-    batch's."""
+    commits made between batches (`commit_due`, `settle`) and in the background, as
+    `step_timeout_s` bounds a batch's. `track`: commits run in the background, each
+    handed to it (None: awaited in the batch, as the tests drive it)."""
 
     def __init__(
         self,
@@ -76,15 +82,22 @@ class TransactionalCheckpoint(Checkpoint):
         interval_s: float = 0.0,
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        track: Callable[[asyncio.Future[None]], None] | None = None,
     ) -> None:
         super().__init__(source, store, lease)
         self.transactions = transactions
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.clock = clock
+        self.track = track
         self._open: dict[Partition, _Open] = {}
+        # The commit running in the background per partition (held meanwhile).
+        self._committing: dict[Partition, asyncio.Future[None]] = {}
 
     async def claim(self, batch: Batch) -> tuple[Mapping[Partition, int], int]:
+        # (A held partition is not polled; a batch polled before its commit began waits.)
+        if running := {c for p in batch.last if (c := self._committing.get(p)) is not None}:
+            await asyncio.wait(running)
         epochs, claimed = await super().claim(batch)
         # Fenced here, a batch that outlived its revocation never begins a transaction on
         # a producer that the partitions' next assignment (maybe to another lane of this
@@ -144,6 +157,9 @@ class TransactionalCheckpoint(Checkpoint):
                 txn.next, txn.busy = off + 1, False
                 if now - txn.began >= self.interval_s:
                     due.append(p)
+        if self.track is not None:
+            self._behind(due)
+            return lost
         return lost + await self._commit(due)
 
     def due(self, partitions: Iterable[Partition]) -> list[Partition]:
@@ -161,13 +177,54 @@ class TransactionalCheckpoint(Checkpoint):
 
     async def commit_due(self, partitions: Iterable[Partition]) -> list[Partition]:
         """Commit the transactions `due` says are due (between batches: nothing else
-        touches them meanwhile). Returns the partitions whose commit failed (given up)."""
+        touches them meanwhile). Returns the partitions whose commit failed (given up;
+        in the background: none, the commit logs and gives up its own)."""
+        if self.track is not None:
+            self._behind(self.due(partitions))
+            return []
         return await bounded(self._commit(self.due(partitions)), self.timeout_s, "commit")
+
+    def _behind(self, partitions: list[Partition]) -> None:
+        """Start committing the partitions' transactions in the background (taken off the
+        open ones now), holding them until it ends."""
+        if not partitions:
+            return
+        assert self.track is not None
+        offsets = {p: self._open.pop(p).next for p in partitions}
+        self.transactions.hold(partitions)
+        commit = asyncio.ensure_future(self._commit_held(offsets))
+        for p in partitions:
+            self._committing[p] = commit
+
+        def ended(done: asyncio.Future[None]) -> None:  # (cancelled too)
+            for p in partitions:
+                if self._committing.get(p) is done:
+                    del self._committing[p]
+            self.transactions.release(partitions)
+
+        commit.add_done_callback(ended)
+        self.track(commit)
+
+    async def _commit_held(self, offsets: dict[Partition, int]) -> None:
+        """One background commit: a failed partition is given up (`Transactions.commit`
+        drops its producer); a commit that does not end in time gives all of its
+        partitions up, as one between batches does (`Runner._commit_due`)."""
+        try:
+            failed = await bounded(self.transactions.commit(offsets), self.timeout_s, "commit")
+        except Exception as exc:
+            log.warning("committing transactions in the background failed: %s", exc)
+            self.forget(offsets)
+            await self.transactions.drop(list(offsets))
+            return
+        self.forget(failed)
 
     async def settle(self, partitions: Iterable[Partition] = ()) -> None:
         """Commit the open transactions of `partitions` whose batches are all done (a
-        lane's last act; a revocation's before its partitions leave). A transaction with
-        a batch still adding to it (fenced by a revocation) is left to be aborted."""
+        lane's last act; a revocation's before its partitions leave), after the commits
+        running in the background. A transaction with a batch still adding to it (fenced
+        by a revocation) is left to be aborted."""
+        if running := set(self._committing.values()):
+            await bounded(asyncio.wait(running), self.timeout_s, "commit")
         ready = [p for p in partitions if (t := self._open.get(p)) and not t.busy and t.next >= 0]
         if ready:
             await bounded(self._commit(ready), self.timeout_s, "commit")

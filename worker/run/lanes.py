@@ -48,9 +48,9 @@ def make_checkpoint(
 ) -> Checkpoint:
     """One checkpoint for every lane: commits and rewinds go through the one consumer, the
     lanes' partitions are disjoint, and a revocation drops an epoch wherever it was.
-    Exactly-once: transactions over --commit-interval-ms; at-least-once: commits in the
-    background, one per partition per --commit-interval-ms (checkpoint.py, step 6), each
-    handed to `track`."""
+    Exactly-once: transactions over --commit-interval-ms, committed in the background;
+    at-least-once: commits in the background, one per partition per --commit-interval-ms
+    (checkpoint.py, step 6). Each background commit is handed to `track`."""
     if txns is not None:
         return TransactionalCheckpoint(
             source,
@@ -59,6 +59,7 @@ def make_checkpoint(
             assignment.lease,
             interval_s=s.commit_interval_ms / 1000,
             timeout_s=s.step_timeout_s,
+            track=track,
         )
     behind = Behind(
         source.ends, source.commit_ends, s.step_timeout_s, track, s.commit_interval_ms / 1000

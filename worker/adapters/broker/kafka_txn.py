@@ -107,13 +107,21 @@ class Transactions:
         self.lost: set[TopicPartition] = set()
         # A transactional id the broker refuses (no WRITE ACL): see `open`.
         self.refused: TransactionalIdAuthorizationFailed | None = None
+        self._held: set[Partition] = set()  # committing in the background (`hold`)
 
     def ready(self, tp: TopicPartition) -> bool:
-        """Whether a lane may poll `tp`; raises the broker's refusal of our transactional
-        ids (`open`), which ends the worker with the ACL it lacks."""
+        """Whether a lane may poll `tp` (its producer started, no commit of it running in
+        the background); raises the broker's refusal of our transactional ids (`open`),
+        which ends the worker with the ACL it lacks."""
         if self.refused is not None:
             raise self.refused
-        return tp in self._sinks
+        return tp in self._sinks and tp not in self._held
+
+    def hold(self, partitions: list[Partition]) -> None:
+        self._held.update(partitions)
+
+    def release(self, partitions: list[Partition]) -> None:
+        self._held.difference_update(partitions)
 
     # -- assignment -----------------------------------------------------------------
 

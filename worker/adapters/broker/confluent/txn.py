@@ -114,12 +114,20 @@ class ConfluentTransactions:
         self._heir: dict[TopicPartition, str] = {}
         self._filling: asyncio.Task[None] | None = None
         self.lost: set[TopicPartition] = set()
+        self._held: set[Partition] = set()  # committing in the background (`hold`)
         self.refused: TransactionalIdAuthorizationFailed | None = None
 
     def ready(self, tp: TopicPartition) -> bool:
+        """As `kafka_txn.Transactions.ready`: producer ready, no commit running."""
         if self.refused is not None:
             raise self.refused
-        return tp in self._sinks
+        return tp in self._sinks and tp not in self._held
+
+    def hold(self, partitions: list[Partition]) -> None:
+        self._held.update(partitions)
+
+    def release(self, partitions: list[Partition]) -> None:
+        self._held.difference_update(partitions)
 
     # -- assignment -----------------------------------------------------------------
 
