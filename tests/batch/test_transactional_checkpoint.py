@@ -335,6 +335,23 @@ def test_at_least_once_a_fenced_batch_is_redone_on_the_partitions_that_stay() ->
 # -- commits in the background (`track`, as `run` makes it) ------------------------------
 
 
+async def _in_loop(batch: Batch, checkpoint: Checkpoint, txns: FakeTransactions) -> None:
+    """One batch inside the scenario's own event loop (its background commits live on)."""
+    await run_batch(
+        batch, registry=REGISTRY, sink=txns, checkpoint=checkpoint, max_record_bytes=1 << 20
+    )
+
+
+def _background(
+    log: Recorder, txns: FakeTransactions, timeout_s: float | None = None
+) -> tuple[TransactionalCheckpoint, list[asyncio.Future[None]]]:
+    tracked: list[asyncio.Future[None]] = []
+    checkpoint = TransactionalCheckpoint(
+        RecordingSource(log), MemoryStore(), txns, timeout_s=timeout_s, track=tracked.append
+    )
+    return checkpoint, tracked
+
+
 def _only(partition: int, batch: Batch) -> Batch:
     return Batch(
         [r for r in batch.records if r.partition == partition],
@@ -350,23 +367,15 @@ def test_in_the_background_a_commit_holds_its_partition_while_the_others_go_on()
     clean = _clean_outputs()
 
     async def scenario() -> None:
-        log, tracked = Recorder(), []
+        log = Recorder()
         txns = FakeTransactions(log)
         txns.slow[0] = asyncio.Event()
-        checkpoint = TransactionalCheckpoint(
-            RecordingSource(log), MemoryStore(), txns, track=tracked.append
-        )
+        checkpoint, tracked = _background(log, txns)
         for batch in SPAN:
             for p in (0, 1):
                 if p == 0 and batch is not SPAN[0]:
                     continue  # (partition 0 is held: its next batches wait)
-                await run_batch(
-                    _only(p, batch),
-                    registry=REGISTRY,
-                    sink=txns,
-                    checkpoint=checkpoint,
-                    max_record_bytes=1 << 20,
-                )
+                await _in_loop(_only(p, batch), checkpoint, txns)
         await asyncio.sleep(0.01)  # (partition 1's last commit ends)
         assert txns.held == {0} and 0 not in txns.committed
         assert txns.committed == {1: 13} and 0 in txns.open and txns.visible != []
@@ -374,13 +383,7 @@ def test_in_the_background_a_commit_holds_its_partition_while_the_others_go_on()
         await asyncio.wait(tracked)
         assert txns.held == set() and txns.committed == {0: 11, 1: 13}
         for batch in SPAN[1:]:
-            await run_batch(
-                _only(0, batch),
-                registry=REGISTRY,
-                sink=txns,
-                checkpoint=checkpoint,
-                max_record_bytes=1 << 20,
-            )
+            await _in_loop(_only(0, batch), checkpoint, txns)
         await checkpoint.settle([0, 1])
         assert txns.committed == {0: 13, 1: 13} and txns.open == {} and not txns.held
         assert sorted(triples(txns.visible)) == clean
@@ -392,15 +395,11 @@ def test_settle_waits_for_the_commits_in_the_background() -> None:
     """A revocation or a stop must not close a producer whose commit is still running."""
 
     async def scenario() -> None:
-        log, tracked = Recorder(), []
+        log = Recorder()
         txns = FakeTransactions(log)
         txns.slow[1] = asyncio.Event()
-        checkpoint = TransactionalCheckpoint(
-            RecordingSource(log), MemoryStore(), txns, track=tracked.append
-        )
-        await run_batch(
-            SPAN[0], registry=REGISTRY, sink=txns, checkpoint=checkpoint, max_record_bytes=1 << 20
-        )
+        checkpoint, _ = _background(log, txns)
+        await _in_loop(SPAN[0], checkpoint, txns)
         settling = asyncio.ensure_future(checkpoint.settle([0, 1]))
         await asyncio.sleep(0.01)
         assert not settling.done() and txns.held == {0, 1}
@@ -416,15 +415,11 @@ def test_a_commit_in_the_background_that_never_ends_gives_its_partitions_up() ->
     are in doubt), and released: their next assignment starts them afresh."""
 
     async def scenario() -> None:
-        log, tracked = Recorder(), []
+        log = Recorder()
         txns = FakeTransactions(log)
         txns.slow[0] = asyncio.Event()  # (never set)
-        checkpoint = TransactionalCheckpoint(
-            RecordingSource(log), MemoryStore(), txns, timeout_s=0.05, track=tracked.append
-        )
-        await run_batch(
-            SPAN[0], registry=REGISTRY, sink=txns, checkpoint=checkpoint, max_record_bytes=1 << 20
-        )
+        checkpoint, tracked = _background(log, txns, 0.05)
+        await _in_loop(SPAN[0], checkpoint, txns)
         assert checkpoint.epochs.keys() == {0, 1}
         await asyncio.wait(tracked)
         assert sorted(txns.dropped) == [0, 1] and not txns.held
