@@ -1,5 +1,5 @@
-"""`ConfluentTransactions` after every broker was unreachable: each producer is made
-again under its own transactional id before its next transaction."""
+"""`ConfluentTransactions`: producers started ahead of need and in the background, and
+made again under their own transactional ids after every broker was unreachable."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka import errors as kerrors
 
+from worker.adapters.broker.confluent import txn
 from worker.adapters.broker.confluent.clients import Blocking
 from worker.adapters.broker.confluent.txn import WARM_PRODUCERS, ConfluentTransactions
 
@@ -94,6 +95,7 @@ async def _after_every_broker_was_lost_each_producer_is_made_again() -> None:
     # A warm producer made before the outage is made again when a partition takes it.
     taken = TopicPartition("in", 2)
     await txns.open([taken])
+    await txns.opened()
     got = txns._sinks[taken].producer
     assert got.tid in {p.tid for p in warm} and got not in warm and got.inits == 1
 
@@ -150,6 +152,7 @@ async def _a_commit_under_way_or_begun_before_the_outage_gives_up() -> None:
 
     txns = transactions(make, CommitFetcher())
     await txns.open([TP0, TP1])
+    await txns.opened()
     first = {tp: txns._sinks[tp].producer for tp in (TP0, TP1)}
     await txns.begin([TP0, TP1])
     # TP0's offsets are on their way when every broker is lost; TP1 began before it.
@@ -225,6 +228,126 @@ async def _a_partition_revoked_while_its_producer_is_made_again() -> None:
     hold = False
     nexts = [TopicPartition("in", n) for n in range(2, 2 + 2 * WARM_PRODUCERS)]
     await txns.open(nexts)
+    await txns.opened()
     await txns.begin(nexts)
     assert not any(txns._sinks[tp].producer.closed for tp in nexts)
+    await txns.close_all()
+
+
+def test_a_partition_with_a_warm_producer_does_not_wait_for_another_ones_start() -> None:
+    # Seen at a scale-out: a joiner given more partitions than it had warm producers
+    # started none of them until every new producer was initialized (0.5-1 s).
+    asyncio.run(_a_warm_partition_does_not_wait_for_a_cold_ones_start())
+
+
+async def _a_warm_partition_does_not_wait_for_a_cold_ones_start() -> None:
+    gate = threading.Event()
+    hold = False
+
+    def make(tid: str) -> TxnProducer:
+        return HeldProducer(tid, gate) if hold else TxnProducer(tid)
+
+    txns = transactions(make)
+    await txns.warm()
+    hold = True  # (every producer started from now on waits for the gate)
+    parts = [TopicPartition("in", n) for n in range(WARM_PRODUCERS + 2)]
+    await asyncio.wait_for(txns.open(parts), 1.0)
+    warm, cold = parts[:WARM_PRODUCERS], parts[WARM_PRODUCERS:]
+    assert all(txns.ready(tp) for tp in warm)
+    assert not any(txns.ready(tp) for tp in cold)
+    await txns.open(cold)  # (asked again while starting: not started twice)
+    gate.set()
+    await asyncio.wait_for(txns.opened(), 5.0)
+    assert all(txns.ready(tp) for tp in parts)
+    producers = [txns._sinks[tp].producer for tp in parts]
+    assert len({id(p) for p in producers}) == len(parts)
+    assert all(p.inits == 1 for p in producers)
+    await txns.close_all()
+
+
+def test_a_partition_revoked_while_its_producer_starts_is_not_opened() -> None:
+    asyncio.run(_a_partition_revoked_while_its_producer_starts())
+
+
+async def _a_partition_revoked_while_its_producer_starts() -> None:
+    gate = threading.Event()
+    made: list[TxnProducer] = []
+
+    def make(tid: str) -> TxnProducer:
+        made.append(HeldProducer(tid, gate))
+        return made[-1]
+
+    txns = transactions(make)
+    await txns.open([TP0])
+    await txns.close([TP0])  # (revoked before its producer was initialized)
+    gate.set()
+    await asyncio.wait_for(txns.opened(), 5.0)
+    while txns._tasks:  # (the refill too)
+        await asyncio.sleep(0.01)
+    assert not txns.ready(TP0) and TP0 not in txns.lost
+    # Its producer was initialized and never used: kept warm, and the next one takes it.
+    started = made[0]
+    assert started in txns._warm and not started.closed
+    await txns.open([TP1])
+    assert txns.ready(TP1) and txns._sinks[TP1].producer.inits == 1
+    await txns.close_all()
+
+
+class Owner:
+    """The fetcher as `_reopen` uses it: the partitions owned, their committed offsets."""
+
+    def __init__(self, owned: set[TopicPartition]) -> None:
+        self.owned, self.revoking = owned, set[TopicPartition]()
+        self.sought: list[tuple[TopicPartition, int]] = []
+
+    async def committed(self, tps: list[TopicPartition], timeout_s: float) -> dict[Any, int]:
+        return {tp: 7 for tp in tps}
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.sought.append((tp, offset))
+
+
+def test_a_producer_that_fails_to_start_is_started_again_while_the_partition_is_ours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(txn, "REOPEN_AFTER_S", 0.01)
+    asyncio.run(_a_producer_that_fails_to_start_is_started_again())
+
+
+async def _a_producer_that_fails_to_start_is_started_again() -> None:
+    failing = True
+
+    def make(tid: str) -> TxnProducer:
+        return TxnProducer(tid, fail_init=failing)
+
+    owner = Owner({TP0})
+    txns = transactions(make, owner)
+    await txns.open([TP0])
+    await txns.opened()
+    assert not txns.ready(TP0) and TP0 in txns.lost
+    failing = False
+    for _ in range(500):  # (tried again every REOPEN_AFTER_S until it starts)
+        if txns.ready(TP0):
+            break
+        await asyncio.sleep(0.01)
+    assert txns.ready(TP0) and TP0 not in txns.lost
+    assert owner.sought and owner.sought[-1] == (TP0, 7)  # (read again from its commit)
+    await txns.close_all()
+
+
+def test_a_transactional_id_refused_while_a_producer_starts_ends_the_worker() -> None:
+    asyncio.run(_a_transactional_id_refused_while_a_producer_starts())
+
+
+async def _a_transactional_id_refused_while_a_producer_starts() -> None:
+    class Refused(TxnProducer):
+        def init_transactions(self, timeout_s: float) -> None:
+            raise kerrors.TransactionalIdAuthorizationFailed("t-g-in-w: denied")
+
+    txns = transactions(Refused)
+    await txns.open([TP0])
+    await txns.opened()
+    with pytest.raises(kerrors.TransactionalIdAuthorizationFailed, match="denied"):
+        txns.ready(TP0)
+    txns.refused = None
     await txns.close_all()

@@ -13,19 +13,14 @@ never starts from an offset about to move.
 partition and do the fencing: `kafka_txn`.)
 
 So the transactional ids are the worker's own (`<prefix><group>-<topic>-w<member>-<n>`),
-not the
-partition's, and producers are made and initialized ahead of need (`WARM_PRODUCERS`,
-before the group is joined): a partition that moves here takes one, with no
-InitProducerId on its way (0.05-1.5 s on the test machine). A revoked partition's
-transaction is committed first, so its producer is clean and goes back to the warm ones.
-The price: a worker that dies with a transaction open no longer has it aborted by the
-partition's next owner; the broker aborts it at `--transaction-timeout-ms`, holding
-read_committed readers of the output partitions it wrote back until then.
+not the partition's, and producers are made and initialized ahead of need
+(`WARM_PRODUCERS`, before the group is joined): a partition that moves here takes one,
+with no InitProducerId on its way. The price: a worker that dies with a transaction open
+has it aborted by the broker at `--transaction-timeout-ms`, not by the next owner
+(docs/design/rebalancing.md).
 
-Why a producer per partition and not one per worker: the checkpoint
-(`batch.transactional`) keeps a transaction per partition, each committed when its own
-interval is up and aborted (rewound) on its own. One producer has one transaction at a
-time, so partitions sharing it would commit and abort together.
+A producer per partition, not per worker: each partition's transaction commits and
+aborts on its own (`batch.transactional`), and a producer has one at a time.
 """
 
 from __future__ import annotations
@@ -58,7 +53,7 @@ T = TypeVar("T")
 
 # Producers kept initialized ahead of need (and at most twice as many kept after
 # revocations hand theirs back).
-WARM_PRODUCERS = 4
+WARM_PRODUCERS = 8
 # After a partition's transaction failed, how long before its producer is started again
 # (when the partition is still ours): a fenced zombie hears of it from the group first.
 REOPEN_AFTER_S = 1.0
@@ -115,6 +110,8 @@ class ConfluentTransactions:
         self._filling: asyncio.Task[None] | None = None
         self.lost: set[TopicPartition] = set()
         self._held: set[Partition] = set()  # committing in the background (`hold`)
+        # Partitions whose producer `open` is starting, each with the task starting it.
+        self._opening: dict[TopicPartition, asyncio.Task[None]] = {}
         self.refused: TransactionalIdAuthorizationFailed | None = None
 
     def ready(self, tp: TopicPartition) -> bool:
@@ -132,28 +129,66 @@ class ConfluentTransactions:
     # -- assignment -----------------------------------------------------------------
 
     async def open(self, partitions: list[TopicPartition], reset: str | None = None) -> None:
-        """A producer for each new partition (a warm one, or started now). librdkafka
-        then starts the partition at its committed offset, which its read_committed
-        offset fetch asks for as stable (waiting for a transaction carrying offsets)."""
-        todo = [tp for tp in partitions if tp not in self._sinks]
+        """A producer for each new partition: a warm one at once, else one started in the
+        background (`opened` waits), so no partition waits for another's InitProducerId;
+        no lane takes a partition before its producer is ready. One failing to start is
+        tried again as `drop` does. librdkafka starts each partition at its committed
+        offset, asked for as stable (waiting for a transaction carrying offsets)."""
+        todo = [tp for tp in partitions if tp not in self._sinks and tp not in self._opening]
         if not todo:
             return
-        made = await asyncio.gather(*(self._start(tp) for tp in todo), return_exceptions=True)
-        started = {
-            tp: p for tp, p in zip(todo, made, strict=True) if not isinstance(p, BaseException)
-        }
-        failed = next((p for p in made if isinstance(p, BaseException)), None)
-        for tp, producer in started.items():
-            self._sinks[tp] = ConfluentSink(
-                producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
-            )
-        self.lost.difference_update(started)
+        cold = []
+        for tp in todo:
+            if tp in self._heir or not self._warm:
+                cold.append(tp)
+                continue
+            producer = self._warm.pop()
+            if self._stale(producer):  # (made again under its own id: `_stale` says why)
+                self._heir[tp] = self._made[id(producer)][0]
+                self._retire(producer)
+                cold.append(tp)
+            else:
+                self._ready(tp, producer)
+        if cold:
+            task = asyncio.create_task(self._open_cold(cold))
+            for tp in cold:
+                self._opening[tp] = task
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         self._refill()
-        if isinstance(failed, TransactionalIdAuthorizationFailed):
-            self.refused = failed  # (the lanes' next `ready` ends the worker with it)
-            return
-        if failed is not None:
-            raise failed
+
+    async def opened(self) -> None:
+        """Wait for the producers `open` is still starting."""
+        await asyncio.gather(*set(self._opening.values()), return_exceptions=True)
+
+    def _ready(self, tp: TopicPartition, producer: Any) -> None:
+        self._sinks[tp] = ConfluentSink(
+            producer, self.blocking, *self.sink_args, timeout_s=self.timeout_s
+        )
+        self.lost.discard(tp)
+
+    async def _open_cold(self, tps: list[TopicPartition]) -> None:
+        me = asyncio.current_task()
+        # (One taking over a dropped producer's id fences it: `drop`.)
+        starts = (self._new(self._heir.pop(tp, None)) for tp in tps)
+        made = await asyncio.gather(*starts, return_exceptions=True)
+        failed = []
+        for tp, producer in zip(tps, made, strict=True):
+            if self._opening.get(tp) is not me:  # (revoked meanwhile: not ours to use)
+                if not isinstance(producer, BaseException):
+                    self._shelve(producer)
+                continue
+            del self._opening[tp]
+            if isinstance(producer, TransactionalIdAuthorizationFailed):
+                self.refused = producer  # (the lanes' next `ready` ends the worker with it)
+            elif isinstance(producer, BaseException):
+                failed.append(tp)
+                log.warning("starting the producer of %s failed: %s", _name(tp), producer)
+            else:
+                self._ready(tp, producer)
+        if failed:
+            self.lost.update(failed)
+            self._reopen_later(failed)
 
     async def warm(self) -> None:
         """Make and initialize the warm producers (before the group is joined)."""
@@ -172,18 +207,6 @@ class ConfluentTransactions:
             self._filling = task = asyncio.create_task(self.warm())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    async def _start(self, tp: TopicPartition) -> Any:
-        if (tid := self._heir.pop(tp, None)) is not None:
-            return await self._new(tid)
-        if self._warm:
-            producer = self._warm.pop()
-            if not self._stale(producer):
-                return producer
-            tid = self._made[id(producer)][0]
-            self._retire(producer)
-            return await self._new(tid)
-        return await self._new()
 
     async def _new(self, tid: str | None = None) -> Any:
         # (Under the same prefix as aiokafka's per-partition ids: one prefixed ACL.)
@@ -222,6 +245,8 @@ class ConfluentTransactions:
     async def close(self, partitions: list[TopicPartition], abort: bool = True) -> None:
         """Partitions leave us: abort what is open (unless a call still uses the
         producer, or `abort` is False) and close their producers."""
+        for tp in partitions:  # (a producer still starting for one is shelved when done)
+            self._opening.pop(tp, None)
         sinks = [(tp, self._sinks.pop(tp)) for tp in partitions if tp in self._sinks]
         idle = [(tp, s) for tp, s in sinks if abort and not self._busy[id(s.producer)]]
         opened = [(tp, s) for tp, s in idle if tp in self._open]
@@ -238,10 +263,17 @@ class ConfluentTransactions:
         }
         for tp, s in sinks:
             self._open.discard(tp)
-            if id(s.producer) in clean and len(self._warm) < 2 * WARM_PRODUCERS:
-                self._warm.append(s.producer)
+            if id(s.producer) in clean:
+                self._shelve(s.producer)
             else:
                 self._retire(s.producer)
+
+    def _shelve(self, producer: Any) -> None:
+        """A producer with no transaction open: kept warm, or closed if enough are."""
+        if len(self._warm) < 2 * WARM_PRODUCERS:
+            self._warm.append(producer)
+        else:
+            self._retire(producer)
 
     async def close_all(self) -> None:
         await self.close(list(self._sinks))
@@ -385,6 +417,9 @@ class ConfluentTransactions:
                 self._heir[tp] = self._made[id(sink.producer)][0]
         self.lost.update(tps)
         await self.close(tps, abort=False)
+        self._reopen_later(tps)
+
+    def _reopen_later(self, tps: list[TopicPartition]) -> None:
         task = asyncio.create_task(self._reopen(tps))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -408,9 +443,7 @@ class ConfluentTransactions:
             log.warning(
                 "restarting the producers of %s failed: %s", ", ".join(map(_name, again)), exc
             )
-            task = asyncio.create_task(self._reopen(again))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._reopen_later(again)
 
     async def _use(self, producer: Any, call: Awaitable[T]) -> T:
         key = id(producer)
