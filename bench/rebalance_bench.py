@@ -244,7 +244,9 @@ def render(res: dict) -> str:  # type: ignore[type-arg]
             f"  {'':<22} while its input waited: unmoved max "
             f"{e.get('unmoved_waited_max', 0):.2f} s | moved p50 "
             f"{e.get('moved_waited_p50', 0):.2f} s max {e.get('moved_waited_max', 0):.2f} s"
-            f" | steady before {e.get('baseline_waited', 0):.2f} s"
+            f" | steady before {e.get('baseline_waited', 0):.2f} s\n"
+            f"  {'':<22} before the group changed ({e.get('changed_after_s', 0):.1f} s in): "
+            f"unmoved max {e.get('unmoved_waited_before_max', 0):.2f} s"
         )
         if "caught_up_s" in e:
             lines.append(f"  {'':<22} burst answered in full after {e['caught_up_s']:.2f} s")
@@ -279,8 +281,9 @@ def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
     out = [
         "| partitions | candidate | event | unmoved pause max | moved stall p50 / max "
         "| while input waited: unmoved max | moved p50 / max "
-        "| revocation → output: unmoved max | moved p50 / max |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+        "| revocation → output: unmoved max | moved p50 / max "
+        "| unmoved, input waiting, before the group changed |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         for e in r["events"]:
@@ -290,7 +293,8 @@ def markdown(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
                 f"| {e.get('unmoved_waited_max', 0):.2f} "
                 f"| {e.get('moved_waited_p50', 0):.2f} / {e.get('moved_waited_max', 0):.2f} "
                 f"| {e['unmoved_resume_max']:.2f} "
-                f"| {e['moved_resume_p50']:.2f} / {e['moved_resume_max']:.2f} |"
+                f"| {e['moved_resume_p50']:.2f} / {e['moved_resume_max']:.2f} "
+                f"| {e.get('unmoved_waited_before_max', 0):.2f} |"
             )
     return out
 

@@ -5,7 +5,9 @@ assignments. Pure: no I/O.
 Two views of a gap: all of it (`longest_gap`), and only the part during which some input
 of the partition waited (`waited_gaps`, as `make autoscale` measures, with its own
 functions): at a few records a second per partition the first also counts the time the
-partition simply had nothing to do."""
+partition simply had nothing to do. The second counts from the group's first change in
+the event's window: before it the fleet is as it was, under the load (lag) that the
+scale-out answers; that part is reported on its own (`waited_before`)."""
 
 from __future__ import annotations
 
@@ -122,9 +124,13 @@ class EventResult:
     # unmoved partition → its longest gap around a revocation of another partition of
     # its owner (what a revocation costs the partitions that stay)
     beside: dict[int, float] = field(default_factory=dict)
-    # partition → its longest gap in the window while its input waited (when inputs known)
+    # partition → its longest gap while its input waited (when inputs known), from the
+    # group's first change in the window on; and in the window before that change (the
+    # load on the fleet as it was: a scale-out follows lag, it does not cause it)
     waited: dict[int, float] = field(default_factory=dict)
+    waited_before: dict[int, float] = field(default_factory=dict)
     baseline_waited: float = 0.0  # the same, any partition, in the steady time before
+    changed_after: float = 0.0  # from the event's start to the group's first change
 
     def summary(self) -> dict[str, float | int]:
         un = sorted(self.unmoved.values())
@@ -135,6 +141,7 @@ class EventResult:
         mv_s = sorted(self.resume[p] for p in self.moved if p in self.resume)
         bs = sorted(self.beside.values())
         un_w = sorted(self.waited[p] for p in self.unmoved if p in self.waited)
+        un_b = sorted(self.waited_before[p] for p in self.unmoved if p in self.waited_before)
         mv_w = sorted(self.waited[p] for p in self.moved if p in self.waited)
         return {
             "unmoved_waited_max": un_w[-1] if un_w else 0.0,
@@ -142,6 +149,8 @@ class EventResult:
             "moved_waited_p50": statistics.median(mv_w) if mv_w else 0.0,
             "moved_waited_max": mv_w[-1] if mv_w else 0.0,
             "baseline_waited": self.baseline_waited,
+            "unmoved_waited_before_max": un_b[-1] if un_b else 0.0,
+            "changed_after_s": self.changed_after,
             "unmoved_beside_n": len(bs),
             "unmoved_beside_p50": statistics.median(bs) if bs else 0.0,
             "unmoved_beside_max": bs[-1] if bs else 0.0,
@@ -175,13 +184,20 @@ def event_result(
 ) -> EventResult:
     """A partition moved if its owner at the end of the window is not its owner at `at`
     (an owner that is going away counts as moving it). With `inputs` and `outputs`, also
-    each partition's longest gap while its input waited (`waited`)."""
+    each partition's longest gap while its input waited (`waited`), from the group's
+    first change in the window (an assignment or a revocation) on."""
     res = EventResult(name, at)
+    end = at + window_s
+    changes = [t for entries in timeline.values() for t, _ in entries if at <= t <= end]
+    changes += [t for ts in (revoked or {}).values() for t in ts if at <= t <= end]
+    changed = min(changes, default=at)
+    res.changed_after = changed - at
     for p in range(partitions):
         s = stamps.get(p, [])
         if inputs is not None and outputs is not None:
             gaps = waited_gaps(inputs.get(p, ()), outputs.get(p, ()))
-            res.waited[p] = longest_waited(gaps, at, at + window_s)
+            res.waited[p] = longest_waited(gaps, changed, end)
+            res.waited_before[p] = longest_waited(gaps, at, changed) if changed > at else 0.0
             before_s = longest_waited(gaps, at - baseline_s, at - 0.001)
             res.baseline_waited = max(res.baseline_waited, before_s)
         gap = longest_gap(s, at, at + window_s)

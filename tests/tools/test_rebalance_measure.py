@@ -63,6 +63,28 @@ def test_an_event_reports_both_views(measure: ModuleType) -> None:
     assert without.waited == {}
 
 
+def test_the_waits_count_from_the_groups_first_change(measure: ModuleType) -> None:
+    # The event starts at 1.5; the group changes first at 3.0 (partition 0 stays with w0):
+    # the wait of 4.0-5.0 is the event's, that of 1.9-2.0 came before the change.
+    stamps = {0: [o[0] for o in OUTPUTS[0]]}
+    timeline = {0: [(0.0, "w0"), (3.0, "w0")]}
+    ev = measure.event_result(
+        "1 → 2", 1.5, 4.0, stamps, timeline, 1, inputs=INPUTS, outputs=OUTPUTS
+    )
+    summary = ev.summary()
+    assert summary["changed_after_s"] == pytest.approx(1.5)
+    assert summary["unmoved_waited_max"] == pytest.approx(1.0)
+    assert summary["unmoved_waited_before_max"] == pytest.approx(0.1)
+    # A revocation of another partition is a change too.
+    early = measure.event_result(
+        "1 → 2", 1.5, 4.0, stamps, timeline, 1, revoked={1: [1.95]}, inputs=INPUTS,
+        outputs=OUTPUTS,
+    )  # fmt: skip
+    assert early.summary()["changed_after_s"] == pytest.approx(0.45)
+    # Waiting 1.9-2.0 crosses the change at 1.95: counted whole on both sides.
+    assert early.waited_before[0] == pytest.approx(0.1) and early.waited[0] == pytest.approx(1.0)
+
+
 def test_a_record_without_output_is_done_once_a_later_record_of_its_partition_is(
     measure: ModuleType,
 ) -> None:
