@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tests.autoscale.checks.measure import gaps_with_work, pending_intervals
+from tests.autoscale.checks.measure import gaps_with_work, pending_intervals, with_own_output
 from tests.autoscale.checks.reader import Out
 from tests.autoscale.load.workload import Rec
 
@@ -80,9 +80,8 @@ def waited_gaps(
     when it was done: the next record's answer bounds it, and at a dozen records a
     second per partition that bound was the input's own silence, up to a third of a
     second. Its neighbours, nearly every record, show any pause of the partition."""
-    own = {(rid, int(seq)) for _, rid, seq in outputs}
-    recs = [Rec(rid, seq, b"", "", sent) for rid, seq, sent in inputs if (rid, int(seq)) in own]
     outs = [Out(at, rid, str(seq), "", b"", 0, 0) for at, rid, seq in outputs]
+    recs = with_own_output([Rec(rid, seq, b"", "", sent) for rid, seq, sent in inputs], outs)
     one_partition = {r.rid: 0 for r in recs}
     return gaps_with_work([o.at for o in outs], pending_intervals(recs, outs, one_partition))
 

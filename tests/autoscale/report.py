@@ -249,9 +249,9 @@ def render_moves(r: RunResult) -> list[str]:
     L.append(
         "| t (s) | replicas | window (s) | replaced | moved | unmoved pause p50 / max (s) "
         "| moved stall p50 / max (s) | moves without waiting input | topic pause (s) "
-        "| SIGTERMed → exit (s) |"
+        "| SIGTERMed → exit (s) | group changed after (s) | unmoved before it max (s) |"
     )
-    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     t0 = r.start
     for e, m, p in zip(r.events, r.moves, r.pauses, strict=False):
         u50, umax = p50_max(list(m.pause_s.values()))
@@ -267,7 +267,8 @@ def render_moves(r: RunResult) -> list[str]:
         L.append(
             f"| {e.at - t0:.1f} | {e.before} → {e.after} | {m.hi - m.lo:.0f} | {replaced} | "
             f"{moved} ({len(m.moves)} moves) | {fmt_s(u50)} / {fmt_s(umax)} | "
-            f"{fmt_s(s50)} / {fmt_s(smax)} | {idle} | {p.pause_s:.2f} | {stops or '–'} |"
+            f"{fmt_s(s50)} / {fmt_s(smax)} | {idle} | {p.pause_s:.2f} | {stops or '–'} | "
+            f"{m.changed_at - m.lo:.1f} | {fmt_s(max(m.before_s.values(), default=0.0))} |"
         )
     L.append("")
     return L

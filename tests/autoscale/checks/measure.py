@@ -26,6 +26,15 @@ def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
+def with_own_output(recs: list[Rec], outs: list[Out]) -> list[Rec]:
+    """The records that have an output of their own: only those can show how long they
+    waited. One that yields none (half a character, whitespace held back) is done by
+    the time a later record of its partition is answered, and bounding it so measured
+    the partition's silence until that record."""
+    own = {(o.rid, o.seq) for o in outs}
+    return [r for r in recs if (r.rid, str(r.seq)) in own]
+
+
 def pending_intervals(
     recs: list[Rec], outs: list[Out], partition_of: dict[str, int] | None = None
 ) -> list[tuple[float, float]]:

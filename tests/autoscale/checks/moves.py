@@ -10,7 +10,9 @@ out (tests/autoscale/test_moves.py runs it on made-up timelines).
   the partition at or after the new owner's assignment, counted from when input waited
   (a record sent after the revocation starts it later); none when nothing waited.
 - *Unmoved*: every other partition. Its *pause*: the longest gap between its outputs
-  while its input waited, starting in the window.
+  while its input waited, from the group's first change in the window (an assignment,
+  a revocation or an exit) on: before it the fleet is as it was, working through the
+  lag the event answers; that part is kept apart (`before_s`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class EventMoves:
     hi: float
     moves: list[Move] = field(default_factory=list)
     pause_s: dict[int, float] = field(default_factory=dict)  # unmoved partition → pause
+    changed_at: float = 0.0  # the group's first change in the window (`lo` if none)
+    before_s: dict[int, float] = field(default_factory=dict)  # its pause before that
 
     @property
     def moved(self) -> list[int]:
@@ -93,13 +97,13 @@ def holdings(changes: Iterable[Change]) -> dict[int, list[Holding]]:
 def longest_gap(
     arrivals: Sequence[float], waiting: Sequence[tuple[float, float]], lo: float, hi: float
 ) -> float:
-    """The longest gap between consecutive `arrivals` (sorted) that starts in [lo, hi),
-    counted from when input began waiting without a break until the gap's end."""
+    """The longest gap between consecutive `arrivals` (sorted) that overlaps [lo, hi)
+    (whole), counted from when input began waiting without a break until its end."""
     busy = merge(list(waiting))
     ends = [e for _, e in busy]
     best = 0.0
     for a, b in itertools.pairwise(arrivals):
-        if not lo <= a < hi:
+        if not (a < hi and b > lo):
             continue
         k = bisect.bisect_left(ends, b)  # the one busy interval that may hold b
         if k < len(busy) and busy[k][0] < b:
@@ -135,6 +139,8 @@ def event_moves(
     """The moves of the partitions whose holding ended in [lo, hi), their stalls, and
     the other partitions' pauses."""
     ev = EventMoves(lo, hi)
+    changes = [t for hs in held.values() for h in hs for t in (h.start, h.end) if lo <= t < hi]
+    ev.changed_at = first = min(changes, default=lo)
     for p in sorted(set(held) | set(arrivals)):
         hs = held.get(p, [])
         out, wait = arrivals.get(p, []), waiting.get(p, [])
@@ -146,7 +152,8 @@ def event_moves(
                 Move(p, prev.worker, nxt.worker, prev.end, at, stall(prev.end, at, out, wait))
             )
         if p not in ev.moved:
-            ev.pause_s[p] = longest_gap(out, wait, lo, hi)
+            ev.pause_s[p] = longest_gap(out, wait, first, hi)
+            ev.before_s[p] = longest_gap(out, wait, lo, first) if first > lo else 0.0
     return ev
 
 

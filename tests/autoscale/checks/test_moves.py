@@ -121,7 +121,25 @@ def test_a_move_with_no_input_waiting_has_no_stall_and_idle_partitions_no_pause(
         arrivals[p], waiting[p] = steady(0.0, 11.0)
     ev = event_moves(10.0, 30.0, held, arrivals, waiting)
     assert ev.moved == [1] and ev.stalls == [] and ev.moves[0].stall_s is None
-    assert ev.pause_s == {0: pytest.approx(ANSWER)}
+    # (From the group's first change at 12 nothing waited; before it, the steady wait.)
+    assert ev.changed_at == 12.0
+    assert ev.pause_s == {0: 0.0} and ev.before_s == {0: pytest.approx(ANSWER)}
+
+
+def test_an_unmoved_pause_counts_from_the_groups_first_change() -> None:
+    # A scale-out decided at 10 whose joiner takes partition 1 at 15: partition 0 waited
+    # 11-11.6 under the lag before anything moved (the lag the event answers), and
+    # 14.8-15.3 across the group's change (counted whole).
+    held = holdings(
+        changes((0.0, "w0", {0, 1}, True), (15.0, "w0", {1}, False), (15.2, "w1", {1}, True))
+    )
+    arrivals, waiting = {}, {}
+    arrivals[0], waiting[0] = steady(0.0, 30.0, ((11.0, 11.6), (14.8, 15.3)))
+    arrivals[1], waiting[1] = steady(0.0, 30.0)
+    ev = event_moves(10.0, 30.0, held, arrivals, waiting)
+    assert ev.changed_at == 15.0 and ev.moved == [1]
+    assert ev.pause_s[0] == pytest.approx(0.5)
+    assert ev.before_s[0] == pytest.approx(0.6)
 
 
 def test_only_moves_in_the_window_count_and_a_replaced_worker_moves_its_partitions_again() -> None:

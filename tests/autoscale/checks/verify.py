@@ -10,7 +10,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from tests.autoscale.checks.measure import pauses, pending_intervals
+from tests.autoscale.checks.measure import pauses, pending_intervals, with_own_output
 from tests.autoscale.checks.moves import (
     Change,
     EventMoves,
@@ -231,7 +231,8 @@ def verify(
     burst_done = [o.at for o in outs if o.rid in burst_ids and o.value == DONE]
     burst_start = next((t for t, p in res.marks if p == "burst"), res.start)
     res.drain_s = (max(burst_done) - burst_start) if burst_done else math.nan
-    res.pauses = pauses(res.events, recs, outs, partition_of)
+    waits = with_own_output(recs, outs)  # (the records that can show a wait)
+    res.pauses = pauses(res.events, waits, outs, partition_of)
     if res.pauses and not res.static:
         ps = [p.pause_s for p in res.pauses]
         p50, mx = statistics.median(ps), max(ps)
@@ -243,7 +244,7 @@ def verify(
             if p50 > PAUSE_P50_TARGET_S or mx > PAUSE_MAX_TARGET_S
             else ""
         )
-    res.moves = measure_moves(res, recs, outs, partition_of)
+    res.moves = measure_moves(res, waits, outs, partition_of)
     pause = [x for m in res.moves for x in m.pause_s.values()]
     stalls = [x for m in res.moves for x in m.stalls]
     worst_pause = max(pause, default=0.0)
